@@ -1,0 +1,51 @@
+// Byte layouts of the paged KV pool (DESIGN.md "KV cache layout"). A pool slot is a token's row:
+// slot = page * page_size + offset_in_page. Rows of the latent cache are contiguous per token.
+//
+// Latent cache row, FP8 (GLM-5: 656 bytes):
+//   [0, L)                 L x e4m3 latent values            (L = kv_lora_rank = 512)
+//   [L, L + 4*L/G)         L/G x fp32 scales, scale = amax/448 over each group of G = 128 values
+//   [L + 4*L/G, +2R)       R x bf16 rope values (not quantized) (R = qk_rope_head_dim = 64)
+// Latent cache row, BF16: (L + R) x bf16 = 1152 bytes for GLM-5 (latent then rope).
+// A value dequantizes as e4m3_value * scale[group]; G = 128 when L % 128 == 0, else G = L.
+//
+// Indexer key cache (DSA), FP8 (GLM-5: 132 bytes per token): per page of 64 tokens,
+//   [64 x D e4m3 keys][64 x fp32 scales (amax/448 over the token's D values)]
+// BF16: D x bf16 per token, contiguous.
+#pragma once
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace glm5 {
+
+constexpr int kPageSize = 64;  // tokens per page of the KV pool
+
+struct LatentLayout {
+  int latent_dim = 512;   // L
+  int rope_dim = 64;      // R
+  bool fp8 = true;
+  int group = 128;        // G, values per fp32 scale (fp8 only)
+  int row_bytes = 656;    // bytes per token row
+  int num_groups() const { return latent_dim / group; }
+  int scale_offset() const { return latent_dim; }                    // fp8: byte offset of scales
+  int rope_offset() const { return fp8 ? latent_dim + 4 * num_groups() : 2 * latent_dim; }
+};
+// Throws glm5::Error unless latent_dim % 16 == 0 and rope_dim is even.
+LatentLayout make_latent_layout(int latent_dim, int rope_dim, bool fp8);
+// BF16 row layout used by the cast paths' scratch buffers (2*(L+R) bytes, latent then rope).
+inline LatentLayout bf16_layout_of(const LatentLayout& l) {
+  LatentLayout b = l;
+  b.fp8 = false;
+  b.group = l.latent_dim;
+  b.row_bytes = 2 * (l.latent_dim + l.rope_dim);
+  return b;
+}
+
+struct IndexerLayout {
+  int dim = 128;          // D = index_head_dim
+  bool fp8 = true;
+  int bytes_per_token() const { return fp8 ? dim + 4 : 2 * dim; }
+  int64_t page_bytes() const { return int64_t(kPageSize) * bytes_per_token(); }
+};
+
+}  // namespace glm5

@@ -1,0 +1,32 @@
+// Sparse MLA decode in latent space (absorbed weights), one query token per request:
+//   s[b,h,j] = scale * (q_latent[b,h,:] . c[t] + q_rope[b,h,:] . r[t]),  t = indices[b,j] (skip t < 0)
+//   p = softmax_j(s);   out[b,h,:] = sum_j p[b,h,j] * c[t]        (values are the latent c, 512-d)
+// where row t of the KV buffer holds c (L latent values) and r (R rope values), FP8 (dequantized in
+// the kernel: the `fp8` path) or BF16 (the `cast` and `gather-cast` paths). A request with no valid
+// index gets out = 0 and lse = -inf.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/kv_layout.h"
+
+namespace glm5 {
+
+struct MlaDecodeParams {
+  const float* q_latent;  // [B, H, L]
+  const float* q_rope;    // rope part of the query: head h of request b at q_rope + b*q_rope_row_stride + h*q_rope_head_stride
+  int q_rope_row_stride = 0;
+  int q_rope_head_stride = 0;
+  const uint8_t* kv;      // [rows, layout.row_bytes] latent rows (FP8 or BF16 per layout.fp8)
+  LatentLayout layout;
+  const int32_t* indices; // [B, topk] row of kv per selected token; -1 = none
+  float* out;             // [B, H, L]
+  float* lse;             // [B, H] log-sum-exp of the scaled scores (may be null)
+  int B = 0, H = 0, topk = 0;
+  float scale = 1.f;      // softmax scale (1/sqrt(qk_head_dim), x mscale^2 under YaRN)
+};
+void mla_decode_cpu(const MlaDecodeParams& p);
+void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);
+
+}  // namespace glm5

@@ -1,0 +1,43 @@
+// MoE decode: routing (DeepSeek-V3 noaux_tc, as HF GlmMoeDsaMoE.route_tokens_to_experts) and the
+// routed experts (SwiGLU), all selected experts of all tokens in one grouped launch family.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "common/dtype.h"
+
+namespace glm5 {
+
+// s = sigmoid(logits); choice = s + bias; group score = sum of the top-2 choice scores of each of
+// n_group groups; keep topk_group groups; top-k experts by choice among them; weight = s (un-biased)
+// of the chosen, divided by their sum (+1e-20) if norm_topk_prob, times routed_scaling_factor.
+struct MoeRouteParams {
+  const float* logits;   // [B, E] router logits (fp32)
+  const float* bias;     // [E] e_score_correction_bias
+  int32_t* topk_ids;     // [B, k]
+  float* topk_weights;   // [B, k]
+  int B = 0, E = 0, k = 0, n_group = 1, topk_group = 1;
+  bool norm_topk_prob = true;
+  float routed_scaling_factor = 1.f;
+};
+void moe_route_cpu(const MoeRouteParams& p);
+void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream);
+
+// out[b,:] = sum_j topk_weights[b,j] * down_e(silu(gate_e x_b) * up_e x_b),  e = topk_ids[b,j]
+struct MoeExpertsParams {
+  const float* x;            // [B, hidden]
+  const int32_t* topk_ids;   // [B, k]
+  const float* topk_weights; // [B, k]
+  const void* w_gate;        // [E, inter, hidden]
+  const void* w_up;          // [E, inter, hidden]
+  const void* w_down;        // [E, hidden, inter]
+  DType w_dtype = DType::F32;  // CPU: F32 or BF16; CUDA: BF16
+  float* act;                // [B, k, inter] scratch
+  float* out;                // [B, hidden] (overwritten)
+  int B = 0, E = 0, k = 0, hidden = 0, inter = 0;
+};
+void moe_experts_cpu(const MoeExpertsParams& p);
+void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream);
+
+}  // namespace glm5

@@ -1,0 +1,34 @@
+// Errors: one exception type, one CUDA check macro. The CLI turns any glm5::Error into one line on
+// stderr and a non-zero exit; nothing below main() prints and exits on its own.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace glm5 {
+
+// Every failure the user can cause or the system can report. `what()` is the whole message: it names
+// the file / field / value and what was expected, so the CLI prints it as it is.
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Throws glm5::Error(message) unless `condition` holds. Use for host-side preconditions.
+inline void require(bool condition, const std::string& message) {
+  if (!condition) throw Error(message);
+}
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
+
+}  // namespace glm5
+
+// CUDA_CHECK(expr): throws glm5::Error naming the expression, file:line, the error's name and string.
+#define CUDA_CHECK(expr)                                                           \
+  do {                                                                             \
+    cudaError_t glm5_err_ = (expr);                                                \
+    if (glm5_err_ != cudaSuccess) ::glm5::throw_cuda_error(glm5_err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// CUDA_CHECK_LAUNCH(): after every kernel launch, reports a bad launch configuration at its site.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,83 @@
+// Weights: every tensor the engine reads, by HuggingFace name, on the host (CPU backend) or on the
+// GPU (CUDA backend). Filled from a safetensors checkpoint or from seeded synthetic values.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/dtype.h"
+#include "model/config.h"
+
+namespace glm5 {
+
+// A tensor the config implies: HF name and shape (row-major, nn.Linear weights are [out, in]).
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Every tensor of the checkpoint the engine reads for `cfg`, with the shape the config implies,
+// in HF naming: model.embed_tokens.weight, model.layers.N.self_attn.q_a_proj.weight, ...,
+// model.layers.N.mlp.experts.E.{gate,up,down}_proj.weight (per expert), lm_head.weight.
+std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg);
+
+// One stored tensor. `data` points into storage the Weights object owns (host or device).
+struct WeightTensor {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  int64_t numel() const;
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+};
+
+// How to store what is loaded. Matrices (2-D and stacked 3-D) take `matrix_dtype` (F32 for the CPU
+// reference, BF16 for CUDA); vectors (norm weights, biases, e_score_correction_bias) are always F32.
+struct WeightOptions {
+  Where where = Where::Host;
+  DType matrix_dtype = DType::F32;
+  // GLM-5 on one GPU (DESIGN.md "Fitting GLM-5 on one GPU"): every MoE layer reads the expert and
+  // shared-expert weights of the first MoE layer, every dense layer the MLP of layer 0. Attention
+  // weights and the KV cache stay distinct per layer.
+  bool share_mlp_weights = false;
+};
+
+// name -> tensor. Experts are also available stacked, under
+//   model.layers.N.mlp.experts.{gate,up}_proj.weight  [E, moe_intermediate, hidden]
+//   model.layers.N.mlp.experts.down_proj.weight       [E, hidden, moe_intermediate]
+// (the per-expert names are not kept once stacked).
+class Weights {
+ public:
+  // Throws glm5::Error "weights: missing tensor NAME" if absent.
+  const WeightTensor& get(const std::string& name) const;
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+  // Takes ownership of `storage` and registers `t` (whose data points into it) under `name`.
+  void add(const std::string& name, WeightTensor t, Buffer storage);
+  // Registers `name` as another name for the already-added tensor `target` (no copy).
+  void alias(const std::string& name, const std::string& target);
+  size_t stored_bytes() const;         // bytes actually allocated (shared tensors once)
+  size_t logical_bytes() const;        // bytes if every name had its own copy
+  bool shared_mlp() const { return shared_mlp_; }
+  void set_shared_mlp(bool v) { shared_mlp_ = v; }
+  const std::map<std::string, WeightTensor>& tensors() const { return tensors_; }
+
+ private:
+  std::map<std::string, WeightTensor> tensors_;
+  std::vector<Buffer> storage_;
+  bool shared_mlp_ = false;
+};
+
+// Loads model.safetensors (or model-*.safetensors shards) from `dir`, checking every tensor of
+// expected_tensors(cfg) is present with the right shape and a supported dtype (BF16, F16, F32,
+// F8_E4M3 with its `<name>_scale_inv` 128x128 block scales, dequantized on load).
+// Throws glm5::Error naming the file and tensor for any mismatch, truncation or malformed header.
+Weights load_weights(const ModelConfig& cfg, const std::string& dir, const WeightOptions& opt);
+
+// Seeded synthetic weights with realistic scales: linear weights ~ N(0, 1/in_features) so
+// activations keep unit scale, norm weights ~ 1 ± 0.1, router bias ~ 0.01. The value of element i
+// of tensor NAME depends only on (seed, NAME, i), so host and device generation agree exactly.
+Weights synthetic_weights(const ModelConfig& cfg, uint64_t seed, const WeightOptions& opt);
+
+}  // namespace glm5
