@@ -1,6 +1,6 @@
 // DSA lightning indexer (HF GlmMoeDsaIndexer; DeepSeek-V3.2 reference):
 //   score[b,t] = sum_h w[b,h] * ReLU(softmax_scale * q[b,h,:] . k[t,:]),   t < seq_len[b]
-// with w = weights_proj(x) * n_heads^-0.5 (folded in by the caller) and softmax_scale = D^-0.5;
+// with w = weights_proj(x) * head_weight_scale (n_heads^-0.5) and softmax_scale = D^-0.5;
 // then the top-k positions by score (all positions when seq_len <= k).
 #pragma once
 #include <cstdint>
@@ -13,7 +13,8 @@ namespace glm5 {
 
 struct IndexerScoreParams {
   const float* q;             // [B, Hi, D] rotated indexer queries
-  const float* head_weights;  // [B, Hi]
+  const float* head_weights;  // [B, Hi] weights_proj(x), before head_weight_scale
+  float head_weight_scale = 1.f;  // n_heads^-0.5 (HF GlmMoeDsaIndexer)
   const uint8_t* key_cache;   // paged indexer key cache (kv_layout.h)
   IndexerLayout layout;
   const int32_t* block_table; // [B, max_pages] page id of each request's logical page
