@@ -1,0 +1,111 @@
+// Analysis of one Timeline: per-step times, per layer x op breakdown, top kernels, roofline numbers
+// (achieved GB/s and TFLOP/s against the device's peaks) and hotspot rules, KV dtype cast first.
+// Also the comparison of the three KV paths (DESIGN.md: cast | gather-cast | fp8).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trace/timeline.h"
+
+namespace glm5 {
+
+// Device peaks for the roofline. 0 = unknown (percentages are then reported as 0).
+struct Peaks {
+  double copy_gbps = 0;    // achievable device-memory bandwidth [GB/s = 1e9 bytes/s]
+  double bf16_tflops = 0;  // dense BF16 tensor-core peak [TFLOP/s]
+};
+
+struct StepSample {
+  int step = -1;           // -1: the whole timeline when it carries no step attribution
+  double time_us = 0;      // GPU: span first kernel start .. last kernel end of the step; CPU: the step range
+  double kernel_us = 0;    // sum of the step's kernel durations
+};
+
+// One (layer, op) cell, averaged per step (sum over measured steps / number of steps).
+struct OpCell {
+  int layer = -1;
+  std::string op;
+  double time_us = 0;      // kernel time per step [us]
+  double kernels = 0;      // kernels per step
+  double bytes = 0;        // declared bytes per step
+  double flops = 0;        // declared FLOPs per step
+};
+
+// One op summed over all layers, per step, with roofline numbers.
+struct OpSummary {
+  std::string op;
+  double time_us = 0;      // per step [us]
+  double share = 0;        // of step time median (0..1)
+  double bytes = 0;        // declared per step [bytes]
+  double flops = 0;        // declared per step [FLOP]
+  double achieved_gbps = 0;     // bytes / time
+  double pct_copy_peak = 0;     // 100 * achieved_gbps / Peaks.copy_gbps
+  double achieved_tflops = 0;   // flops / time
+  double pct_bf16_peak = 0;
+};
+
+struct KernelStat {
+  std::string name;
+  int64_t calls = 0;
+  double total_us = 0;     // over the whole timeline
+  double mean_us = 0;
+  double share = 0;        // of total kernel time (0..1)
+};
+
+struct Hotspot {
+  std::string kind;        // "kv_dtype_cast" | "op_share"
+  std::string what;        // op or kernel group, e.g. "attn.kv_cast" or "aten::copy_ (cast kernels)"
+  double time_us = 0;      // per step [us]
+  double share_of_step = 0;     // 0..1 of the median step time
+  double bytes = 0;        // per step [bytes] (declared, or copied for file traces when known; else 0)
+  double achieved_gbps = 0;
+  double pct_of_peak = 0;  // of Peaks.copy_gbps
+  double est_saving_us = 0;     // per step, if the recommendation is followed
+  std::string recommendation;   // one or two sentences with the estimated saving
+};
+
+struct Analysis {
+  std::string source;      // Timeline.source
+  bool complete = true;    // Timeline.complete
+  std::vector<StepSample> steps;  // measured steps (step >= 0), or one sample for the whole timeline
+  double step_median_us = 0, step_min_us = 0, step_max_us = 0;
+  std::vector<OpCell> layer_ops;  // sorted by layer, then canonical op order
+  std::vector<OpSummary> ops;     // canonical op order (unknown ops after, by name)
+  std::vector<KernelStat> top_kernels;  // by total time, at most 20
+  std::vector<Hotspot> hotspots;        // KV cast first, then generic, by share
+  double attention_us = 0;       // per step, ops "attn.*"
+  double cast_us = 0;            // per step, the KV dtype cast (ops or matched cast kernels)
+  double total_kernel_us = 0;    // per step, all kernels
+};
+
+// Canonical op order for tables: the order in which a decoder layer runs them.
+const std::vector<std::string>& canonical_op_order();
+
+// True if the op is a KV dtype cast of ours (attn.kv_cast, attn.kv_gather_cast) or the activity is a
+// PyTorch cast kernel (direct_copy_kernel_cuda / unrolled_elementwise_kernel under aten::copy_,
+// aten::_to_copy or aten::to, LoadWithCast/StoreWithCast) or an fp8 dequantize kernel.
+bool is_kv_cast(const Activity& a);
+
+// Throws nothing; an empty timeline gives an empty Analysis. Only steps >= 0 are measured when any
+// activity carries a step; warm-up steps (< 0) are left out.
+Analysis analyze(const Timeline& t, const Peaks& peaks);
+
+struct PathResult {
+  std::string path;               // "cast" | "gather-cast" | "fp8" | any label
+  double step_median_us = 0;
+  double attention_us = 0;        // per step
+  double cast_us = 0;             // per step
+  double cast_share = 0;          // cast_us / step_median_us
+  double speedup_vs_cast = 0;     // step_median_us("cast") / step_median_us; 0 without a "cast" path
+};
+
+struct PathComparison {
+  std::vector<PathResult> paths;  // input order
+  std::string winner;             // lowest step median; "" for no paths
+};
+
+PathComparison compare_paths(const std::vector<std::pair<std::string, Analysis>>& runs);
+
+}  // namespace glm5

@@ -1,0 +1,66 @@
+// OpTracer for the CUDA backend: NVTX ranges + CUPTI activity tracing with external correlation.
+//
+// Lifetime: construct before the work to trace (it enables CUPTI activity kinds CONCURRENT_KERNEL,
+// MEMCPY, MEMSET, RUNTIME, DRIVER, MARKER, EXTERNAL_CORRELATION), drive it through the OpTracer
+// interface, then call finish() once to flush CUPTI and get the Timeline. Only one CuptiTracer may be
+// active at a time (CUPTI's buffer callbacks are C functions: they reach the tracer through one static
+// pointer, set in the constructor and cleared in finish()/destructor; a second concurrent tracer is
+// degraded, not fatal).
+//
+// Errors: any CUPTI failure degrades tracing (Timeline.complete = false, message kept); the run
+// goes on. Constructing one without a GPU gives an incomplete, empty Timeline.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "profiler/cupti_records.h"
+#include "profiler/op_tracer.h"
+#include "trace/timeline.h"
+
+namespace glm5 {
+
+// Sets NVTX_INJECTION64_PATH to the loaded libcupti (found with dladdr on a CUPTI symbol) unless it is
+// already set, so NVTX push/pop reach CUPTI as MARKER records. Must run before the first NVTX call of
+// the process (the CLI calls it first thing in main). Never throws; does nothing if libcupti is absent.
+void arrange_nvtx_injection();
+
+class CuptiTracer : public OpTracer {
+ public:
+  CuptiTracer();
+  ~CuptiTracer() override;  // disables CUPTI if finish() was not called
+  CuptiTracer(const CuptiTracer&) = delete;
+  CuptiTracer& operator=(const CuptiTracer&) = delete;
+
+  void begin_range(const std::string& name) override;  // nvtxRangePushA
+  void end_range() override;                           // nvtxRangePop
+  // nvtxRangePushA(op.op) + push a fresh CUSTOM0 external correlation id mapped to `op`.
+  void begin_op(const OpDesc& op) override;
+  void end_op() override;                              // pops both
+
+  // Flushes (cuptiActivityFlushAll), disables the activity kinds and builds the Timeline. Call once;
+  // a second call returns an empty, incomplete Timeline. Host-side state only: synchronize the
+  // device first so all kernels have finished.
+  Timeline finish();
+
+  bool ok() const { return errors_.empty(); }        // no CUPTI error so far
+  const std::vector<std::string>& errors() const { return errors_; }
+
+  // Called from CUPTI's buffer-completed callback (any thread): parses one buffer of records.
+  void consume_buffer(uint8_t* buffer, size_t valid_size);
+  void note_error(const std::string& message);
+
+ private:
+  bool enabled_ = false;
+  bool finished_ = false;
+  uint64_t next_external_id_ = 1;
+  std::map<uint64_t, OpDesc> ops_;
+  std::mutex mutex_;               // guards records_ and errors_ (CUPTI calls back on its own thread)
+  ActivityRecords records_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace glm5

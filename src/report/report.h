@@ -1,0 +1,43 @@
+// Reports: report.json (schema "glm5prof.report/1") for tools and regression diffs, report.md for
+// people. Both written atomically (temp + rename); a bad output folder gives one clear glm5::Error.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis/analysis.h"
+
+namespace glm5 {
+
+inline constexpr const char* kReportSchema = "glm5prof.report/1";
+
+struct RunReport {
+  std::string name;          // e.g. the KV path: "cast", "gather-cast", "fp8", or the trace file
+  nlohmann::json spec;       // this run's parameters (batch, context, ...), any JSON the caller likes
+  Analysis analysis;
+};
+
+struct ReportInput {
+  nlohmann::json run_spec;   // the CLI RunSpec
+  nlohmann::json device;     // name, peaks, ...
+  nlohmann::json model;      // config summary
+  nlohmann::json memory_fit; // how the model fits (shared experts, ...)
+  std::vector<RunReport> runs;
+  std::optional<PathComparison> comparison;
+};
+
+// The report as JSON (what write_report_json writes).
+nlohmann::json report_to_json(const ReportInput& in);
+// The Markdown report as a string (what write_report_md writes).
+std::string report_to_markdown(const ReportInput& in);
+
+void write_report_json(const ReportInput& in, const std::string& path);
+void write_report_md(const ReportInput& in, const std::string& path);
+
+// JSON for single pieces (also used by the CLI for diffs).
+nlohmann::json to_json(const Analysis& a);
+nlohmann::json to_json(const PathComparison& c);
+
+}  // namespace glm5

@@ -1,0 +1,53 @@
+#include "trace/atomic_file.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "common/error.h"
+
+namespace glm5 {
+
+namespace fs = std::filesystem;
+
+namespace {
+std::string parent_of(const std::string& path) {
+  fs::path p = fs::path(path).parent_path();
+  return p.empty() ? std::string(".") : p.string();
+}
+}  // namespace
+
+void require_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw Error("output folder '" + dir + "' does not exist");
+  if (!fs::is_directory(dir, ec)) throw Error("output folder '" + dir + "' is not a folder");
+  if (access(dir.c_str(), W_OK | X_OK) != 0)
+    throw Error("output folder '" + dir + "' is not writable: " + std::strerror(errno));
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string dir = parent_of(path);
+  require_writable_dir(dir);
+  const std::string tmp = path + ".tmp." + std::to_string(getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  const size_t n = std::fwrite(content.data(), 1, content.size(), f);
+  const bool flushed = std::fflush(f) == 0;
+  const int write_errno = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (n != content.size() || !flushed || !closed) {
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "': " + std::strerror(write_errno ? write_errno : EIO));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw Error("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
+  }
+}
+
+}  // namespace glm5

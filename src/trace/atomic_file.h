@@ -1,0 +1,16 @@
+// Atomic file output shared by every writer: the content goes to a temp file in the same folder,
+// then rename() replaces the target, so readers never see a half-written report.
+#pragma once
+#include <string>
+
+namespace glm5 {
+
+// Writes `content` to `path` atomically. Throws glm5::Error with one line naming the path and the
+// reason (folder missing / not writable / disk full). On failure no file is left behind.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Throws glm5::Error unless `dir` exists, is a folder and is writable (checked by creating and
+// removing a probe file). Call before a long run so a bad --out fails in the first second.
+void require_writable_dir(const std::string& dir);
+
+}  // namespace glm5

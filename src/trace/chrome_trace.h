@@ -1,0 +1,27 @@
+// Chrome trace event format, Kineto flavour (what torch.profiler writes), for our Timeline.
+// Written files open in Perfetto UI / chrome://tracing and HolisticTraceAnalysis reads them.
+#pragma once
+#include <string>
+
+#include "trace/timeline.h"
+
+namespace glm5 {
+
+// Writes `t` to `path` as {"schemaVersion":1, "deviceProperties":[...], "distributedInfo":{...},
+// "baseTimeNanoseconds":N, "traceEvents":[...], "displayTimeUnit":"ms"}. Events are "ph":"X" with ts/dur
+// in microseconds (floats) relative to t.base_time_ns; categories kernel, cuda_runtime, cuda_driver,
+// gpu_memcpy, gpu_memset, user_annotation, gpu_user_annotation, cpu_op; "ac2g" flows (s/f) link each
+// runtime launch to its kernel by correlation id. pid = device for GPU events, the process id for host
+// events; tid = stream / thread. Args: correlation, External id, stream, device, grid, block and ours:
+// step, layer, op, bytes, flops. A gpu_user_annotation span per op range covers that op's kernels.
+// Atomic (temp file + rename). Throws glm5::Error naming the path if it cannot be written.
+void write_chrome_trace(const Timeline& t, const std::string& path);
+
+// Reads a Chrome/Kineto trace (.json; ours or torch.profiler's) into a Timeline with source "file".
+// Kernels keep our args (step/layer/op/bytes/flops) when present; otherwise a kernel's op is the
+// name of the innermost cpu_op with the same "External id" (e.g. "aten::copy_"), and its step comes
+// from the enclosing ProfilerStep#N / step.N range. Throws glm5::Error on a missing file or bad JSON
+// (naming the path and what was expected).
+Timeline read_chrome_trace(const std::string& path);
+
+}  // namespace glm5

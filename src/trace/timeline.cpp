@@ -1,0 +1,119 @@
+#include "trace/timeline.h"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "common/error.h"
+
+namespace glm5 {
+
+namespace {
+constexpr const char* kKindNames[] = {"kernel", "memcpy", "memset", "runtime",
+                                      "driver", "marker", "cpu_op", "overhead"};
+
+// "prefixN" -> N for a non-negative decimal N, else -1.
+int parse_suffix(const std::string& name, const std::string& prefix) {
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return -1;
+  long v = 0;
+  for (size_t i = prefix.size(); i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    v = v * 10 + (name[i] - '0');
+    if (v > INT_MAX) return -1;
+  }
+  return static_cast<int>(v);
+}
+}  // namespace
+
+const char* to_string(ActivityKind kind) { return kKindNames[static_cast<int>(kind)]; }
+
+ActivityKind parse_activity_kind(const std::string& name) {
+  for (int i = 0; i < 8; ++i)
+    if (name == kKindNames[i]) return static_cast<ActivityKind>(i);
+  throw Error("activity kind '" + name +
+              "': expected kernel|memcpy|memset|runtime|driver|marker|cpu_op|overhead");
+}
+
+const char* to_string(RangeKind kind) {
+  return kind == RangeKind::user_annotation ? "user_annotation" : "gpu_user_annotation";
+}
+
+int64_t total_kernel_time_ns(const Timeline& t) {
+  int64_t sum = 0;
+  for (const Activity& a : t.activities)
+    if (a.kind == ActivityKind::kernel) sum += a.duration_ns();
+  return sum;
+}
+
+int64_t kernel_span_ns(const Timeline& t) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const Activity& a : t.activities) {
+    if (a.kind != ActivityKind::kernel) continue;
+    lo = std::min(lo, a.start_ns);
+    hi = std::max(hi, a.end_ns);
+  }
+  return lo == INT64_MAX ? 0 : hi - lo;
+}
+
+void sort_timeline(Timeline& t) {
+  std::stable_sort(t.activities.begin(), t.activities.end(), [](const Activity& a, const Activity& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.end_ns < b.end_ns;
+  });
+  std::stable_sort(t.ranges.begin(), t.ranges.end(), [](const Range& a, const Range& b) {
+    return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.depth < b.depth;
+  });
+}
+
+int64_t earliest_time_ns(const Timeline& t) {
+  int64_t lo = INT64_MAX;
+  for (const Activity& a : t.activities) lo = std::min(lo, a.start_ns);
+  for (const Range& r : t.ranges) lo = std::min(lo, r.start_ns);
+  return lo == INT64_MAX ? 0 : lo;
+}
+
+int parse_step_name(const std::string& name) {
+  int n = parse_suffix(name, "step.");
+  return n >= 0 ? n : parse_suffix(name, "ProfilerStep#");
+}
+
+int parse_layer_name(const std::string& name) { return parse_suffix(name, "layer."); }
+
+void assign_range_nesting(std::vector<Range>& ranges) {
+  // Per thread and kind, walk ranges by (start asc, end desc) keeping a stack of open ranges.
+  std::vector<size_t> order(ranges.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Range& x = ranges[a];
+    const Range& y = ranges[b];
+    if (x.kind != y.kind) return x.kind < y.kind;
+    if (x.thread != y.thread) return x.thread < y.thread;
+    if (x.start_ns != y.start_ns) return x.start_ns < y.start_ns;
+    return x.end_ns > y.end_ns;
+  });
+  std::vector<size_t> stack;
+  const Range* prev = nullptr;
+  for (size_t idx : order) {
+    Range& r = ranges[idx];
+    if (prev && (prev->thread != r.thread || prev->kind != r.kind)) stack.clear();
+    while (!stack.empty() && ranges[stack.back()].end_ns <= r.start_ns) stack.pop_back();
+    r.depth = static_cast<int>(stack.size());
+    int step = -1, layer = -1;
+    if (!stack.empty()) {
+      step = ranges[stack.back()].step;
+      layer = ranges[stack.back()].layer;
+    }
+    const int own_step = parse_step_name(r.name);
+    const int own_layer = parse_layer_name(r.name);
+    if (own_step >= 0) step = own_step;
+    if (own_layer >= 0) layer = own_layer;
+    // Ranges from a file may already carry attribution (our args): keep it where set.
+    if (r.step < 0) r.step = step;
+    if (r.layer < 0) r.layer = layer;
+    if (r.op.empty() && own_step < 0 && own_layer < 0 && r.kind == RangeKind::user_annotation)
+      r.op = r.name;
+    stack.push_back(idx);
+    prev = &r;
+  }
+}
+
+}  // namespace glm5

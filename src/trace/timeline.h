@@ -1,0 +1,118 @@
+// The Timeline: the one shared model of a profiled run. Every activity source (CUPTI live tracing,
+// the host clock of the CPU backend, a Chrome/Kineto trace file) fills it; every analysis and report
+// reads it. Plain structs, no behaviour beyond small helpers.
+//
+// Times are integer nanoseconds on the source's clock (CUPTI clock, steady_clock, or the file's
+// microseconds x 1000). `base_time_ns` is the origin the Chrome trace writer subtracts.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "profiler/op_tracer.h"  // OpDesc (header only; glm5_trace does not link glm5_profiler)
+
+namespace glm5 {
+
+// What an Activity is. `cpu_op` is a host-side operator span from a file (aten::copy_ ...); ops timed
+// by the host clock of the CPU backend are `kernel`s on device -1 so the GPU analysis applies as is.
+enum class ActivityKind { kernel, memcpy, memset, runtime, driver, marker, cpu_op, overhead };
+
+// "kernel", "memcpy", ... (the enumerator's name). Parse throws glm5::Error on an unknown name.
+const char* to_string(ActivityKind kind);
+ActivityKind parse_activity_kind(const std::string& name);
+
+struct Dim3 {
+  int x = 0, y = 0, z = 0;
+  bool operator==(const Dim3&) const = default;
+};
+
+// One thing that took time: a kernel, a copy, a runtime API call, a host op.
+struct Activity {
+  ActivityKind kind = ActivityKind::kernel;
+  std::string name;             // kernel (demangled if known) / API / op name
+  int64_t start_ns = 0;         // [ns] on the source clock
+  int64_t end_ns = 0;           // [ns], >= start_ns
+  int device = -1;              // CUDA device ordinal; -1 = host (CPU backend ops, runtime calls)
+  int64_t stream = -1;          // CUDA stream id; -1 = none / host ("cpu" in the Chrome trace)
+  int64_t thread = 0;           // host thread id for runtime / driver / cpu_op activities
+  uint64_t correlation_id = 0;  // CUPTI correlation id: links a runtime launch to its kernel; 0 = none
+  uint64_t external_id = 0;     // external correlation id pushed per op (ours) or Kineto "External id"
+  Dim3 grid, block;             // kernels only
+  uint64_t bytes_copied = 0;    // memcpy / memset only [bytes]
+  // Attribution (filled by the source; step/layer -1 and op "" when unknown).
+  int step = -1;
+  int layer = -1;
+  std::string op;               // our op name ("attn.kv_cast") or the enclosing cpu_op in a Kineto file
+  double bytes = 0;             // bytes the op declared (whole op, not per kernel) [bytes]
+  double flops = 0;             // FLOPs the op declared (whole op) [FLOP]
+
+  int64_t duration_ns() const { return end_ns - start_ns; }
+};
+
+enum class RangeKind { user_annotation, gpu_user_annotation };
+const char* to_string(RangeKind kind);
+
+// A named span: an NVTX push/pop range on a host thread (user_annotation) or the GPU-side span covering
+// the kernels of an op range (gpu_user_annotation, as Kineto draws them).
+struct Range {
+  std::string name;   // "step.3", "layer.12", "attn.kv_cast", "ProfilerStep#4", ...
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int depth = 0;      // nesting depth on its thread, 0 = outermost
+  int64_t thread = 0; // host thread id (user_annotation) or stream (gpu_user_annotation)
+  RangeKind kind = RangeKind::user_annotation;
+  int step = -1;      // from the enclosing "step.N" range (or the name itself); -1 if none
+  int layer = -1;     // from the enclosing "layer.N" range; -1 if none
+  std::string op;     // the op name when the range is an op range, else ""
+};
+
+// Device properties as Kineto's deviceProperties lists them (subset).
+struct DeviceProperties {
+  int id = 0;
+  std::string name;
+  uint64_t total_global_mem = 0;  // [bytes]
+  int compute_major = 0, compute_minor = 0;
+  int num_sms = 0;
+  int max_threads_per_block = 0;
+  int max_threads_per_multiprocessor = 0;
+  int warp_size = 32;
+  uint64_t shared_mem_per_block = 0;           // [bytes]
+  uint64_t shared_mem_per_multiprocessor = 0;  // [bytes]
+  int regs_per_block = 0;
+  int regs_per_multiprocessor = 0;
+};
+
+struct Timeline {
+  std::vector<Activity> activities;
+  std::vector<Range> ranges;
+  std::map<uint64_t, OpDesc> ops;  // external correlation id -> op as declared by the engine
+  // Metadata
+  std::string source;              // "cupti" | "host-clock" | "file"
+  std::vector<DeviceProperties> devices;
+  int64_t base_time_ns = 0;        // origin of the Chrome trace's microsecond timestamps
+  uint64_t records_dropped = 0;    // CUPTI activity records lost (buffer full)
+  uint64_t kernels_launched = 0;   // kernel launch API calls seen (runtime records)
+  uint64_t kernels_recorded = 0;   // kernel activity records received
+  bool complete = true;            // false if the source degraded (CUPTI error, dropped records)
+  std::vector<std::string> messages;  // why it is incomplete, warnings, in order
+};
+
+// Sum of kernel durations [ns] (device >= 0 and host-clock kernels alike). Overlapping kernels on
+// different streams are each counted: this is "kernel time", not wall time.
+int64_t total_kernel_time_ns(const Timeline& t);
+// Wall span [ns] of all kernels (first start to last end); 0 if there are none.
+int64_t kernel_span_ns(const Timeline& t);
+// Sorts activities by (start_ns, end_ns) and ranges by (start_ns, depth). Stable.
+void sort_timeline(Timeline& t);
+// The smallest start among activities and ranges (INT64_MAX-safe: 0 for an empty timeline).
+int64_t earliest_time_ns(const Timeline& t);
+// Parses "step.N" / "layer.N" / "ProfilerStep#N" into N; returns -1 when `name` has another form.
+int parse_step_name(const std::string& name);
+int parse_layer_name(const std::string& name);
+// Fills Range.depth / step / layer / op from nesting on each thread: a range inside "step.N" gets
+// step N, inside "layer.N" gets layer N; a range that is neither step, layer nor ProfilerStep is an op
+// range (op = its name). Used by every source after it collected its ranges.
+void assign_range_nesting(std::vector<Range>& ranges);
+
+}  // namespace glm5
