@@ -30,6 +30,7 @@ void add_inplace_cpu(const AddParams& p);
 void add_inplace_cuda(const AddParams& p, cudaStream_t stream);
 
 // out[r, i] = silu(gate_up[r, i]) * gate_up[r, inter + i]   (gate first, then up, per row)
+// silu(g) = g / (1 + exp(-g)) (torch.nn.functional.silu).
 struct SiluMulParams {
   const float* gate_up;  // [rows, 2*inter]
   float* out;            // [rows, inter]
@@ -39,7 +40,7 @@ struct SiluMulParams {
 void silu_mul_cpu(const SiluMulParams& p);
 void silu_mul_cuda(const SiluMulParams& p, cudaStream_t stream);
 
-// out[r] = argmax_j logits[r, j] (first index on ties).
+// out[r] = argmax_j logits[r, j] (first index on ties; NaN counts as -inf, so a row of NaN gives 0).
 struct ArgmaxParams {
   const float* logits;  // [rows, n]
   int32_t* out;         // [rows]
@@ -48,6 +49,13 @@ struct ArgmaxParams {
 };
 void argmax_cpu(const ArgmaxParams& p);
 void argmax_cuda(const ArgmaxParams& p, cudaStream_t stream);
+
+// Parameter checks shared by both twins: throw glm5::Error naming `op` and the field unless the
+// pointers are non-null, the sizes positive and (embedding) the table F32 or BF16.
+void validate_embedding_params(const EmbeddingParams& p, const char* op);
+void validate_add_params(const AddParams& p, const char* op);
+void validate_silu_mul_params(const SiluMulParams& p, const char* op);
+void validate_argmax_params(const ArgmaxParams& p, const char* op);
 
 // dst[i] = bf16(src[i]), round to nearest even.
 void f32_to_bf16_cuda(const float* src, uint16_t* dst, int64_t n, cudaStream_t stream);

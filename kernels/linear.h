@@ -20,6 +20,11 @@ struct LinearParams {
   bool accumulate = false;  // y += x W^T instead of y = x W^T
 };
 
+// Throws glm5::Error naming `op` and the field unless x, w, y are non-null, m, n, k > 0 and w_dtype
+// is BF16 (or F32 when allow_f32_weight: the CPU twin).
+void validate_linear_params(const LinearParams& p, const char* op, bool allow_f32_weight);
+
+// y[m, n] (=|+=) sum_k x[m, k] * w[n, k], dot products accumulated in double, stored as fp32.
 void linear_cpu(const LinearParams& p);
 
 // cuBLASLt handle, workspace and a bf16 staging buffer for activations; one per engine/stream.
@@ -36,6 +41,10 @@ class LinearContext {
   std::unique_ptr<Impl> impl_;
 };
 
+// y = x W^T on `stream` via cublasLtMatmul: x is rounded to BF16 into the context's staging buffer
+// (grown on demand: the first call with a new largest m*k allocates, so warm up before graph
+// capture), W BF16, fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 y; accumulate uses beta = 1.
+// Throws glm5::Error on bad params or any cuBLASLt failure (status named).
 void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream);
 
 }  // namespace glm5

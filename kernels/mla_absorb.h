@@ -18,6 +18,9 @@ struct MlaAbsorbParams {
   int B = 0, H = 0, nope = 0, v = 0, L = 0;
   int q_head_stride = 0;  // floats between heads of q (qk_head_dim)
 };
+// Throws glm5::Error naming `op` and the field unless pointers are non-null, B, H, nope, v, L > 0,
+// q_head_stride >= nope and kv_b_dtype is F32 or BF16 (CUDA: BF16 only when !allow_f32_weight).
+void validate_mla_absorb_params(const MlaAbsorbParams& p, const char* op, bool allow_f32_weight);
 void mla_absorb_cpu(const MlaAbsorbParams& p);
 void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
 
@@ -28,6 +31,7 @@ struct MlaUnabsorbParams {
   float* out;             // [B, H*v]
   int B = 0, H = 0, nope = 0, v = 0, L = 0;
 };
+void validate_mla_unabsorb_params(const MlaUnabsorbParams& p, const char* op, bool allow_f32_weight);
 void mla_unabsorb_cpu(const MlaUnabsorbParams& p);
 void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 

@@ -21,6 +21,12 @@ struct MoeRouteParams {
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.f;
 };
+// As HF, experts of dropped groups get choice score 0 (masked_fill 0.0), not -inf. Ties: lower
+// expert index wins. topk_ids come out by descending choice score.
+// Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k > 0, k <= E,
+// n_group divides E with >= 2 experts per group (the top-2 group score) or n_group == 1,
+// 1 <= topk_group <= n_group.
+void validate_moe_route_params(const MoeRouteParams& p, const char* op);
 void moe_route_cpu(const MoeRouteParams& p);
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream);
 
@@ -37,6 +43,10 @@ struct MoeExpertsParams {
   float* out;                // [B, hidden] (overwritten)
   int B = 0, E = 0, k = 0, hidden = 0, inter = 0;
 };
+// Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,
+// inter > 0 and w_dtype is BF16 (or F32 when allow_f32_weight: the CPU twin). Expert ids are not
+// checked here (device data); the CPU twin checks 0 <= id < E per use.
+void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool allow_f32_weight);
 void moe_experts_cpu(const MoeExpertsParams& p);
 void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream);
 

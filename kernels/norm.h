@@ -19,6 +19,10 @@ struct NormParams {
   float eps = 1e-6f;
 };
 
+// Throws glm5::Error naming the field unless the pointers are non-null (bias may be null), rows > 0,
+// dim > 0 and both strides >= dim. `op` names the caller in the message. Both twins call it.
+void validate_norm_params(const NormParams& p, const char* op);
+
 void rmsnorm_cpu(const NormParams& p);
 void rmsnorm_cuda(const NormParams& p, cudaStream_t stream);
 void layernorm_cpu(const NormParams& p);

@@ -25,6 +25,11 @@ struct RopeParams {
   float attention_scaling = 1.f;
 };
 
+// Throws glm5::Error naming the field unless x, positions, inv_freq are non-null, rows, heads > 0,
+// rope_dim > 0 and even, offset >= 0, head_stride >= offset + rope_dim (when heads > 1) and
+// row_stride covers one row's heads (when rows > 1). `op` names the caller. Both twins call it.
+void validate_rope_params(const RopeParams& p, const char* op);
+
 void rope_cpu(const RopeParams& p);
 void rope_cuda(const RopeParams& p, cudaStream_t stream);
 

@@ -1,0 +1,43 @@
+// CPU twin of the projection y = x W^T (nn.Linear without bias): plain loops, double accumulators.
+#include <string>
+
+#include "common/error.h"
+#include "kernels/linear.h"
+
+namespace glm5 {
+
+void validate_linear_params(const LinearParams& p, const char* op, bool allow_f32_weight) {
+  const std::string where = std::string(op) + ": LinearParams.";
+  require(p.x != nullptr, where + "x is null");
+  require(p.w != nullptr, where + "w is null");
+  require(p.y != nullptr, where + "y is null");
+  require(p.m > 0, where + "m = " + std::to_string(p.m) + ", expected > 0");
+  require(p.n > 0, where + "n = " + std::to_string(p.n) + ", expected > 0");
+  require(p.k > 0, where + "k = " + std::to_string(p.k) + ", expected > 0");
+  const bool dtype_ok = p.w_dtype == DType::BF16 || (allow_f32_weight && p.w_dtype == DType::F32);
+  require(dtype_ok, where + "w_dtype = " + dtype_name(p.w_dtype) +
+                        (allow_f32_weight ? ", expected F32 or BF16" : ", expected BF16"));
+}
+
+void linear_cpu(const LinearParams& p) {
+  validate_linear_params(p, "linear_cpu", true);
+  const bool bf16 = p.w_dtype == DType::BF16;
+  const float* wf = static_cast<const float*>(p.w);
+  const uint16_t* wb = static_cast<const uint16_t*>(p.w);
+  for (int i = 0; i < p.m; ++i) {
+    const float* x = p.x + size_t(i) * p.k;
+    float* y = p.y + size_t(i) * p.n;
+    for (int j = 0; j < p.n; ++j) {
+      const size_t row = size_t(j) * p.k;
+      double sum = 0.0;
+      if (bf16) {
+        for (int c = 0; c < p.k; ++c) sum += double(x[c]) * double(bf16_bits_to_float(wb[row + c]));
+      } else {
+        for (int c = 0; c < p.k; ++c) sum += double(x[c]) * double(wf[row + c]);
+      }
+      y[j] = p.accumulate ? y[j] + float(sum) : float(sum);  // as torch: residual + (x W^T)
+    }
+  }
+}
+
+}  // namespace glm5

@@ -1,0 +1,89 @@
+// CPU twins of MLA weight absorption / un-absorption (DeepSeek-V2 paper, section 2.1.2): plain
+// loops over kv_b_proj's per-head blocks W_UK[h] (nope x L) and W_UV[h] (v x L), double sums.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/mla_absorb.h"
+
+namespace glm5 {
+
+namespace {
+void validate_common(const char* op, const char* params, const void* kv_b, DType dtype, int B, int H, int nope, int v,
+                     int L, bool allow_f32_weight) {
+  const std::string where = std::string(op) + ": " + params + ".";
+  require(kv_b != nullptr, where + "kv_b is null");
+  const bool dtype_ok = dtype == DType::BF16 || (allow_f32_weight && dtype == DType::F32);
+  require(dtype_ok, where + "kv_b_dtype = " + dtype_name(dtype) + (allow_f32_weight ? ", expected F32 or BF16" : ", expected BF16"));
+  const std::pair<const char*, int> dims[] = {{"B", B}, {"H", H}, {"nope", nope}, {"v", v}, {"L", L}};
+  for (const auto& [name, value] : dims)
+    require(value > 0, where + name + " = " + std::to_string(value) + ", expected > 0");
+}
+
+// Row `row` of kv_b as fp32 into `out` (L values).
+void load_row(const void* kv_b, DType dtype, size_t row, int L, float* out) {
+  if (dtype == DType::F32) {
+    const float* w = static_cast<const float*>(kv_b) + row * L;
+    for (int c = 0; c < L; ++c) out[c] = w[c];
+  } else {
+    const uint16_t* w = static_cast<const uint16_t*>(kv_b) + row * L;
+    for (int c = 0; c < L; ++c) out[c] = bf16_bits_to_float(w[c]);
+  }
+}
+}  // namespace
+
+void validate_mla_absorb_params(const MlaAbsorbParams& p, const char* op, bool allow_f32_weight) {
+  const std::string where = std::string(op) + ": MlaAbsorbParams.";
+  require(p.q != nullptr, where + "q is null");
+  require(p.q_latent != nullptr, where + "q_latent is null");
+  validate_common(op, "MlaAbsorbParams", p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.v, p.L, allow_f32_weight);
+  require(p.q_head_stride >= p.nope, where + "q_head_stride = " + std::to_string(p.q_head_stride) +
+                                         ", expected >= nope = " + std::to_string(p.nope));
+}
+
+void validate_mla_unabsorb_params(const MlaUnabsorbParams& p, const char* op, bool allow_f32_weight) {
+  const std::string where = std::string(op) + ": MlaUnabsorbParams.";
+  require(p.o_latent != nullptr, where + "o_latent is null");
+  require(p.out != nullptr, where + "out is null");
+  validate_common(op, "MlaUnabsorbParams", p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.v, p.L, allow_f32_weight);
+}
+
+// q_latent[b,h,c] = sum_d q[b,h,d] * W_UK[h][d][c],  W_UK[h][d] = kv_b row h*(nope+v) + d.
+void mla_absorb_cpu(const MlaAbsorbParams& p) {
+  validate_mla_absorb_params(p, "mla_absorb_cpu", true);
+  std::vector<float> w(p.L);
+  std::vector<double> acc(p.L);
+  for (int b = 0; b < p.B; ++b) {
+    for (int h = 0; h < p.H; ++h) {
+      const float* q = p.q + (size_t(b) * p.H + h) * p.q_head_stride;
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int d = 0; d < p.nope; ++d) {
+        load_row(p.kv_b, p.kv_b_dtype, size_t(h) * (p.nope + p.v) + d, p.L, w.data());
+        for (int c = 0; c < p.L; ++c) acc[c] += double(q[d]) * double(w[c]);
+      }
+      float* out = p.q_latent + (size_t(b) * p.H + h) * p.L;
+      for (int c = 0; c < p.L; ++c) out[c] = float(acc[c]);
+    }
+  }
+}
+
+// out[b, h*v + j] = sum_c o_latent[b,h,c] * W_UV[h][j][c],  W_UV[h][j] = kv_b row h*(nope+v) + nope + j.
+void mla_unabsorb_cpu(const MlaUnabsorbParams& p) {
+  validate_mla_unabsorb_params(p, "mla_unabsorb_cpu", true);
+  std::vector<float> w(p.L);
+  for (int b = 0; b < p.B; ++b) {
+    for (int h = 0; h < p.H; ++h) {
+      const float* o = p.o_latent + (size_t(b) * p.H + h) * p.L;
+      for (int j = 0; j < p.v; ++j) {
+        load_row(p.kv_b, p.kv_b_dtype, size_t(h) * (p.nope + p.v) + p.nope + j, p.L, w.data());
+        double sum = 0.0;
+        for (int c = 0; c < p.L; ++c) sum += double(o[c]) * double(w[c]);
+        p.out[size_t(b) * p.H * p.v + size_t(h) * p.v + j] = float(sum);
+      }
+    }
+  }
+}
+
+}  // namespace glm5
