@@ -24,11 +24,18 @@ struct IndexerScoreParams {
   int B = 0, Hi = 0;
   float softmax_scale = 1.f;
 };
+// Key of logical position pos: slot = block_table[b][pos / 64] * 64 + pos % 64 (page slot / 64 of
+// the indexer cache); FP8 keys dequantize to e4m3 * scale in fp32, BF16 keys to their value.
+// Throws glm5::Error on null pointers, B/Hi < 0, max_pages < 1, and (CPU twin only, it reads them)
+// seq_len outside [0, max_pages*64] or a negative page id below seq_len; the kernel writes -inf there.
+void validate_indexer_score_params(const IndexerScoreParams& p);
 void indexer_score_cpu(const IndexerScoreParams& p);
 void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 
 // Top-k logical positions by score, translated to pool slots through the block table; written in
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
+// GPU: radix select on the order-preserving uint32 of each score (4 passes of 8-bit digits over a
+// shared-memory histogram), then an ordered compaction; one block per request.
 struct TopkParams {
   const float* scores;        // [B, score_stride]
   int score_stride = 0;
@@ -38,7 +45,21 @@ struct TopkParams {
   int32_t* out_slots;         // [B, k]
   int B = 0, k = 0;
 };
+// Order: scores compare as floats with -0 == +0, ties to the lower position; NaN ranks above +inf
+// (positive NaN) or below -inf (negative NaN), the order of the float's sign-magnitude bits.
+// Throws glm5::Error on null pointers, B < 0, k < 1, max_pages < 1, score_stride < 1; the CPU twin
+// also on seq_len outside [0, min(score_stride, max_pages*64)] or a negative page id below seq_len
+// (the kernel clamps seq_len to that range and writes slot -1 for a negative page id).
+void validate_topk_params(const TopkParams& p);
 void topk_cpu(const TopkParams& p);
 void topk_cuda(const TopkParams& p, cudaStream_t stream);
+
+// The total order topk uses: an unsigned key that sorts like the float (-0 mapped to +0).
+GLM5_HD uint32_t topk_order_key(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (u == 0x80000000u) u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
 
 }  // namespace glm5

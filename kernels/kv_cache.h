@@ -19,6 +19,9 @@ struct KvWriteParams {
   LatentLayout layout;
   int B = 0;
 };
+// Slots < 0 are skipped (padding requests). Throws glm5::Error on null pointers, B < 0, strides
+// shorter than L / R, or a layout not made by make_latent_layout.
+void validate_kv_write_params(const KvWriteParams& p);
 void kv_write_cpu(const KvWriteParams& p);
 void kv_write_cuda(const KvWriteParams& p, cudaStream_t stream);
 
@@ -29,6 +32,8 @@ struct IndexerKeyWriteParams {
   IndexerLayout layout;
   int B = 0;
 };
+// Slots < 0 are skipped. FP8: scale = amax/448 over the token's D values.
+void validate_indexer_key_write_params(const IndexerKeyWriteParams& p);
 void indexer_key_write_cpu(const IndexerKeyWriteParams& p);
 void indexer_key_write_cuda(const IndexerKeyWriteParams& p, cudaStream_t stream);
 
@@ -45,6 +50,13 @@ struct KvFillParams {
   int64_t rows = 0;
   uint64_t seed = 0;
 };
+// Values: latent[slot, i] = rng_normal(seed, kFillStreamLatent, slot*L + i), rope likewise with
+// kFillStreamRope and slot*R + i, indexer key with kFillStreamIndexer and slot*D + i (common/rng.h);
+// bytes identical on CPU and GPU.
+constexpr uint64_t kFillStreamLatent = 0x6c6174656e74ull;   // "latent"
+constexpr uint64_t kFillStreamRope = 0x726f7065ull;         // "rope"
+constexpr uint64_t kFillStreamIndexer = 0x696e646578ull;    // "index"
+void validate_kv_fill_params(const KvFillParams& p);
 void kv_fill_random_cpu(const KvFillParams& p);
 void kv_fill_random_cuda(const KvFillParams& p, cudaStream_t stream);
 

@@ -8,6 +8,19 @@
 #include "kernels/kv_layout.h"
 
 namespace glm5 {
+// Dequantizes FP8 latent row `row` (layout `l`) into L + R bf16 values `out` (the cast paths' math;
+// mla_decode's fp8 path rounds the same way, so all three KV paths see identical K/V values).
+GLM5_HD void dequant_latent_row_bf16(const uint8_t* row, const LatentLayout& l, uint16_t* out) {
+  for (int i = 0; i < l.latent_dim; ++i) {
+    float scale;
+    memcpy(&scale, row + l.scale_offset() + 4 * (i / l.group), 4);
+    out[i] = float_to_bf16_bits(e4m3_bits_to_float(row[i]) * scale);
+  }
+  for (int i = 0; i < l.rope_dim; ++i) memcpy(out + l.latent_dim + i, row + l.rope_offset() + 2 * i, 2);
+}
+}  // namespace glm5
+
+namespace glm5 {
 
 // `cast` path: every row of the pool. bytes = rows * (row_bytes + 2*(L+R)).
 struct KvCastParams {
@@ -16,6 +29,9 @@ struct KvCastParams {
   uint16_t* out;         // [rows, L + R] bf16
   int64_t rows = 0;
 };
+// Value i < L of a row: round_bf16(e4m3(q[i]) * scale[i / G]); values L.. L+R-1: the rope bf16 bits.
+// Throws glm5::Error on a non-fp8 layout, null pointers or rows < 0.
+void validate_kv_cast_params(const KvCastParams& p);
 void kv_cast_cpu(const KvCastParams& p);
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream);
 
@@ -29,6 +45,9 @@ struct KvGatherCastParams {
   int32_t* compact_indices;   // [count]
   int64_t count = 0;
 };
+// Throws glm5::Error on a non-fp8 layout, null pointers or count < 0. The CPU twin also throws on an
+// index < -1; the kernel treats any negative index as -1.
+void validate_kv_gather_cast_params(const KvGatherCastParams& p);
 void kv_gather_cast_cpu(const KvGatherCastParams& p);
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream);
 

@@ -30,8 +30,13 @@ struct LatentLayout {
   int scale_offset() const { return latent_dim; }                    // fp8: byte offset of scales
   int rope_offset() const { return fp8 ? latent_dim + 4 * num_groups() : 2 * latent_dim; }
 };
-// Throws glm5::Error unless latent_dim % 16 == 0 and rope_dim is even.
+// Throws glm5::Error unless latent_dim % 16 == 0 (and > 0) and rope_dim is even (and >= 0).
+// fp8: G = 128 when L % 128 == 0, else G = L; row_bytes = L + 4*L/G + 2*R (GLM-5: 656, glm5-tiny
+// L=64, R=32: 132). bf16: row_bytes = 2*(L + R). Rows are always 4-byte multiples, not always 16.
 LatentLayout make_latent_layout(int latent_dim, int rope_dim, bool fp8);
+// Throws glm5::Error naming `who` unless `l` equals make_latent_layout(l.latent_dim, l.rope_dim, l.fp8)
+// (every launcher calls this: a hand-built layout with a stale row_bytes is caught here).
+void check_latent_layout(const LatentLayout& l, const char* who);
 // BF16 row layout used by the cast paths' scratch buffers (2*(L+R) bytes, latent then rope).
 inline LatentLayout bf16_layout_of(const LatentLayout& l) {
   LatentLayout b = l;
@@ -47,5 +52,21 @@ struct IndexerLayout {
   int bytes_per_token() const { return fp8 ? dim + 4 : 2 * dim; }
   int64_t page_bytes() const { return int64_t(kPageSize) * bytes_per_token(); }
 };
+// Throws glm5::Error naming `who` unless dim > 0 and dim % 4 == 0.
+void check_indexer_layout(const IndexerLayout& l, const char* who);
+
+// FP8 quantization shared by the CPU twins and the CUDA kernels (DESIGN.md "KV cache layout"):
+// scale = amax / 448 over a group (1 when amax == 0), q = e4m3(x / scale) rounded to nearest even,
+// saturating; a value dequantizes as e4m3(q) * scale.
+constexpr float kE4m3Max = 448.f;
+GLM5_HD float fp8_group_scale(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
+
+// Byte offsets in the paged FP8 indexer key cache of pool slot `slot` (page = slot / 64).
+GLM5_HD int64_t indexer_key_offset(int64_t slot, int dim) {
+  return (slot / kPageSize) * int64_t(kPageSize) * (dim + 4) + (slot % kPageSize) * dim;
+}
+GLM5_HD int64_t indexer_scale_offset(int64_t slot, int dim) {
+  return (slot / kPageSize) * int64_t(kPageSize) * (dim + 4) + int64_t(kPageSize) * dim + (slot % kPageSize) * 4;
+}
 
 }  // namespace glm5

@@ -26,6 +26,13 @@ struct MlaDecodeParams {
   int B = 0, H = 0, topk = 0;
   float scale = 1.f;      // softmax scale (1/sqrt(qk_head_dim), x mscale^2 under YaRN)
 };
+// FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
+// `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
+// are bit-identical across the three paths, the kernel's agree to fp32 summation order.
+// Index values < 0 are skipped; indices must be < the number of rows of `kv` (not checkable here).
+// Throws glm5::Error on null pointers, B/H/topk < 0, a layout not from make_latent_layout, or (CUDA)
+// L > 512, R > 128 (the kernel's register tile; GLM-5 and DeepSeek use L = 512, R = 64).
+void validate_mla_decode_params(const MlaDecodeParams& p);
 void mla_decode_cpu(const MlaDecodeParams& p);
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);
 

@@ -1,0 +1,113 @@
+// CPU twins of indexer.h: DSA lightning-indexer scores over the paged key cache, and exact top-k.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/indexer.h"
+
+namespace glm5 {
+namespace {
+
+void check_seq_and_pages(int b, int seq_len, int limit, const int32_t* block_table, int max_pages, const char* who) {
+  require(seq_len >= 0 && seq_len <= limit, std::string(who) + ": seq_lens[" + std::to_string(b) + "] = " +
+                                                std::to_string(seq_len) + ", expected 0.." + std::to_string(limit));
+  for (int pg = 0; pg * kPageSize < seq_len; ++pg)
+    require(block_table[int64_t(b) * max_pages + pg] >= 0,
+            std::string(who) + ": block_table[" + std::to_string(b) + "][" + std::to_string(pg) + "] = " +
+                std::to_string(block_table[int64_t(b) * max_pages + pg]) + ", expected a page id >= 0");
+}
+
+}  // namespace
+
+void validate_indexer_score_params(const IndexerScoreParams& p) {
+  check_indexer_layout(p.layout, "indexer_score");
+  require(p.B >= 0 && p.Hi >= 0, "indexer_score: B = " + std::to_string(p.B) + ", Hi = " + std::to_string(p.Hi) +
+                                     ", expected both >= 0");
+  require(p.max_pages >= 1, "indexer_score: max_pages = " + std::to_string(p.max_pages) + ", expected >= 1");
+  if (p.B == 0) return;
+  require(p.q && p.head_weights && p.key_cache && p.block_table && p.seq_lens && p.scores,
+          "indexer_score: q, head_weights, key_cache, block_table, seq_lens and scores must be non-null");
+}
+
+void indexer_score_cpu(const IndexerScoreParams& p) {
+  validate_indexer_score_params(p);
+  const int D = p.layout.dim;
+  const int64_t positions = int64_t(p.max_pages) * kPageSize;
+  std::vector<float> k(D);
+  for (int b = 0; b < p.B; ++b) {
+    const int n = p.seq_lens[b];
+    check_seq_and_pages(b, n, int(positions), p.block_table, p.max_pages, "indexer_score");
+    float* out = p.scores + b * positions;
+    for (int64_t pos = 0; pos < positions; ++pos) {
+      if (pos >= n) {
+        out[pos] = -std::numeric_limits<float>::infinity();
+        continue;
+      }
+      int64_t slot = int64_t(p.block_table[int64_t(b) * p.max_pages + pos / kPageSize]) * kPageSize + pos % kPageSize;
+      if (p.layout.fp8) {
+        const uint8_t* kq = p.key_cache + indexer_key_offset(slot, D);
+        float scale;
+        std::memcpy(&scale, p.key_cache + indexer_scale_offset(slot, D), 4);
+        for (int d = 0; d < D; ++d) k[d] = e4m3_bits_to_float(kq[d]) * scale;
+      } else {
+        const uint8_t* kb = p.key_cache + slot * 2 * D;
+        for (int d = 0; d < D; ++d) {
+          uint16_t bits;
+          std::memcpy(&bits, kb + 2 * d, 2);
+          k[d] = bf16_bits_to_float(bits);
+        }
+      }
+      float score = 0.f;
+      for (int h = 0; h < p.Hi; ++h) {
+        const float* q = p.q + (int64_t(b) * p.Hi + h) * D;
+        float dot = 0.f;
+        for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+        const float w = p.head_weights[int64_t(b) * p.Hi + h] * p.head_weight_scale;
+        score += w * std::fmax(p.softmax_scale * dot, 0.f);
+      }
+      out[pos] = score;
+    }
+  }
+}
+
+void validate_topk_params(const TopkParams& p) {
+  require(p.B >= 0, "topk: B = " + std::to_string(p.B) + ", expected >= 0");
+  require(p.k >= 1, "topk: k = " + std::to_string(p.k) + ", expected >= 1");
+  require(p.max_pages >= 1, "topk: max_pages = " + std::to_string(p.max_pages) + ", expected >= 1");
+  require(p.score_stride >= 1, "topk: score_stride = " + std::to_string(p.score_stride) + ", expected >= 1");
+  if (p.B == 0) return;
+  require(p.scores && p.seq_lens && p.block_table && p.out_slots,
+          "topk: scores, seq_lens, block_table and out_slots must be non-null");
+}
+
+void topk_cpu(const TopkParams& p) {
+  validate_topk_params(p);
+  const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
+  std::vector<int> pos;
+  for (int b = 0; b < p.B; ++b) {
+    const int n = p.seq_lens[b];
+    check_seq_and_pages(b, n, limit, p.block_table, p.max_pages, "topk");
+    const float* s = p.scores + int64_t(b) * p.score_stride;
+    pos.resize(n);
+    for (int i = 0; i < n; ++i) pos[i] = i;
+    const int keep = std::min(n, p.k);
+    if (n > p.k) {
+      // Higher score first; equal scores: lower position first.
+      std::nth_element(pos.begin(), pos.begin() + keep, pos.end(), [&](int a, int c) {
+        uint32_t ka = topk_order_key(s[a]), kc = topk_order_key(s[c]);
+        return ka != kc ? ka > kc : a < c;
+      });
+      std::sort(pos.begin(), pos.begin() + keep);
+    }
+    int32_t* out = p.out_slots + int64_t(b) * p.k;
+    for (int i = 0; i < keep; ++i)
+      out[i] = p.block_table[int64_t(b) * p.max_pages + pos[i] / kPageSize] * kPageSize + pos[i] % kPageSize;
+    for (int i = keep; i < p.k; ++i) out[i] = -1;
+  }
+}
+
+}  // namespace glm5

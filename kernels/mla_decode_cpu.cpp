@@ -1,0 +1,79 @@
+// CPU twin of mla_decode.h: sparse MLA decode in latent space, plain fp32 loops, two-pass softmax.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "kernels/kv_cast.h"
+#include "kernels/mla_decode.h"
+
+namespace glm5 {
+
+void validate_mla_decode_params(const MlaDecodeParams& p) {
+  check_latent_layout(p.layout, "mla_decode");
+  require(p.B >= 0 && p.H >= 0 && p.topk >= 0, "mla_decode: B = " + std::to_string(p.B) + ", H = " +
+                                                    std::to_string(p.H) + ", topk = " + std::to_string(p.topk) +
+                                                    ", expected all >= 0");
+  if (p.B == 0 || p.H == 0) return;
+  require(p.q_latent && p.q_rope && p.out, "mla_decode: q_latent, q_rope and out must be non-null");
+  require(p.topk == 0 || (p.kv && p.indices), "mla_decode: kv and indices must be non-null when topk > 0");
+  require(p.q_rope_head_stride >= p.layout.rope_dim || p.H == 1,
+          "mla_decode: q_rope_head_stride = " + std::to_string(p.q_rope_head_stride) + ", expected >= R = " +
+              std::to_string(p.layout.rope_dim));
+  require(p.q_rope_row_stride >= 0, "mla_decode: q_rope_row_stride must be >= 0");
+}
+
+void mla_decode_cpu(const MlaDecodeParams& p) {
+  validate_mla_decode_params(p);
+  const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R;
+  std::vector<float> rows(size_t(p.topk) * W);
+  std::vector<char> valid(p.topk);
+  std::vector<uint16_t> bf(W);
+  std::vector<float> s(p.topk);
+  for (int b = 0; b < p.B; ++b) {
+    // Selected rows of this request as fp32 (latent then rope).
+    for (int j = 0; j < p.topk; ++j) {
+      int32_t t = p.indices[int64_t(b) * p.topk + j];
+      valid[j] = t >= 0;
+      if (!valid[j]) continue;
+      const uint8_t* row = p.kv + int64_t(t) * p.layout.row_bytes;
+      if (p.layout.fp8) dequant_latent_row_bf16(row, p.layout, bf.data());
+      else std::memcpy(bf.data(), row, 2 * W);
+      for (int i = 0; i < W; ++i) rows[size_t(j) * W + i] = bf16_bits_to_float(bf[i]);
+    }
+    for (int h = 0; h < p.H; ++h) {
+      const float* ql = p.q_latent + (int64_t(b) * p.H + h) * L;
+      const float* qr = p.q_rope + int64_t(b) * p.q_rope_row_stride + int64_t(h) * p.q_rope_head_stride;
+      float* o = p.out + (int64_t(b) * p.H + h) * L;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int j = 0; j < p.topk; ++j) {
+        if (!valid[j]) continue;
+        const float* c = &rows[size_t(j) * W];
+        float dot = 0.f;
+        for (int i = 0; i < L; ++i) dot += ql[i] * c[i];
+        for (int i = 0; i < R; ++i) dot += qr[i] * c[L + i];
+        s[j] = p.scale * dot;
+        m = std::fmax(m, s[j]);
+      }
+      for (int i = 0; i < L; ++i) o[i] = 0.f;
+      if (m == -std::numeric_limits<float>::infinity()) {  // no valid index: out = 0, lse = -inf
+        if (p.lse) p.lse[int64_t(b) * p.H + h] = m;
+        continue;
+      }
+      float sum = 0.f;
+      for (int j = 0; j < p.topk; ++j) {
+        if (!valid[j]) continue;
+        float e = std::exp(s[j] - m);
+        sum += e;
+        const float* c = &rows[size_t(j) * W];
+        for (int i = 0; i < L; ++i) o[i] += e * c[i];
+      }
+      for (int i = 0; i < L; ++i) o[i] /= sum;
+      if (p.lse) p.lse[int64_t(b) * p.H + h] = m + std::log(sum);
+    }
+  }
+}
+
+}  // namespace glm5

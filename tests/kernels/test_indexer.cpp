@@ -1,0 +1,159 @@
+// CPU tests of the DSA lightning indexer (kernels/indexer.h): scores over the paged key cache, top-k.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/error.h"
+#include "common/rng.h"
+#include "kernels/indexer.h"
+#include "kernels/kv_cache.h"
+
+using namespace glm5;
+
+namespace {
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
+// Request b owns pages perm[b*max_pages ...]: a shuffled, disjoint assignment of pool pages.
+std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
+  std::vector<int32_t> pages(size_t(B) * max_pages);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
+  std::mt19937_64 g(seed);
+  std::shuffle(pages.begin(), pages.end(), g);
+  return pages;
+}
+
+}  // namespace
+
+TEST(IndexerScore, MatchesDoubleReferenceThroughBlockTable) {
+  for (bool fp8 : {true, false})
+    for (auto [Hi, D] : {std::pair{32, 128}, std::pair{16, 64}, std::pair{3, 32}}) {
+      const uint64_t seed = fresh_seed();
+      SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) +
+                   " seed " + std::to_string(seed));
+      const int B = 3, max_pages = 4;
+      IndexerLayout il{D, fp8};
+      std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+      const int pool_pages = B * max_pages;
+      std::vector<uint8_t> cache(size_t(pool_pages) * il.page_bytes());
+      std::vector<float> keys(size_t(pool_pages) * 64 * D);
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 21, i);
+      std::vector<int32_t> slots(pool_pages * 64);
+      for (int s = 0; s < pool_pages * 64; ++s) slots[s] = s;
+      indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, pool_pages * 64});
+      std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
+      std::vector<int32_t> seq = {1, 200, 256};
+      std::vector<float> scores(size_t(B) * max_pages * 64, 3.f);
+      const float hws = 1.f / std::sqrt(float(Hi));
+      IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .head_weight_scale = hws,
+                           .key_cache = cache.data(), .layout = il, .block_table = bt.data(), .max_pages = max_pages,
+                           .seq_lens = seq.data(), .scores = scores.data(), .B = B, .Hi = Hi,
+                           .softmax_scale = 1.f / std::sqrt(float(D))};
+      indexer_score_cpu(p);
+      double max_err = 0, max_ref = 0;
+      for (int b = 0; b < B; ++b)
+        for (int pos = 0; pos < max_pages * 64; ++pos) {
+          const float got = scores[size_t(b) * max_pages * 64 + pos];
+          if (pos >= seq[b]) {
+            ASSERT_TRUE(std::isinf(got) && got < 0) << b << "," << pos;
+            continue;
+          }
+          const int64_t slot = int64_t(bt[b * max_pages + pos / 64]) * 64 + pos % 64;
+          // Dequantized key straight from the writer's bytes.
+          std::vector<double> k(D);
+          for (int d = 0; d < D; ++d) {
+            if (fp8) {
+              float scale;
+              std::memcpy(&scale, cache.data() + (slot / 64) * il.page_bytes() + 64 * D + (slot % 64) * 4, 4);
+              k[d] = double(e4m3_bits_to_float(cache[(slot / 64) * il.page_bytes() + (slot % 64) * D + d])) * scale;
+            } else {
+              k[d] = round_bf16(keys[size_t(slot) * D + d]);
+            }
+          }
+          double ref = 0;
+          for (int h = 0; h < Hi; ++h) {
+            double dot = 0;
+            for (int d = 0; d < D; ++d) dot += double(q[(size_t(b) * Hi + h) * D + d]) * k[d];
+            ref += double(w[b * Hi + h] * hws) * std::max(0.0, dot / std::sqrt(double(D)));
+          }
+          max_err = std::max(max_err, std::fabs(got - ref));
+          max_ref = std::max(max_ref, std::fabs(ref));
+        }
+      RecordProperty("max_abs_err", std::to_string(max_err));
+      EXPECT_LE(max_err, 1e-5 * std::max(1.0, max_ref)) << "max |score| " << max_ref;
+    }
+}
+
+TEST(IndexerScore, RejectsSeqLenBeyondPages) {
+  IndexerLayout il{64, true};
+  std::vector<uint8_t> cache(il.page_bytes());
+  float q[64] = {1}, w[1] = {1}, scores[64];
+  int32_t bt[1] = {0}, seq[1] = {65};
+  IndexerScoreParams p{.q = q, .head_weights = w, .key_cache = cache.data(), .layout = il, .block_table = bt,
+                       .max_pages = 1, .seq_lens = seq, .scores = scores, .B = 1, .Hi = 1, .softmax_scale = 0.125f};
+  EXPECT_THROW(indexer_score_cpu(p), Error);
+  seq[0] = 10;
+  bt[0] = -1;
+  EXPECT_THROW(indexer_score_cpu(p), Error);
+}
+
+namespace {
+
+// Brute force: full stable sort by (score desc, position asc).
+std::vector<int32_t> brute_topk(const float* s, int n, int k, const int32_t* bt) {
+  std::vector<int> pos(n);
+  for (int i = 0; i < n; ++i) pos[i] = i;
+  std::stable_sort(pos.begin(), pos.end(), [&](int a, int b) { return s[a] > s[b]; });
+  pos.resize(std::min(n, k));
+  std::sort(pos.begin(), pos.end());
+  std::vector<int32_t> out(k, -1);
+  for (size_t i = 0; i < pos.size(); ++i) out[i] = bt[pos[i] / 64] * 64 + pos[i] % 64;
+  return out;
+}
+
+}  // namespace
+
+TEST(Topk, MatchesBruteForceWithTiesAndPadding) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int B = 5, max_pages = 40, stride = max_pages * 64 + 3, k = 100;
+  std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+  std::vector<int32_t> seq = {2560, 100, 37, 0, 1000};
+  std::vector<float> scores(size_t(B) * stride);
+  for (size_t i = 0; i < scores.size(); ++i) scores[i] = rng_normal(seed, 31, i);
+  // Request 4: heavily tied scores (few distinct values), with -0 and +0 ties and -inf.
+  for (int i = 0; i < 1000; ++i) scores[size_t(4) * stride + i] = std::floor(rng_uniform(seed, 32, i) * 5.f) - 3.f;
+  scores[size_t(4) * stride + 10] = -0.f;
+  scores[size_t(4) * stride + 11] = -std::numeric_limits<float>::infinity();
+  std::vector<int32_t> out(size_t(B) * k, 12345);
+  topk_cpu({scores.data(), stride, seq.data(), bt.data(), max_pages, out.data(), B, k});
+  for (int b = 0; b < B; ++b) {
+    std::vector<int32_t> want = brute_topk(scores.data() + size_t(b) * stride, seq[b], k, bt.data() + b * max_pages);
+    for (int i = 0; i < k; ++i) ASSERT_EQ(out[size_t(b) * k + i], want[i]) << "request " << b << " rank " << i;
+  }
+}
+
+TEST(Topk, KLargerThanAllAndErrors) {
+  const int max_pages = 2;
+  std::vector<int32_t> bt = {7, 3};
+  std::vector<float> scores(128, 1.f);
+  int32_t seq[1] = {70};
+  std::vector<int32_t> out(2048);
+  topk_cpu({scores.data(), 128, seq, bt.data(), max_pages, out.data(), 1, 2048});
+  for (int i = 0; i < 70; ++i) ASSERT_EQ(out[i], i < 64 ? 7 * 64 + i : 3 * 64 + i - 64);
+  for (int i = 70; i < 2048; ++i) ASSERT_EQ(out[i], -1);
+  seq[0] = 129;
+  EXPECT_THROW(topk_cpu({scores.data(), 128, seq, bt.data(), max_pages, out.data(), 1, 2048}), Error);
+  seq[0] = 10;
+  EXPECT_THROW(topk_cpu({scores.data(), 128, seq, bt.data(), max_pages, out.data(), 1, 0}), Error);
+}
