@@ -19,7 +19,7 @@ struct MlaAbsorbParams {
   int q_head_stride = 0;  // floats between heads of q (qk_head_dim)
 };
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, H, nope, v, L > 0,
-// q_head_stride >= nope and kv_b_dtype is F32 or BF16 (CUDA: BF16 only when !allow_f32_weight).
+// q_head_stride >= nope and kv_b_dtype is BF16 (or F32 when allow_f32_weight; both twins allow it).
 void validate_mla_absorb_params(const MlaAbsorbParams& p, const char* op, bool allow_f32_weight);
 void mla_absorb_cpu(const MlaAbsorbParams& p);
 void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream);

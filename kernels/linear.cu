@@ -1,0 +1,136 @@
+// y = x W^T on the GPU through cuBLASLt: W is BF16 [n, k] row-major (= column-major [k, n], used
+// with TRANSA), x is rounded to BF16 into a staging buffer, accumulation and output are fp32
+// (CUBLAS_COMPUTE_32F, fp32 alpha/beta). In cuBLAS's column-major terms the product is
+// y^T [n, m] = op(A) [n, k] * B [k, m], A = W, B = x^T. One heuristic algorithm is cached per
+// (m, n, k, pointer alignment). Bytes: n*k*2 (W) + m*k*(4+2+2) (x, staging) + m*n*4 (y, x2 if beta=1).
+#include <cublasLt.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "common/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/linear.h"
+
+// CUBLASLT_CHECK(expr): throws glm5::Error naming the call, file:line and the cuBLASLt status.
+#define CUBLASLT_CHECK(expr)                                                                           \
+  do {                                                                                                 \
+    cublasStatus_t glm5_status_ = (expr);                                                              \
+    if (glm5_status_ != CUBLAS_STATUS_SUCCESS)                                                         \
+      throw ::glm5::Error(std::string("cuBLASLt call ") + #expr + " failed at " + __FILE__ + ":" +     \
+                          std::to_string(__LINE__) + ": " + cublasLtGetStatusName(glm5_status_) + " (" + \
+                          cublasLtGetStatusString(glm5_status_) + ")");                                \
+  } while (0)
+
+namespace glm5 {
+
+namespace {
+constexpr size_t kWorkspaceBytes = 32u << 20;  // 32 MiB
+
+// Largest power of two (<= 256) dividing the address: cuBLASLt's algorithms need it known.
+uint32_t alignment_of(const void* ptr) {
+  uint32_t a = 256;
+  while (a > 1 && reinterpret_cast<uintptr_t>(ptr) % a != 0) a >>= 1;
+  return a;
+}
+}  // namespace
+
+// One shape's descriptors and chosen algorithm.
+struct LinearPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+struct LinearContext::Impl {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
+  size_t staging_elems = 0;
+  std::map<std::tuple<int, int, int, uint32_t, uint32_t>, LinearPlan> plans;
+
+  // Handle and workspace are made on first use, so a LinearContext costs nothing on a CPU run.
+  void init() {
+    if (handle) return;
+    CUBLASLT_CHECK(cublasLtCreate(&handle));
+    CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+  }
+
+  uint16_t* staging_for(size_t elems) {
+    if (elems > staging_elems) {
+      if (staging) CUDA_CHECK(cudaFree(staging));  // cudaFree waits for work using it
+      staging = nullptr;
+      CUDA_CHECK(cudaMalloc(&staging, elems * sizeof(uint16_t)));
+      staging_elems = elems;
+    }
+    return staging;
+  }
+
+  const LinearPlan& plan(int m, int n, int k, uint32_t align_w, uint32_t align_y) {
+    auto key = std::make_tuple(m, n, k, align_w, align_y);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    LinearPlan pl;
+    CUBLASLT_CHECK(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_16BF, k, n, k));  // W: column-major [k, n]
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_16BF, k, m, k));  // x: column-major [k, m]
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));   // y: column-major [n, m]
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    const uint32_t align_b = 256;  // staging comes from cudaMalloc
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+      destroy(pl);
+      throw Error("linear_cuda: cuBLASLt found no algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                  " k=" + std::to_string(k) + " (BF16 x BF16 -> FP32, weight alignment " + std::to_string(align_w) +
+                  " bytes): " + cublasLtGetStatusName(st));
+    }
+    pl.algo = result.algo;
+    return plans.emplace(key, pl).first->second;
+  }
+
+  static void destroy(LinearPlan& pl) {
+    if (pl.a) cublasLtMatrixLayoutDestroy(pl.a);
+    if (pl.b) cublasLtMatrixLayoutDestroy(pl.b);
+    if (pl.c) cublasLtMatrixLayoutDestroy(pl.c);
+    if (pl.desc) cublasLtMatmulDescDestroy(pl.desc);
+  }
+
+  ~Impl() {  // never throws: errors at teardown are ignored
+    for (auto& [key, pl] : plans) destroy(pl);
+    if (staging) cudaFree(staging);
+    if (workspace) cudaFree(workspace);
+    if (handle) cublasLtDestroy(handle);
+  }
+};
+
+LinearContext::LinearContext() : impl_(std::make_unique<Impl>()) {}
+LinearContext::~LinearContext() = default;
+
+void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream) {
+  validate_linear_params(p, "linear_cuda", false);
+  LinearContext::Impl& impl = *ctx.impl();
+  impl.init();
+  uint16_t* x_bf16 = impl.staging_for(size_t(p.m) * p.k);
+  f32_to_bf16_cuda(p.x, x_bf16, int64_t(p.m) * p.k, stream);
+  const LinearPlan& pl = impl.plan(p.m, p.n, p.k, alignment_of(p.w), alignment_of(p.y));
+  const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
+  CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl.desc, &alpha, p.w, pl.a, x_bf16, pl.b, &beta, p.y, pl.c, p.y, pl.c,
+                                &pl.algo, impl.workspace, kWorkspaceBytes, stream));
+}
+
+}  // namespace glm5

@@ -1,0 +1,199 @@
+// CUDA MoE decode: routing (one warp per token) and the routed SwiGLU experts as one grouped launch
+// family over all (token, expert-slot) pairs, no per-expert host loop:
+//   moe_gate_up_kernel: act[b,j,i] = silu(gate_e[i,:] . x_b) * (up_e[i,:] . x_b),  e = topk_ids[b,j]
+//   moe_down_kernel:    out[b,d]   = sum_j topk_weights[b,j] * (down_e[d,:] . act[b,j,:])
+// Memory-bound GEMV: one warp per output row, 16-byte bf16 weight loads (8 values) when the row
+// length is a multiple of 8 and the bases are 16-byte aligned, fp32 accumulation, warp-shuffle sums.
+// Bytes: B*k*(3*inter*hidden*2) weight bytes (repeated experts re-read, mostly from L2) + activations.
+// Device-side expert ids outside [0, E) contribute nothing (the CPU twin throws on them).
+#include <cstdint>
+
+#include "common/error.h"
+#include "kernels/moe.h"
+
+namespace glm5 {
+
+namespace {
+
+constexpr int kWarps = 8;              // warps per block of the expert kernels
+constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate and an up dot product)
+constexpr int kDownRowsPerWarp = 1;    // hidden rows per warp (each row: k dot products); B=1 still
+                                       // gives hidden/8 = 768 blocks at GLM-5 size
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Dot product of fp32 `x` with a bf16 row of length n, summed over the warp (all lanes get it).
+template <bool kVec>
+__device__ float warp_dot_bf16(const float* x, const uint16_t* w, int n) {
+  const int lane = threadIdx.x % 32;
+  float acc = 0.f;
+  if constexpr (kVec) {  // n % 8 == 0, w and x 16-byte aligned
+    for (int i = lane * 8; i < n; i += 32 * 8) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
+      const float4 x0 = *reinterpret_cast<const float4*>(x + i);
+      const float4 x1 = *reinterpret_cast<const float4*>(x + i + 4);
+      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
+      const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        acc += xs[2 * q] * __uint_as_float(u[q] << 16);
+        acc += xs[2 * q + 1] * __uint_as_float(u[q] & 0xffff0000u);
+      }
+    }
+  } else {
+    for (int i = lane; i < n; i += 32) acc += x[i] * bf16_bits_to_float(w[i]);
+  }
+  return warp_sum(acc);
+}
+
+// grid (B*k, ceil(inter / (kWarps*kGateUpRowsPerWarp))), block 32*kWarps.
+template <bool kVec>
+__global__ void moe_gate_up_kernel(MoeExpertsParams p) {
+  const int pair = blockIdx.x;  // b * k + j
+  const int b = pair / p.k;
+  const int e = p.topk_ids[pair];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* act = p.act + size_t(pair) * p.inter;
+  const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
+  const bool valid = e >= 0 && e < p.E;
+  const float* x = p.x + size_t(b) * p.hidden;
+  for (int r = 0; r < kGateUpRowsPerWarp; ++r) {
+    const int i = row0 + r;
+    if (i >= p.inter) break;
+    float a = 0.f;
+    if (valid) {
+      const size_t row = (size_t(e) * p.inter + i) * p.hidden;
+      const float g = warp_dot_bf16<kVec>(x, static_cast<const uint16_t*>(p.w_gate) + row, p.hidden);
+      const float u = warp_dot_bf16<kVec>(x, static_cast<const uint16_t*>(p.w_up) + row, p.hidden);
+      a = g / (1.0f + expf(-g)) * u;
+    }
+    if (lane == 0) act[i] = a;
+  }
+}
+
+// grid (B, ceil(hidden / (kWarps*kDownRowsPerWarp))), block 32*kWarps. Loops over the k slots, so no
+// atomics and a deterministic sum (slot order, as the CPU twin).
+template <bool kVec>
+__global__ void moe_down_kernel(MoeExpertsParams p) {
+  const int b = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
+  for (int r = 0; r < kDownRowsPerWarp; ++r) {
+    const int d = row0 + r;
+    if (d >= p.hidden) break;
+    float sum = 0.f;
+    for (int j = 0; j < p.k; ++j) {
+      const int e = p.topk_ids[b * p.k + j];
+      if (e < 0 || e >= p.E) continue;
+      const float* act = p.act + (size_t(b) * p.k + j) * p.inter;
+      const uint16_t* w = static_cast<const uint16_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
+      sum += warp_dot_bf16<kVec>(act, w, p.inter) * p.topk_weights[b * p.k + j];
+    }
+    if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
+  }
+}
+
+// Largest value across the warp, ties to the lower index; every lane gets (value, index).
+__device__ void warp_argmax(float& v, int& i) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
+    if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
+  }
+}
+
+// One warp per token. Shared: score[E], choice[E] (masked in place), group_score[n_group].
+__global__ void moe_route_kernel(MoeRouteParams p) {
+  extern __shared__ float smem[];
+  float* score = smem;
+  float* choice = smem + p.E;
+  float* group_score = smem + 2 * p.E;
+  const int b = blockIdx.x, lane = threadIdx.x;
+  const int group_size = p.E / p.n_group;
+  for (int e = lane; e < p.E; e += 32) {
+    score[e] = 1.0f / (1.0f + expf(-p.logits[size_t(b) * p.E + e]));
+    choice[e] = score[e] + p.bias[e];
+    if (isnan(choice[e])) choice[e] = -INFINITY;  // NaN logits never win; +inf below marks "taken"
+  }
+  __syncwarp();
+  for (int g = lane; g < p.n_group; g += 32) {  // sum of the top-2 choice scores of the group
+    float first = -INFINITY, second = -INFINITY;
+    for (int e = g * group_size; e < (g + 1) * group_size; ++e) {
+      const float c = choice[e];
+      if (c > first) { second = first; first = c; }
+      else if (c > second) second = c;
+    }
+    group_score[g] = group_size >= 2 ? first + second : first;
+  }
+  __syncwarp();
+  // Keep topk_group groups (marked by group_score = +inf after the pick; NaN-free by construction).
+  for (int t = 0; t < p.topk_group; ++t) {
+    float v = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int g = lane; g < p.n_group; g += 32)
+      if (group_score[g] != INFINITY && (group_score[g] > v || idx == 0x7fffffff)) { v = group_score[g]; idx = g; }
+    warp_argmax(v, idx);
+    __syncwarp();
+    if (lane == 0) group_score[idx] = INFINITY;
+    __syncwarp();
+  }
+  for (int e = lane; e < p.E; e += 32)  // experts of dropped groups score 0, as HF masked_fill
+    if (group_score[e / group_size] != INFINITY) choice[e] = 0.f;
+  __syncwarp();
+  float weight_sum = 0.f, my_weight = 0.f;
+  int my_id = 0;
+  for (int j = 0; j < p.k; ++j) {
+    float v = -INFINITY;
+    int idx = 0x7fffffff;
+    for (int e = lane; e < p.E; e += 32)
+      if (choice[e] != INFINITY && (choice[e] > v || idx == 0x7fffffff)) { v = choice[e]; idx = e; }
+    warp_argmax(v, idx);
+    __syncwarp();
+    if (lane == 0) choice[idx] = INFINITY;  // taken
+    __syncwarp();
+    weight_sum += score[idx];  // same order as the CPU twin
+    if (lane == j) { my_id = idx; my_weight = score[idx]; }
+  }
+  if (lane < p.k) {  // lane j holds pick j (k <= 32, checked by the launcher)
+    const int j = lane;
+    float w = my_weight;
+    if (p.norm_topk_prob) w /= (weight_sum + 1e-20f);
+    p.topk_ids[size_t(b) * p.k + j] = my_id;
+    p.topk_weights[size_t(b) * p.k + j] = w * p.routed_scaling_factor;
+  }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+}  // namespace
+
+void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
+  validate_moe_route_params(p, "moe_route_cuda");
+  require(p.k <= 32, "moe_route_cuda: MoeRouteParams.k = " + std::to_string(p.k) + ", expected <= 32 (one lane per pick)");
+  const size_t smem = sizeof(float) * (2 * size_t(p.E) + p.n_group);
+  require(smem <= 48 * 1024, "moe_route_cuda: MoeRouteParams.E = " + std::to_string(p.E) + " needs " +
+                                 std::to_string(smem) + " bytes of shared memory, expected <= 49152");
+  moe_route_kernel<<<p.B, 32, smem, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
+  validate_moe_experts_params(p, "moe_experts_cuda", false);
+  const bool vec_up = p.hidden % 8 == 0 && aligned16(p.x) && aligned16(p.w_gate) && aligned16(p.w_up);
+  const bool vec_down = p.inter % 8 == 0 && aligned16(p.act) && aligned16(p.w_down);
+  const dim3 block(32 * kWarps);
+  const int up_rows = kWarps * kGateUpRowsPerWarp, down_rows = kWarps * kDownRowsPerWarp;
+  const dim3 grid_up(p.B * p.k, (p.inter + up_rows - 1) / up_rows);
+  if (vec_up) moe_gate_up_kernel<true><<<grid_up, block, 0, stream>>>(p);
+  else moe_gate_up_kernel<false><<<grid_up, block, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+  const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
+  if (vec_down) moe_down_kernel<true><<<grid_down, block, 0, stream>>>(p);
+  else moe_down_kernel<false><<<grid_down, block, 0, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace glm5
