@@ -1,21 +1,163 @@
 #include "analysis/analysis.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "analysis/hotspots.h"
+
 namespace glm5 {
 
 const std::vector<std::string>& canonical_op_order() {
-  static const std::vector<std::string> order = {"embed"};
+  static const std::vector<std::string> order = {
+      "embed",         "attn.norm",        "attn.q_a_proj",  "attn.q_a_norm",   "attn.q_b_proj",
+      "attn.q_proj",   "attn.kv_a_proj",   "attn.kv_a_norm", "attn.rope",       "attn.kv_append",
+      "attn.indexer",  "attn.topk",        "attn.kv_cast",   "attn.kv_gather_cast",
+      "attn.q_absorb", "attn.mla",         "attn.v_absorb",  "attn.o_proj",     "mlp.norm",
+      "mlp.dense",     "moe.norm",         "moe.router",     "moe.experts",     "moe.shared",
+      "moe.combine",   "allreduce",        "final_norm",     "lm_head",         "sample"};
   return order;
 }
-bool is_kv_cast(const Activity& a) { return a.op == "attn.kv_cast"; }
-Analysis analyze(const Timeline& t, const Peaks& peaks) {
-  (void)peaks;
-  Analysis a;
-  a.source = t.source;
-  return a;
+
+namespace {
+
+// Rank for sorting op names: canonical ones first in their order, the others after, by name.
+std::pair<size_t, std::string> op_rank(const std::string& op) {
+  const auto& order = canonical_op_order();
+  auto it = std::find(order.begin(), order.end(), op);
+  return {static_cast<size_t>(it - order.begin()), it == order.end() ? op : std::string()};
 }
-PathComparison compare_paths(const std::vector<std::pair<std::string, Analysis>>& runs) {
-  (void)runs;
-  return {};
+
+bool is_device_work(const Activity& a) {
+  return a.kind == ActivityKind::kernel || a.kind == ActivityKind::memcpy ||
+         a.kind == ActivityKind::memset;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+constexpr double kNsPerUs = 1e3;
+
+}  // namespace
+
+std::string op_label(const std::string& op) { return op.empty() ? "(unattributed)" : op; }
+
+Analysis analyze(const Timeline& t, const Peaks& peaks) {
+  Analysis out;
+  out.source = t.source;
+  out.complete = t.complete;
+
+  // Which activities are measured: device work of steps >= 0, or all of it when nothing has a step.
+  bool any_step = false;
+  for (const Activity& a : t.activities)
+    if (is_device_work(a) && a.step >= 0) any_step = true;
+  std::vector<const Activity*> work;
+  for (const Activity& a : t.activities)
+    if (is_device_work(a) && (!any_step || a.step >= 0)) work.push_back(&a);
+  if (work.empty()) return out;
+
+  // Per-step samples.
+  std::map<int, std::pair<int64_t, int64_t>> span;  // step -> (first start, last end)
+  std::map<int, int64_t> busy;                       // step -> sum of durations
+  for (const Activity* a : work) {
+    const int s = any_step ? a->step : -1;
+    auto [it, fresh] = span.try_emplace(s, a->start_ns, a->end_ns);
+    if (!fresh) {
+      it->second.first = std::min(it->second.first, a->start_ns);
+      it->second.second = std::max(it->second.second, a->end_ns);
+    }
+    busy[s] += a->duration_ns();
+  }
+  std::map<int, int64_t> step_range;  // host-clock: the step range's own duration
+  if (t.source == "host-clock")
+    for (const Range& r : t.ranges)
+      if (r.kind == RangeKind::user_annotation && parse_step_name(r.name) >= 0)
+        step_range[parse_step_name(r.name)] = r.end_ns - r.start_ns;
+  std::vector<double> times;
+  for (const auto& [s, se] : span) {
+    StepSample sample;
+    sample.step = s;
+    auto r = step_range.find(s);
+    const int64_t ns = r != step_range.end() ? r->second : se.second - se.first;
+    sample.time_us = ns / kNsPerUs;
+    sample.kernel_us = busy[s] / kNsPerUs;
+    times.push_back(sample.time_us);
+    out.steps.push_back(sample);
+  }
+  out.step_median_us = median(times);
+  out.step_min_us = *std::min_element(times.begin(), times.end());
+  out.step_max_us = *std::max_element(times.begin(), times.end());
+  const double n_steps = static_cast<double>(out.steps.size());
+
+  // Per (layer, op) cells. Declared bytes/FLOPs belong to the op instance (external id), not to each
+  // of its kernels: count them once per instance.
+  struct Acc {
+    int64_t ns = 0;
+    int64_t kernels = 0;
+    double bytes = 0, flops = 0;
+    std::set<uint64_t> instances;
+  };
+  std::map<std::tuple<int, std::pair<size_t, std::string>, std::string>, Acc> cells;
+  std::map<std::string, int64_t> kernel_ns, kernel_calls;
+  int64_t total_ns = 0;
+  for (const Activity* a : work) {
+    Acc& c = cells[{a->layer, op_rank(a->op), a->op}];
+    c.ns += a->duration_ns();
+    c.kernels += 1;
+    if (a->external_id == 0 || c.instances.insert(a->external_id).second) {
+      c.bytes += a->bytes;
+      c.flops += a->flops;
+    }
+    kernel_ns[a->name] += a->duration_ns();
+    kernel_calls[a->name] += 1;
+    total_ns += a->duration_ns();
+  }
+  out.total_kernel_us = total_ns / kNsPerUs / n_steps;
+
+  std::map<std::pair<size_t, std::string>, OpSummary> by_op;
+  for (const auto& [key, c] : cells) {
+    OpCell cell;
+    cell.layer = std::get<0>(key);
+    cell.op = std::get<2>(key);
+    cell.time_us = c.ns / kNsPerUs / n_steps;
+    cell.kernels = c.kernels / n_steps;
+    cell.bytes = c.bytes / n_steps;
+    cell.flops = c.flops / n_steps;
+    out.layer_ops.push_back(cell);
+    OpSummary& s = by_op[std::get<1>(key)];
+    s.op = cell.op;
+    s.time_us += cell.time_us;
+    s.bytes += cell.bytes;
+    s.flops += cell.flops;
+  }
+  for (auto& [rank, s] : by_op) {
+    fill_roofline(s, out.step_median_us, peaks);
+    out.ops.push_back(s);
+    if (s.op.rfind("attn.", 0) == 0) out.attention_us += s.time_us;
+  }
+
+  for (const auto& [name, ns] : kernel_ns) {
+    KernelStat k;
+    k.name = name;
+    k.calls = kernel_calls[name];
+    k.total_us = ns / kNsPerUs;
+    k.mean_us = k.total_us / static_cast<double>(k.calls);
+    k.share = total_ns > 0 ? static_cast<double>(ns) / static_cast<double>(total_ns) : 0;
+    out.top_kernels.push_back(k);
+  }
+  std::stable_sort(out.top_kernels.begin(), out.top_kernels.end(),
+                   [](const KernelStat& a, const KernelStat& b) { return a.total_us > b.total_us; });
+  if (out.top_kernels.size() > 20) out.top_kernels.resize(20);
+
+  out.hotspots = find_hotspots(work, out, peaks);
+  for (const Hotspot& h : out.hotspots)
+    if (h.kind == "kv_dtype_cast") out.cast_us = h.time_us;
+  return out;
 }
 
 }  // namespace glm5

@@ -62,6 +62,7 @@ struct Range {
   int depth = 0;      // nesting depth on its thread, 0 = outermost
   int64_t thread = 0; // host thread id (user_annotation) or stream (gpu_user_annotation)
   RangeKind kind = RangeKind::user_annotation;
+  int device = -1;    // gpu_user_annotation: the device its kernels ran on; -1 for host ranges
   int step = -1;      // from the enclosing "step.N" range (or the name itself); -1 if none
   int layer = -1;     // from the enclosing "layer.N" range; -1 if none
   std::string op;     // the op name when the range is an op range, else ""

@@ -1,0 +1,23 @@
+// Internal to analysis/: roofline numbers and hotspot rules (see analysis.h for the types).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "analysis/analysis.h"
+
+namespace glm5 {
+
+// "(unattributed)" for an empty op name, else the name.
+std::string op_label(const std::string& op);
+
+// Fills share, achieved GB/s and TFLOP/s and % of peak of `s` from its time, bytes and FLOPs.
+// GB/s = bytes / time (1 GB = 1e9 bytes); TFLOP/s = flops / time (1e12). Zero time or peak gives 0.
+void fill_roofline(OpSummary& s, double step_median_us, const Peaks& peaks);
+
+// Hotspot rules over the measured device work `work` of `a` (per-step numbers already in `a`):
+// 1. KV dtype cast (is_kv_cast): share of step, bytes, achieved GB/s, % of copy peak, saving;
+// 2. any other op taking more than 30% of the step. Sorted: cast first, then by share.
+std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const Analysis& a,
+                                   const Peaks& peaks);
+
+}  // namespace glm5
