@@ -80,4 +80,17 @@ Weights load_weights(const ModelConfig& cfg, const std::string& dir, const Weigh
 // of tensor NAME depends only on (seed, NAME, i), so host and device generation agree exactly.
 Weights synthetic_weights(const ModelConfig& cfg, uint64_t seed, const WeightOptions& opt);
 
+// The tensors a Weights object holds for `cfg`: expected_tensors with each MoE layer's per-expert
+// matrices replaced by the three stacked ones (model.layers.N.mlp.experts.{gate,up,down}_proj.weight).
+std::vector<TensorSpec> stored_tensor_specs(const ModelConfig& cfg);
+
+// With share_mlp_weights: the name whose storage `name` (a stored_tensor_specs name) reuses, or "" when
+// it has its own. MoE layers' stacked experts and shared_experts.* -> the first MoE layer's; dense
+// layers' mlp.* -> the first dense layer's. Router gate weight / bias, norms and attention: "".
+std::string shared_mlp_target(const ModelConfig& cfg, const std::string& name);
+
+// Bytes synthetic_weights / load_weights would allocate for (cfg, opt), without allocating: vectors
+// F32, matrices opt.matrix_dtype, shared tensors once. Lets the engine say whether GLM-5 fits.
+size_t estimate_weight_bytes(const ModelConfig& cfg, const WeightOptions& opt);
+
 }  // namespace glm5

@@ -1,0 +1,442 @@
+// Weights: the tensor list a config implies, loading from safetensors checkpoints (BF16 / F16 / F32 /
+// block-scaled FP8), stacking experts, sharing MLP weights across layers, and seeded synthetic values.
+#include "model/weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "common/error.h"
+#include "common/rng.h"
+#include "model/safetensors.h"
+#include "model/synthetic.h"
+
+namespace glm5 {
+
+namespace {
+
+std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t numel_of(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Stored dtype of a tensor: vectors (norm weights, biases) F32, matrices opt.matrix_dtype.
+DType stored_dtype(const std::vector<int64_t>& shape, const WeightOptions& opt) {
+  return shape.size() == 1 ? DType::F32 : opt.matrix_dtype;
+}
+
+void check_options(const WeightOptions& opt) {
+  if (opt.matrix_dtype != DType::F32 && opt.matrix_dtype != DType::BF16)
+    throw Error("weights: matrix dtype must be F32 or BF16, got " + dtype_name(opt.matrix_dtype));
+}
+
+// Everything of one decoder layer except the MLP (shared by expected and stored lists).
+void attention_specs(const ModelConfig& c, int i, std::vector<TensorSpec>& v) {
+  const std::string p = layer_prefix(i);
+  const int64_t H = c.hidden_size, nh = c.num_attention_heads;
+  v.push_back({p + "input_layernorm.weight", {H}});
+  v.push_back({p + "post_attention_layernorm.weight", {H}});
+  v.push_back({p + "self_attn.q_a_proj.weight", {c.q_lora_rank, H}});
+  v.push_back({p + "self_attn.q_a_layernorm.weight", {c.q_lora_rank}});
+  v.push_back({p + "self_attn.q_b_proj.weight", {nh * c.qk_head_dim(), c.q_lora_rank}});
+  v.push_back({p + "self_attn.kv_a_proj_with_mqa.weight", {c.kv_lora_rank + c.qk_rope_head_dim, H}});
+  v.push_back({p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}});
+  v.push_back({p + "self_attn.kv_b_proj.weight", {nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}});
+  v.push_back({p + "self_attn.o_proj.weight", {H, nh * c.v_head_dim}});
+  if (c.has_indexer) {
+    const std::string q = p + "self_attn.indexer.";
+    v.push_back({q + "wq_b.weight", {int64_t(c.index_n_heads) * c.index_head_dim, c.q_lora_rank}});
+    v.push_back({q + "wk.weight", {c.index_head_dim, H}});
+    v.push_back({q + "k_norm.weight", {c.index_head_dim}});
+    v.push_back({q + "k_norm.bias", {c.index_head_dim}});
+    v.push_back({q + "weights_proj.weight", {c.index_n_heads, H}});
+  }
+}
+
+void mlp_specs(const ModelConfig& c, int i, bool stacked, std::vector<TensorSpec>& v) {
+  const std::string p = layer_prefix(i) + "mlp.";
+  const int64_t H = c.hidden_size;
+  if (!c.layer_is_moe[i]) {
+    v.push_back({p + "gate_proj.weight", {c.intermediate_size, H}});
+    v.push_back({p + "up_proj.weight", {c.intermediate_size, H}});
+    v.push_back({p + "down_proj.weight", {H, c.intermediate_size}});
+    return;
+  }
+  const int64_t E = c.n_routed_experts, I = c.moe_intermediate_size;
+  v.push_back({p + "gate.weight", {E, H}});
+  v.push_back({p + "gate.e_score_correction_bias", {E}});
+  if (stacked) {
+    v.push_back({p + "experts.gate_proj.weight", {E, I, H}});
+    v.push_back({p + "experts.up_proj.weight", {E, I, H}});
+    v.push_back({p + "experts.down_proj.weight", {E, H, I}});
+  } else {
+    for (int e = 0; e < E; ++e) {
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      v.push_back({q + "gate_proj.weight", {I, H}});
+      v.push_back({q + "up_proj.weight", {I, H}});
+      v.push_back({q + "down_proj.weight", {H, I}});
+    }
+  }
+  if (c.n_shared_experts > 0) {
+    const int64_t S = int64_t(c.n_shared_experts) * I;
+    v.push_back({p + "shared_experts.gate_proj.weight", {S, H}});
+    v.push_back({p + "shared_experts.up_proj.weight", {S, H}});
+    v.push_back({p + "shared_experts.down_proj.weight", {H, S}});
+  }
+}
+
+std::vector<TensorSpec> specs(const ModelConfig& c, bool stacked) {
+  require(int(c.layer_is_moe.size()) == c.num_hidden_layers,
+          "model config '" + c.name + "': layer_is_moe has " + std::to_string(c.layer_is_moe.size()) +
+              " entries, num_hidden_layers is " + std::to_string(c.num_hidden_layers));
+  std::vector<TensorSpec> v;
+  v.push_back({"model.embed_tokens.weight", {c.vocab_size, c.hidden_size}});
+  for (int i = 0; i < c.num_hidden_layers; ++i) {
+    attention_specs(c, i, v);
+    mlp_specs(c, i, stacked, v);
+  }
+  v.push_back({"model.norm.weight", {c.hidden_size}});
+  v.push_back({"lm_head.weight", {c.vocab_size, c.hidden_size}});
+  return v;
+}
+
+// ---- checkpoint files ----
+
+struct Checkpoint {
+  std::string dir;
+  std::vector<SafetensorsFile> files;
+  std::map<std::string, const SafetensorsView*> views;  // tensor name -> view
+  std::map<std::string, const std::string*> file_of;    // tensor name -> file path
+  std::string describe_missing(const std::string& name) const {
+    if (files.size() == 1) return files[0].path() + ": missing tensor '" + name + "'";
+    return dir + ": missing tensor '" + name + "' (in none of " + std::to_string(files.size()) + " shards)";
+  }
+};
+
+Checkpoint open_checkpoint(const std::string& dir) {
+  namespace fs = std::filesystem;
+  Checkpoint ck;
+  ck.dir = dir;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) {
+    paths.push_back(dir);
+  } else if (!fs::is_directory(dir, ec)) {
+    throw Error(dir + ": weights directory does not exist");
+  } else if (fs::exists(fs::path(dir) / "model.safetensors", ec)) {
+    paths.push_back((fs::path(dir) / "model.safetensors").string());
+  } else if (fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
+    const std::string idx = (fs::path(dir) / "model.safetensors.index.json").string();
+    std::ifstream in(idx);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(idx + ": not valid JSON");
+    }
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+      throw Error(idx + ": key 'weight_map' must be an object {tensor name: file name}");
+    std::set<std::string> names;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it.value().is_string())
+        throw Error(idx + ": key 'weight_map." + it.key() + "' must be a file name string");
+      names.insert(it.value().get<std::string>());
+    }
+    for (const std::string& n : names) {
+      if (n.find('/') != std::string::npos || n.find("..") != std::string::npos)
+        throw Error(idx + ": weight_map names file \"" + n + "\" outside the checkpoint directory");
+      paths.push_back((fs::path(dir) / n).string());
+    }
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+          n.size() > 12 && n.substr(n.size() - 12) == ".safetensors")
+        paths.push_back(e.path().string());
+    }
+    std::sort(paths.begin(), paths.end());
+  }
+  if (paths.empty())
+    throw Error(dir + ": no model.safetensors, model.safetensors.index.json or model-*-of-*.safetensors found");
+  ck.files.reserve(paths.size());
+  for (const std::string& p : paths) ck.files.emplace_back(p);
+  for (const SafetensorsFile& f : ck.files) {
+    for (const auto& [name, view] : f.views()) {
+      auto [it, inserted] = ck.views.emplace(name, &view);
+      if (!inserted)
+        throw Error(f.path() + ": tensor '" + name + "' also appears in " + *ck.file_of.at(name));
+      ck.file_of[name] = &f.path();
+    }
+  }
+  return ck;
+}
+
+bool is_float_dtype(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16 || t == DType::F8_E4M3;
+}
+
+// Checks presence, shape and dtype of `spec` (and of its FP8 scale); returns the view.
+const SafetensorsView& check_tensor(const Checkpoint& ck, const TensorSpec& spec) {
+  auto it = ck.views.find(spec.name);
+  if (it == ck.views.end())
+    throw Error(ck.describe_missing(spec.name) + " (config implies shape " + shape_str(spec.shape) + ")");
+  const SafetensorsView& v = *it->second;
+  const std::string& file = *ck.file_of.at(spec.name);
+  if (v.shape != spec.shape)
+    throw Error(file + ": tensor '" + spec.name + "' has shape " + shape_str(v.shape) + ", config implies " +
+                shape_str(spec.shape));
+  if (!is_float_dtype(v.dtype))
+    throw Error(file + ": tensor '" + spec.name + "' has dtype " + dtype_name(v.dtype) +
+                ", expected a weight dtype (BF16, F16, F32, F8_E4M3)");
+  if (v.dtype == DType::F8_E4M3) {
+    const std::string sname = spec.name + "_scale_inv";
+    auto s = ck.views.find(sname);
+    if (s == ck.views.end())
+      throw Error(file + ": tensor '" + spec.name + "' is F8_E4M3 but its block scales '" + sname + "' are missing");
+    if (spec.shape.size() != 2)
+      throw Error(file + ": tensor '" + spec.name + "' is F8_E4M3 but not 2-D (block scales need [out, in])");
+    std::vector<int64_t> want = {(spec.shape[0] + 127) / 128, (spec.shape[1] + 127) / 128};
+    const SafetensorsView& sv = *s->second;
+    if (sv.shape != want)
+      throw Error(*ck.file_of.at(sname) + ": tensor '" + sname + "' has shape " + shape_str(sv.shape) +
+                  ", expected " + shape_str(want) + " (128x128 blocks of " + shape_str(spec.shape) + ")");
+    if (!is_float_dtype(sv.dtype) || sv.dtype == DType::F8_E4M3)
+      throw Error(*ck.file_of.at(sname) + ": tensor '" + sname + "' has dtype " + dtype_name(sv.dtype) +
+                  ", expected F32 (or BF16 / F16)");
+  }
+  return v;
+}
+
+// Converts checkpoint tensor `spec` to dtype `to` and writes it into `buf` at byte `offset`, in chunks
+// (no full-size host copy). FP8 values are multiplied by their 128x128 block scale_inv. Non-finite
+// values are an error naming the tensor.
+void convert_into(const Checkpoint& ck, const TensorSpec& spec, DType to, Buffer& buf, size_t offset) {
+  const SafetensorsView& v = *ck.views.at(spec.name);
+  const std::string& file = *ck.file_of.at(spec.name);
+  const SafetensorsView* scale = nullptr;
+  int64_t cols = spec.shape.empty() ? 1 : spec.shape.back(), scale_cols = 0;
+  if (v.dtype == DType::F8_E4M3) {
+    scale = ck.views.at(spec.name + "_scale_inv");
+    scale_cols = scale->shape[1];
+  }
+  const int64_t n = v.numel();
+  const int64_t chunk = int64_t(1) << 20;
+  std::vector<uint8_t> out(size_t(std::min(n, chunk)) * dtype_size(to));
+  for (int64_t base = 0; base < n; base += chunk) {
+    const int64_t m = std::min(chunk, n - base);
+    for (int64_t k = 0; k < m; ++k) {
+      const int64_t i = base + k;
+      float x = read_element_as_float(v.dtype, v.data, i);
+      if (scale) {
+        const int64_t r = i / cols, c = i % cols;
+        x *= read_element_as_float(scale->dtype, scale->data, (r / 128) * scale_cols + c / 128);
+      }
+      if (!std::isfinite(x))
+        throw Error(file + ": tensor '" + spec.name + "' has a non-finite value (" + (std::isnan(x) ? "NaN" : "Inf") +
+                    ") at element " + std::to_string(i));
+      if (to == DType::F32) std::memcpy(out.data() + 4 * k, &x, 4);
+      else {
+        uint16_t b = float_to_bf16_bits(x);
+        std::memcpy(out.data() + 2 * k, &b, 2);
+      }
+    }
+    buf.upload(out.data(), size_t(m) * dtype_size(to), offset + size_t(base) * dtype_size(to));
+  }
+}
+
+}  // namespace
+
+// ---- public: tensor lists ----
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) { return specs(cfg, false); }
+std::vector<TensorSpec> stored_tensor_specs(const ModelConfig& cfg) { return specs(cfg, true); }
+
+std::string shared_mlp_target(const ModelConfig& cfg, const std::string& name) {
+  static const std::string kPre = "model.layers.";
+  if (name.rfind(kPre, 0) != 0) return "";
+  size_t dot = name.find('.', kPre.size());
+  if (dot == std::string::npos) return "";
+  int layer = std::stoi(name.substr(kPre.size(), dot - kPre.size()));
+  const std::string rest = name.substr(dot + 1);
+  if (rest.rfind("mlp.", 0) != 0 || layer < 0 || layer >= int(cfg.layer_is_moe.size())) return "";
+  const bool moe = cfg.layer_is_moe[layer];
+  if (moe && rest.rfind("mlp.experts.", 0) != 0 && rest.rfind("mlp.shared_experts.", 0) != 0) return "";
+  int first = -1;
+  for (int i = 0; i < int(cfg.layer_is_moe.size()); ++i)
+    if (cfg.layer_is_moe[i] == moe) {
+      first = i;
+      break;
+    }
+  if (first < 0 || first == layer) return "";
+  return layer_prefix(first) + rest;
+}
+
+size_t estimate_weight_bytes(const ModelConfig& cfg, const WeightOptions& opt) {
+  check_options(opt);
+  size_t total = 0;
+  for (const TensorSpec& s : stored_tensor_specs(cfg)) {
+    if (opt.share_mlp_weights && !shared_mlp_target(cfg, s.name).empty()) continue;
+    total += size_t(numel_of(s.shape)) * dtype_size(stored_dtype(s.shape, opt));
+  }
+  return total;
+}
+
+// ---- Weights ----
+
+int64_t WeightTensor::numel() const { return numel_of(shape); }
+
+const WeightTensor& Weights::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw Error("weights: missing tensor " + name);
+  return it->second;
+}
+
+void Weights::add(const std::string& name, WeightTensor t, Buffer storage) {
+  require(tensors_.count(name) == 0, "weights: tensor " + name + " added twice");
+  tensors_[name] = std::move(t);
+  if (storage.bytes() > 0) storage_.push_back(std::move(storage));
+}
+
+void Weights::alias(const std::string& name, const std::string& target) {
+  require(tensors_.count(name) == 0, "weights: tensor " + name + " added twice");
+  tensors_[name] = get(target);
+}
+
+size_t Weights::stored_bytes() const {
+  size_t n = 0;
+  for (const Buffer& b : storage_) n += b.bytes();
+  return n;
+}
+
+size_t Weights::logical_bytes() const {
+  size_t n = 0;
+  for (const auto& kv : tensors_) n += kv.second.bytes();
+  return n;
+}
+
+// ---- loading ----
+
+Weights load_weights(const ModelConfig& cfg, const std::string& dir, const WeightOptions& opt) {
+  check_options(opt);
+  Checkpoint ck = open_checkpoint(dir);
+  // Validate every expected tensor (presence, shape, dtype, FP8 scales) before converting anything.
+  std::map<std::string, TensorSpec> expected;
+  for (const TensorSpec& s : expected_tensors(cfg)) {
+    check_tensor(ck, s);
+    expected.emplace(s.name, s);
+  }
+
+  Weights w;
+  w.set_shared_mlp(opt.share_mlp_weights);
+  for (const TensorSpec& s : stored_tensor_specs(cfg)) {
+    if (opt.share_mlp_weights) {
+      std::string target = shared_mlp_target(cfg, s.name);
+      if (!target.empty()) {
+        w.alias(s.name, target);
+        continue;
+      }
+    }
+    const DType dt = stored_dtype(s.shape, opt);
+    const size_t bytes = size_t(numel_of(s.shape)) * dtype_size(dt);
+    Buffer buf(opt.where, bytes, s.name);
+    auto e = expected.find(s.name);
+    if (e != expected.end()) {
+      convert_into(ck, e->second, dt, buf, 0);
+    } else {
+      // Stacked experts: model.layers.N.mlp.experts.P.weight <- model.layers.N.mlp.experts.E.P.weight.
+      const std::string key = ".mlp.experts.";
+      const size_t at = s.name.find(key);
+      require(at != std::string::npos, "weights: internal error, no source for " + s.name);
+      const std::string head = s.name.substr(0, at + key.size()), proj = s.name.substr(at + key.size());
+      const size_t per = bytes / size_t(s.shape[0]);
+      for (int64_t x = 0; x < s.shape[0]; ++x)
+        convert_into(ck, expected.at(head + std::to_string(x) + "." + proj), dt, buf, size_t(x) * per);
+    }
+    WeightTensor t;
+    t.dtype = dt;
+    t.shape = s.shape;
+    t.data = buf.data();
+    w.add(s.name, std::move(t), std::move(buf));
+  }
+  return w;
+}
+
+// ---- synthetic ----
+
+SyntheticFill synthetic_fill_for(const std::string& name, const std::vector<int64_t>& shape, uint64_t seed) {
+  auto ends_with = [&](const char* suf) {
+    const size_t n = std::strlen(suf);
+    return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
+  };
+  SyntheticFill f;
+  f.seed = seed;
+  f.stream = name_stream(name);
+  if (ends_with("norm.weight")) {  // input/post_attention/q_a/kv_a layernorm, indexer k_norm, model.norm
+    f.scale = 0.1f;
+    f.offset = 1.f;
+  } else if (ends_with("norm.bias")) {
+    f.scale = 0.1f;
+  } else if (ends_with("e_score_correction_bias")) {
+    f.scale = 0.01f;
+  } else if (name == "model.embed_tokens.weight") {
+    f.scale = 1.f;
+  } else if (shape.size() >= 2) {  // [out, in] or [E, out, in]: unit-scale activations
+    f.scale = 1.f / std::sqrt(float(shape.back()));
+  } else {
+    f.scale = 0.1f;
+  }
+  return f;
+}
+
+Weights synthetic_weights(const ModelConfig& cfg, uint64_t seed, const WeightOptions& opt) {
+  check_options(opt);
+  Weights w;
+  w.set_shared_mlp(opt.share_mlp_weights);
+  if (opt.where == Where::Device) {
+    // Fail before thousands of allocations when the weights cannot fit.
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const size_t need = estimate_weight_bytes(cfg, opt);
+    if (need > free_b)
+      throw Error("synthetic weights for '" + cfg.name + "' need " + std::to_string(need >> 20) + " MiB on the GPU, " +
+                  std::to_string(free_b >> 20) + " MiB free of " + std::to_string(total_b >> 20) +
+                  " MiB (try share_mlp_weights / --tp)");
+  }
+  for (const TensorSpec& s : stored_tensor_specs(cfg)) {
+    if (opt.share_mlp_weights) {
+      std::string target = shared_mlp_target(cfg, s.name);
+      if (!target.empty()) {
+        w.alias(s.name, target);
+        continue;
+      }
+    }
+    const DType dt = stored_dtype(s.shape, opt);
+    const int64_t n = numel_of(s.shape);
+    Buffer buf(opt.where, size_t(n) * dtype_size(dt), s.name);
+    const SyntheticFill f = synthetic_fill_for(s.name, s.shape, seed);
+    if (opt.where == Where::Host) synthetic_fill_host(buf.data(), dt, n, f);
+    else synthetic_fill_cuda(buf.data(), dt, n, f, nullptr);
+    WeightTensor t;
+    t.dtype = dt;
+    t.shape = s.shape;
+    t.data = buf.data();
+    w.add(s.name, std::move(t), std::move(buf));
+  }
+  if (opt.where == Where::Device) CUDA_CHECK(cudaDeviceSynchronize());
+  return w;
+}
+
+}  // namespace glm5
