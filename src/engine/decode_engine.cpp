@@ -1,0 +1,441 @@
+#include "engine/decode_engine.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "kernels/elementwise.h"
+#include "kernels/indexer.h"
+#include "kernels/kv_cache.h"
+#include "kernels/kv_cast.h"
+#include "kernels/linear.h"
+#include "kernels/mla_absorb.h"
+#include "kernels/mla_decode.h"
+#include "kernels/moe.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+
+// Runs the op on the engine's backend: the CPU twin with host pointers or the CUDA launcher.
+#define GLM5_RUN(family, params) (cuda_ ? family##_cuda((params), stream_) : family##_cpu(params))
+
+namespace glm5 {
+
+struct DecodeEngine::LayerWeights {
+  const float *input_norm = nullptr, *post_norm = nullptr, *q_a_norm = nullptr, *kv_a_norm = nullptr;
+  Mat q_a, q_b, kv_a, kv_b, o_proj;
+  bool has_indexer = false, indexer_shared = false;
+  Mat idx_wq_b, idx_wk, idx_wproj;
+  const float *idx_norm_w = nullptr, *idx_norm_b = nullptr;
+  bool moe = false;
+  Mat gate_up, down;                  // dense MLP, or the shared expert for MoE layers
+  Mat router;
+  const float* router_bias = nullptr;
+  const void *e_gate = nullptr, *e_up = nullptr, *e_down = nullptr;
+  DType e_dt = DType::F32;
+};
+
+namespace {
+
+double dsize(DType t) { return double(dtype_size(t)); }
+
+// HF GlmMoeDsaRotaryEmbedding.compute_default_rope_parameters: inv_freq[i] = 1 / base^(2i/d), fp32.
+std::vector<float> rope_inv_freq(float theta, int dim) {
+  std::vector<float> f(dim / 2);
+  for (int i = 0; i < dim / 2; ++i) f[i] = float(1.0 / std::pow(double(theta), double(2 * i) / double(dim)));
+  return f;
+}
+
+}  // namespace
+
+DecodeEngine::Mat DecodeEngine::mat(const std::string& name) const {
+  const WeightTensor& t = w_.get(name);
+  require(t.shape.size() == 2, "weights: " + name + " must be a matrix");
+  return Mat{t.data, t.dtype, int(t.shape[0]), int(t.shape[1])};
+}
+
+const float* DecodeEngine::vec(const std::string& name) const {
+  const WeightTensor& t = w_.get(name);
+  require(t.dtype == DType::F32, "weights: " + name + " must be stored as F32");
+  return static_cast<const float*>(t.data);
+}
+
+// [gate; up] stacked into one [2I, H] matrix so one projection feeds silu_mul (the production
+// layout). Shared tensors (share_mlp_weights) are fused once.
+DecodeEngine::Mat DecodeEngine::fused_gate_up(const std::string& gate, const std::string& up) {
+  Mat g = mat(gate), u = mat(up);
+  require(g.dt == u.dt && g.n == u.n && g.k == u.k, "weights: " + gate + " and " + up + " differ in shape or dtype");
+  auto it = fused_.find(g.p);
+  if (it == fused_.end()) {
+    size_t half = size_t(g.n) * g.k * dtype_size(g.dt);
+    Buffer b(where_, 2 * half, "fused " + gate);
+    if (cuda_) {
+      CUDA_CHECK(cudaMemcpy(b.as<char>(), g.p, half, cudaMemcpyDeviceToDevice));
+      CUDA_CHECK(cudaMemcpy(b.as<char>() + half, u.p, half, cudaMemcpyDeviceToDevice));
+    } else {
+      std::memcpy(b.as<char>(), g.p, half);
+      std::memcpy(b.as<char>() + half, u.p, half);
+    }
+    it = fused_.emplace(g.p, std::move(b)).first;
+  }
+  return Mat{it->second.data(), g.dt, 2 * g.n, g.k};
+}
+
+size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOptions& o, int64_t cap) {
+  size_t B = size_t(o.batch), f = 4;
+  size_t floats = B * (size_t(c.hidden_size) * 4 + c.q_lora_rank + size_t(c.num_attention_heads) * c.qk_head_dim() +
+                       (c.kv_lora_rank + c.qk_rope_head_dim) + 2 * size_t(c.num_attention_heads) * c.kv_lora_rank +
+                       size_t(c.num_attention_heads) * c.v_head_dim + size_t(c.index_n_heads) * c.index_head_dim +
+                       c.index_head_dim + c.index_n_heads + size_t(o.max_seq_len + 64) + c.n_routed_experts +
+                       size_t(c.num_experts_per_tok) * (c.moe_intermediate_size + 2) +
+                       3 * size_t(std::max(c.intermediate_size, c.moe_intermediate_size)) + c.vocab_size);
+  size_t bytes = floats * f;
+  int topk = std::max(c.index_topk, o.max_seq_len);
+  if (o.kv_path == KvPath::Cast) bytes += size_t(cap) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
+  if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
+  // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
+  bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
+  return bytes;
+}
+
+DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const EngineOptions& opt, OpTracer& tracer)
+    : cfg_(cfg), w_(weights), opt_(opt), tracer_(tracer) {
+  cuda_ = opt.backend == Backend::Cuda;
+  where_ = cuda_ ? Where::Device : Where::Host;
+  require(opt.batch > 0, "engine: batch must be positive");
+  require(opt.max_seq_len > 0, "engine: max sequence length must be positive");
+  if (cuda_) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    linear_ctx_ = std::make_unique<LinearContext>();
+  }
+  const ModelConfig& c = cfg_;
+  // Resolve every layer's tensors once.
+  layers_.resize(c.num_hidden_layers);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    LayerWeights& L = layers_[l];
+    std::string p = "model.layers." + std::to_string(l) + ".";
+    L.input_norm = vec(p + "input_layernorm.weight");
+    L.post_norm = vec(p + "post_attention_layernorm.weight");
+    L.q_a = mat(p + "self_attn.q_a_proj.weight");
+    L.q_a_norm = vec(p + "self_attn.q_a_layernorm.weight");
+    L.q_b = mat(p + "self_attn.q_b_proj.weight");
+    L.kv_a = mat(p + "self_attn.kv_a_proj_with_mqa.weight");
+    L.kv_a_norm = vec(p + "self_attn.kv_a_layernorm.weight");
+    L.kv_b = mat(p + "self_attn.kv_b_proj.weight");
+    L.o_proj = mat(p + "self_attn.o_proj.weight");
+    L.has_indexer = c.has_indexer;
+    L.indexer_shared = c.has_indexer && l < int(c.indexer_shared.size()) && c.indexer_shared[l];
+    if (L.has_indexer && !L.indexer_shared) {
+      L.idx_wq_b = mat(p + "self_attn.indexer.wq_b.weight");
+      L.idx_wk = mat(p + "self_attn.indexer.wk.weight");
+      L.idx_wproj = mat(p + "self_attn.indexer.weights_proj.weight");
+      L.idx_norm_w = vec(p + "self_attn.indexer.k_norm.weight");
+      L.idx_norm_b = vec(p + "self_attn.indexer.k_norm.bias");
+    }
+    L.moe = l < int(c.layer_is_moe.size()) && c.layer_is_moe[l];
+    if (!L.moe) {
+      L.gate_up = fused_gate_up(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight");
+      L.down = mat(p + "mlp.down_proj.weight");
+    } else {
+      L.router = mat(p + "mlp.gate.weight");
+      L.router_bias = vec(p + "mlp.gate.e_score_correction_bias");
+      const WeightTensor& g = w_.get(p + "mlp.experts.gate_proj.weight");
+      L.e_gate = g.data;
+      L.e_dt = g.dtype;
+      L.e_up = w_.get(p + "mlp.experts.up_proj.weight").data;
+      L.e_down = w_.get(p + "mlp.experts.down_proj.weight").data;
+      L.gate_up = fused_gate_up(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight");
+      L.down = mat(p + "mlp.shared_experts.down_proj.weight");
+    }
+  }
+
+  KvPoolOptions po;
+  po.where = where_;
+  po.fp8 = opt.kv_path != KvPath::Bf16;
+  po.batch = opt.batch;
+  po.max_seq_len = opt.max_seq_len;
+  po.capacity_tokens = opt.pool_tokens > 0 ? opt.pool_tokens : int64_t(opt.batch) * ((opt.max_seq_len + 63) / 64 * 64);
+  po.seed = opt.seed;
+  pool_ = std::make_unique<KvPool>(c, po);
+
+  auto fl = [&](size_t n, const char* label) { return Buffer(where_, std::max<size_t>(n, 1) * 4, label); };
+  size_t B = opt.batch;
+  int H = c.num_attention_heads;
+  tokens_ = fl(B, "tokens");
+  x_ = fl(B * c.hidden_size, "hidden");
+  xn_ = fl(B * c.hidden_size, "normed hidden");
+  qa_ = fl(B * c.q_lora_rank, "q_a");
+  q_ = fl(B * H * c.qk_head_dim(), "q");
+  kva_ = fl(B * (c.kv_lora_rank + c.qk_rope_head_dim), "kv_a");
+  q_lat_ = fl(B * H * c.kv_lora_rank, "q latent");
+  o_lat_ = fl(B * H * c.kv_lora_rank, "o latent");
+  attn_o_ = fl(B * H * c.v_head_dim, "attention output");
+  int topk = c.has_indexer ? c.index_topk : pool_->max_pages() * kPageSize;
+  int score_stride = pool_->max_pages() * kPageSize;
+  if (c.has_indexer) {
+    idx_q_ = fl(B * c.index_n_heads * c.index_head_dim, "indexer q");
+    idx_k_ = fl(B * c.index_head_dim, "indexer k");
+    idx_w_ = fl(B * c.index_n_heads, "indexer head weights");
+  }
+  scores_ = fl(B * score_stride, "indexer scores");
+  if (!c.has_indexer) {  // dense attention (deepseek_v3): every position scores equally, top-k keeps all
+    std::vector<float> zeros(B * score_stride, 0.f);
+    scores_.upload(zeros.data(), zeros.size() * 4);
+  }
+  topk_ = fl(B * topk, "top-k slots");
+  if (opt.kv_path == KvPath::GatherCast) {
+    compact_idx_ = fl(B * topk, "compact indices");
+    kv_scratch_ = Buffer(where_, B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim), "gather-cast buffer");
+  } else if (opt.kv_path == KvPath::Cast) {
+    kv_scratch_ = Buffer(where_, size_t(pool_->capacity()) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim),
+                         "BF16 scratch pool (cast path)");
+  }
+  int inter = std::max(c.intermediate_size, c.moe_intermediate_size * std::max(1, c.n_shared_experts));
+  router_logits_ = fl(B * std::max(1, c.n_routed_experts), "router logits");
+  topk_ids_ = fl(B * std::max(1, c.num_experts_per_tok), "expert ids");
+  topk_w_ = fl(B * std::max(1, c.num_experts_per_tok), "expert weights");
+  expert_act_ = fl(B * std::max(1, c.num_experts_per_tok) * std::max(1, c.moe_intermediate_size), "expert activations");
+  moe_out_ = fl(B * c.hidden_size, "routed experts output");
+  gate_up_ = fl(B * 2 * inter, "gate_up");
+  act_ = fl(B * inter, "MLP activation");
+  logits_ = fl(B * c.vocab_size, "logits");
+  next_ = fl(B, "next tokens");
+
+  std::vector<float> f = rope_inv_freq(c.rope_theta, c.qk_rope_head_dim);
+  inv_freq_ = fl(f.size(), "rope inv_freq");
+  inv_freq_.upload(f.data(), f.size() * 4);
+}
+
+DecodeEngine::~DecodeEngine() {
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops) const {
+  return OpDesc{step_, layer, op, bytes, flops};
+}
+
+void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
+  double bytes = double(w.n) * w.k * dsize(w.dt) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
+  OpScope s(tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
+  LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate};
+  if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
+  else linear_cpu(p);
+}
+
+std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
+  const ModelConfig& c = cfg_;
+  const int B = opt_.batch;
+  require(int(tokens.size()) == B, "engine: step needs " + std::to_string(B) + " tokens, got " + std::to_string(tokens.size()));
+  for (int32_t t : tokens)
+    require(t >= 0 && t < c.vocab_size, "engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                            std::to_string(c.vocab_size) + ")");
+  tokens_.upload(tokens.data(), tokens.size() * 4);
+  pool_->begin_step();
+  {
+    RangeScope step_range(tracer_, "step." + std::to_string(step_));
+    {
+      const WeightTensor& e = w_.get("model.embed_tokens.weight");
+      OpScope s(tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
+      EmbeddingParams p{tokens_.as<int32_t>(), e.data, e.dtype, x_.as<float>(), B, c.hidden_size};
+      GLM5_RUN(embedding, p);
+    }
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      RangeScope layer_range(tracer_, "layer." + std::to_string(l));
+      attention(l);
+      mlp(l);
+    }
+    {
+      OpScope s(tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+      NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
+                   c.hidden_size, c.hidden_size, c.rms_norm_eps};
+      GLM5_RUN(rmsnorm, p);
+    }
+    linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
+    {
+      OpScope s(tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
+      ArgmaxParams p{logits_.as<float>(), next_.as<int32_t>(), B, c.vocab_size};
+      GLM5_RUN(argmax, p);
+    }
+  }
+  if (cuda_) CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<int32_t> next(B);
+  next_.download(next.data(), size_t(B) * 4);
+  if (logits) {
+    logits->resize(size_t(B) * c.vocab_size);
+    logits_.download(logits->data(), logits->size() * 4);
+  }
+  ++step_;
+  return next;
+}
+
+void DecodeEngine::attention(int l) {
+  const ModelConfig& c = cfg_;
+  const LayerWeights& L = layers_[l];
+  const int B = opt_.batch, H = c.num_attention_heads, Lr = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  const int qk = c.qk_head_dim(), kvw = Lr + R;
+  float* x = x_.as<float>();
+  float* xn = xn_.as<float>();
+  {
+    OpScope s(tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+    NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
+  linear("attn.q_a_proj", l, xn, L.q_a, qa_.as<float>(), B, false);
+  {
+    OpScope s(tracer_, desc("attn.q_a_norm", l, double(B) * c.q_lora_rank * 8, 4.0 * B * c.q_lora_rank));
+    NormParams p{qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
+                 c.q_lora_rank, c.mla_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
+  linear("attn.q_b_proj", l, qa_.as<float>(), L.q_b, q_.as<float>(), B, false);
+  linear("attn.kv_a_proj", l, xn, L.kv_a, kva_.as<float>(), B, false);
+  {
+    OpScope s(tracer_, desc("attn.kv_a_norm", l, double(B) * Lr * 8, 4.0 * B * Lr));
+    NormParams p{kva_.as<float>(), L.kv_a_norm, nullptr, kva_.as<float>(), B, Lr, kvw, kvw, c.mla_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
+  {
+    OpScope s(tracer_, desc("attn.rope", l, double(B) * (H + 1) * R * 8, 6.0 * B * (H + 1) * R));
+    RopeParams q{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk, c.qk_nope_head_dim, R,
+                 c.rope_interleave, 1.f};
+    GLM5_RUN(rope, q);
+    RopeParams k{kva_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, kvw, kvw, Lr, R,
+                 c.rope_interleave, 1.f};
+    GLM5_RUN(rope, k);
+  }
+  const LatentLayout& lay = pool_->latent_layout();
+  {
+    OpScope s(tracer_, desc("attn.kv_write", l, double(B) * (kvw * 4 + lay.row_bytes), 0));
+    KvWriteParams p{kva_.as<float>(), kva_.as<float>() + Lr, kvw, kvw, pool_->new_slots(), pool_->latent(l), lay, B};
+    GLM5_RUN(kv_write, p);
+  }
+  const int score_stride = pool_->max_pages() * kPageSize;
+  int topk = c.has_indexer ? c.index_topk : score_stride;
+  double ctx_tokens = 0;
+  for (int32_t n : pool_->host_seq_lens()) ctx_tokens += n;
+  if (L.has_indexer && !L.indexer_shared) {
+    const int Hi = c.index_n_heads, D = c.index_head_dim;
+    linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
+    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false);
+    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+    const IndexerLayout& il = pool_->indexer_layout();
+    {
+      OpScope s(tracer_, desc("attn.indexer.k_write", l, double(B) * (D * 12 + il.bytes_per_token()), 0));
+      NormParams n{idx_k_.as<float>(), L.idx_norm_w, L.idx_norm_b, idx_k_.as<float>(), B, D, D, D, 1e-6f};
+      GLM5_RUN(layernorm, n);
+      RopeParams rq{idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
+                    c.indexer_rope_interleave, 1.f};
+      GLM5_RUN(rope, rq);
+      RopeParams rk{idx_k_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, D, D, 0, R,
+                    c.indexer_rope_interleave, 1.f};
+      GLM5_RUN(rope, rk);
+      IndexerKeyWriteParams w{idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
+      GLM5_RUN(indexer_key_write, w);
+    }
+    {
+      OpScope s(tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
+                              2.0 * ctx_tokens * Hi * D));
+      IndexerScoreParams p{idx_q_.as<float>(), idx_w_.as<float>(), 1.f / std::sqrt(float(Hi)), pool_->indexer(l), il,
+                           pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
+                           1.f / std::sqrt(float(D))};
+      GLM5_RUN(indexer_score, p);
+    }
+  }
+  if (!L.indexer_shared) {
+    OpScope s(tracer_, desc("attn.indexer.topk", l, double(B) * score_stride * 4 + double(B) * topk * 4, 0));
+    TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
+                 topk_.as<int32_t>(), B, topk};
+    GLM5_RUN(topk, p);
+  }
+  {
+    OpScope s(tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
+                            2.0 * B * H * c.qk_nope_head_dim * Lr));
+    MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
+                      c.v_head_dim, Lr, qk};
+    GLM5_RUN(mla_absorb, p);
+  }
+  // The KV path: how the selected rows reach attention.
+  const uint8_t* kv = pool_->latent(l);
+  LatentLayout kv_layout = lay;
+  const int32_t* indices = topk_.as<int32_t>();
+  double selected = 0;
+  for (int32_t n : pool_->host_seq_lens()) selected += std::min(n, topk);
+  const double bf16_row = 2.0 * kvw;
+  if (opt_.kv_path == KvPath::Cast) {
+    OpScope s(tracer_, desc("attn.kv_cast", l, double(pool_->capacity()) * (lay.row_bytes + bf16_row), 0));
+    KvCastParams p{pool_->latent(l), lay, kv_scratch_.as<uint16_t>(), pool_->capacity()};
+    GLM5_RUN(kv_cast, p);
+    kv = kv_scratch_.as<uint8_t>();
+    kv_layout = bf16_layout_of(lay);
+  } else if (opt_.kv_path == KvPath::GatherCast) {
+    OpScope s(tracer_, desc("attn.kv_gather_cast", l, selected * (lay.row_bytes + bf16_row) + double(B) * topk * 8, 0));
+    KvGatherCastParams p{pool_->latent(l), lay, topk_.as<int32_t>(), kv_scratch_.as<uint16_t>(),
+                         compact_idx_.as<int32_t>(), int64_t(B) * topk};
+    GLM5_RUN(kv_gather_cast, p);
+    kv = kv_scratch_.as<uint8_t>();
+    kv_layout = bf16_layout_of(lay);
+    indices = compact_idx_.as<int32_t>();
+  }
+  {
+    double bytes = selected * kv_layout.row_bytes + double(B) * H * (Lr + R + Lr) * 4 + double(B) * topk * 4;
+    OpScope s(tracer_, desc("attn.mla", l, bytes, selected * H * (2.0 * kvw + 2.0 * Lr)));
+    MlaDecodeParams p{q_lat_.as<float>(), q_.as<float>() + c.qk_nope_head_dim, H * qk, qk, kv, kv_layout, indices,
+                      o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale()};
+    GLM5_RUN(mla_decode, p);
+  }
+  {
+    OpScope s(tracer_, desc("attn.v_unabsorb", l, double(H) * c.v_head_dim * Lr * dsize(L.kv_b.dt),
+                            2.0 * B * H * c.v_head_dim * Lr));
+    MlaUnabsorbParams p{o_lat_.as<float>(), L.kv_b.p, L.kv_b.dt, attn_o_.as<float>(), B, H, c.qk_nope_head_dim,
+                        c.v_head_dim, Lr};
+    GLM5_RUN(mla_unabsorb, p);
+  }
+  // o_proj accumulates into the residual stream: x += attn_o W_o^T.
+  linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);
+}
+
+void DecodeEngine::mlp(int l) {
+  const ModelConfig& c = cfg_;
+  const LayerWeights& L = layers_[l];
+  const int B = opt_.batch, Hd = c.hidden_size;
+  float* x = x_.as<float>();
+  float* xn = xn_.as<float>();
+  {
+    OpScope s(tracer_, desc("mlp.norm", l, double(B) * Hd * 8, 4.0 * B * Hd));
+    NormParams p{x, L.post_norm, nullptr, xn, B, Hd, Hd, Hd, c.rms_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
+  const char* pre = L.moe ? "moe.shared" : "mlp";
+  const int inter = L.gate_up.n / 2;
+  if (L.moe) {
+    const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+    linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
+    {
+      OpScope s(tracer_, desc("moe.route", l, double(B) * E * 4, 0));
+      MoeRouteParams p{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E, K,
+                       c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
+      GLM5_RUN(moe_route, p);
+    }
+    {
+      double bytes = double(B) * K * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
+      OpScope s(tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * B * K * Hd * I));
+      MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
+                         expert_act_.as<float>(), moe_out_.as<float>(), B, E, K, Hd, I};
+      GLM5_RUN(moe_experts, p);
+    }
+  }
+  std::string gu = std::string(pre) + ".gate_up", dn = std::string(pre) + ".down", ac = std::string(pre) + ".act";
+  linear(gu.c_str(), l, xn, L.gate_up, gate_up_.as<float>(), B, false);
+  {
+    OpScope s(tracer_, desc(ac.c_str(), l, double(B) * inter * 12, 4.0 * B * inter));
+    SiluMulParams p{gate_up_.as<float>(), act_.as<float>(), B, inter};
+    GLM5_RUN(silu_mul, p);
+  }
+  linear(dn.c_str(), l, act_.as<float>(), L.down, x, B, true);
+  if (L.moe) {
+    OpScope s(tracer_, desc("moe.residual", l, double(B) * Hd * 12, double(B) * Hd));
+    AddParams p{x, moe_out_.as<float>(), int64_t(B) * Hd};
+    GLM5_RUN(add_inplace, p);
+  }
+}
+
+}  // namespace glm5

@@ -1,0 +1,91 @@
+// DecodeEngine: one GLM-5 (glm_moe_dsa) decode step for a batch of requests, written once and run
+// on either backend: every op is a kernels/ family whose CPU twin (host pointers) and CUDA launcher
+// (device pointers) take the same Params. Each op is wrapped in an OpTracer scope declaring its
+// bytes and FLOPs, inside ranges step.N > layer.N.
+//
+// Per layer (HF GlmMoeDsaDecoderLayer, decode with weight absorption, DESIGN.md):
+//   x += o_proj(W_UV . MLA(absorb(q), KV[top-k]))      MLA over the indexer's top-k rows, via the KV path
+//   x += MLP(x) | MoE(x) + shared expert(x)
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "common/buffer.h"
+#include "engine/kv_pool.h"
+#include "engine/run_spec.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "profiler/op_tracer.h"
+
+namespace glm5 {
+
+class LinearContext;
+
+struct EngineOptions {
+  Backend backend = Backend::Cpu;
+  KvPath kv_path = KvPath::Fp8;  // Bf16 requires a BF16 pool; the others an FP8 pool
+  int batch = 1;
+  int max_seq_len = 0;           // tokens a request may reach
+  int64_t pool_tokens = 0;       // KV pool capacity per layer (0: batch * max_seq_len, page-rounded)
+  uint64_t seed = 1234;
+};
+
+class DecodeEngine {
+ public:
+  // `weights` must live on the backend's side (Host/F32 or BF16 for CPU, Device/BF16 for CUDA) and
+  // outlive the engine. Throws glm5::Error on inconsistent options or allocation failure.
+  DecodeEngine(const ModelConfig& cfg, const Weights& weights, const EngineOptions& opt, OpTracer& tracer);
+  ~DecodeEngine();
+
+  KvPool& pool() { return *pool_; }
+
+  // Decodes one token per request: `tokens` [batch] are appended at each request's next position.
+  // Returns the greedy next token of each request; if `logits` is given it receives [batch, vocab].
+  std::vector<int32_t> step(const std::vector<int32_t>& tokens, std::vector<float>* logits = nullptr);
+
+  int steps_done() const { return step_; }
+  void set_step_index(int s) { step_ = s; }
+  cudaStream_t stream() const { return stream_; }
+
+  // Device bytes of the engine's own buffers (scratch, fused MLP weights) for `cfg` and `opt`.
+  static size_t planned_scratch_bytes(const ModelConfig& cfg, const EngineOptions& opt, int64_t pool_capacity);
+
+ private:
+  struct Mat {           // a weight matrix [n, k]
+    const void* p = nullptr;
+    DType dt = DType::F32;
+    int n = 0, k = 0;
+  };
+  struct LayerWeights;
+
+  void attention(int layer);
+  void mlp(int layer);
+  void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
+  Mat mat(const std::string& name) const;
+  const float* vec(const std::string& name) const;
+  Mat fused_gate_up(const std::string& gate, const std::string& up);
+  OpDesc desc(const char* op, int layer, double bytes, double flops) const;
+
+  ModelConfig cfg_;
+  const Weights& w_;
+  EngineOptions opt_;
+  OpTracer& tracer_;
+  bool cuda_ = false;
+  Where where_ = Where::Host;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<LinearContext> linear_ctx_;
+  std::unique_ptr<KvPool> pool_;
+  std::vector<LayerWeights> layers_;
+  std::map<const void*, Buffer> fused_;  // fused [gate; up] weights, keyed by the gate tensor
+  Buffer inv_freq_, inv_freq_indexer_;
+  int step_ = 0;
+
+  // Activations (fp32) and index buffers, sized for `batch`.
+  Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;
+  Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_;
+  Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
+};
+
+}  // namespace glm5

@@ -1,0 +1,31 @@
+// Greedy decoding of one prompt through the decode path (the prompt is fed token by token, exactly
+// as decode steps), optionally teacher-forced, with per-step logits kept for comparison against a
+// reference (the golden HF logits).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/run_spec.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace glm5 {
+
+struct GreedyDecodeResult {
+  std::vector<int32_t> generated;            // [new_tokens] greedy tokens (teacher-forced: the model's top-1)
+  std::vector<std::vector<float>> logits;    // [new_tokens][vocab]: row 0 after the last prompt token
+  uint64_t logits_hash = 0;                  // FNV-1a over the bits of every logits row
+};
+
+// Feeds `prompt` then decodes `new_tokens` tokens greedily (batch 1). If `forced` is non-empty,
+// the k-th decoded step is fed forced[k-1] instead of the model's own token (teacher forcing).
+// Throws glm5::Error for an empty prompt, token ids outside the vocabulary, or new_tokens < 1.
+GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
+                                 const std::vector<int32_t>& prompt, int new_tokens,
+                                 const std::vector<int32_t>& forced = {});
+
+// ||a - b||_2 / ||b||_2.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b);
+
+}  // namespace glm5

@@ -1,0 +1,57 @@
+// The golden decode case (../shared/golden/glm5-tiny): HF transformers' GlmMoeDsaForCausalLM outputs.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/safetensors.h"
+
+namespace glm5::test {
+
+inline std::string golden_dir() { return std::string(GLM5_SHARED_DIR) + "/golden/glm5-tiny"; }
+
+struct Golden {
+  std::vector<int32_t> prompt, generated;
+  std::vector<std::vector<float>> logits;  // [8][vocab]
+  std::vector<float> hidden_prefill_last;  // [5, hidden]
+};
+
+inline Golden load_golden() {
+  SafetensorsFile f(golden_dir() + "/expected.safetensors");
+  Golden g;
+  auto ints = [&](const char* n) {
+    const SafetensorsView& v = f.get(n);
+    std::vector<int32_t> out(v.numel());
+    for (int64_t i = 0; i < v.numel(); ++i) out[i] = int32_t(read_element_as_float(v.dtype, v.data, i));
+    return out;
+  };
+  g.prompt = ints("prompt_ids");
+  g.generated = ints("generated_ids");
+  const SafetensorsView& l = f.get("logits");
+  int64_t rows = l.shape[0], vocab = l.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> row(vocab);
+    for (int64_t j = 0; j < vocab; ++j) row[j] = read_element_as_float(l.dtype, l.data, r * vocab + j);
+    g.logits.push_back(row);
+  }
+  const SafetensorsView& h = f.get("hidden_prefill_last");
+  for (int64_t i = 0; i < h.numel(); ++i) g.hidden_prefill_last.push_back(read_element_as_float(h.dtype, h.data, i));
+  return g;
+}
+
+// Top-1 minus top-2 of a logits row.
+inline float top1_margin(const std::vector<float>& v) {
+  float a = -1e30f, b = -1e30f;
+  for (float x : v) {
+    if (x > a) { b = a; a = x; } else if (x > b) b = x;
+  }
+  return a - b;
+}
+
+inline int argmax(const std::vector<float>& v) {
+  int best = 0;
+  for (int i = 1; i < int(v.size()); ++i) if (v[i] > v[best]) best = i;
+  return best;
+}
+
+}  // namespace glm5::test
