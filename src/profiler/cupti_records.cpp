@@ -111,6 +111,18 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     }
   };
 
+  // Kernel launches: runtime launch calls, plus driver launch calls not made from inside a runtime
+  // launch on the same thread (cudaLaunchKernel calls cuLaunchKernel; count it once).
+  std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> runtime_launches;
+  for (const ApiRecord& r : records.api_calls)
+    if (r.is_kernel_launch && !r.is_driver) runtime_launches[r.thread].push_back({r.start_ns, r.end_ns});
+  for (auto& [thread, v] : runtime_launches) std::sort(v.begin(), v.end());
+  auto nested_in_runtime_launch = [&](const ApiRecord& r) {
+    auto it = runtime_launches.find(r.thread);
+    if (it == runtime_launches.end()) return false;
+    auto after = std::upper_bound(it->second.begin(), it->second.end(), std::make_pair(r.start_ns, INT64_MAX));
+    return after != it->second.begin() && std::prev(after)->second >= r.end_ns;
+  };
   for (const ApiRecord& r : records.api_calls) {
     Activity a;
     a.kind = r.is_driver ? ActivityKind::driver : ActivityKind::runtime;
@@ -121,7 +133,7 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     a.correlation_id = r.correlation_id;
     auto ext = external_of.find(r.correlation_id);
     if (ext != external_of.end()) attribute(a, ext->second, ops);
-    if (r.is_kernel_launch) ++t.kernels_launched;
+    if (r.is_kernel_launch && (!r.is_driver || !nested_in_runtime_launch(r))) ++t.kernels_launched;
     t.activities.push_back(std::move(a));
   }
   for (const KernelRecord& k : records.kernels) {

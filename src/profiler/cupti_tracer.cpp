@@ -1,16 +1,178 @@
 #include "profiler/cupti_tracer.h"
 
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
 namespace glm5 {
 
-void arrange_nvtx_injection() {}
-CuptiTracer::CuptiTracer() {}
-CuptiTracer::~CuptiTracer() {}
-void CuptiTracer::begin_range(const std::string& name) { (void)name; }
-void CuptiTracer::end_range() {}
-void CuptiTracer::begin_op(const OpDesc& op) { (void)op; }
-void CuptiTracer::end_op() {}
-Timeline CuptiTracer::finish() { return build_timeline_from_records(records_, ops_); }
-void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) { (void)buffer; (void)valid_size; }
-void CuptiTracer::note_error(const std::string& message) { errors_.push_back(message); }
+namespace {
+
+constexpr size_t kBufferBytes = 8u << 20;  // 8 MB per activity buffer
+constexpr size_t kBufferAlign = 8;         // CUPTI requires 8-byte aligned buffers
+
+// The one piece of global state: CUPTI's buffer callbacks are plain C functions with no user pointer,
+// so they reach the tracer that enabled them through this pointer. Set by the CuptiTracer
+// constructor, cleared by finish()/the destructor; at most one tracer is active.
+CuptiTracer* g_active_tracer = nullptr;
+
+std::string result_string(CUptiResult r) {
+  const char* s = nullptr;
+  cuptiGetResultString(r, &s);
+  return s ? s : "CUPTI error " + std::to_string(static_cast<int>(r));
+}
+
+const CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_MARKER,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;  // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t size,
+                               size_t valid_size) {
+  (void)size;
+  if (g_active_tracer && buffer) {
+    g_active_tracer->consume_buffer(buffer, valid_size);
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS && dropped)
+      g_active_tracer->note_dropped(dropped);
+  }
+  std::free(buffer);
+}
+
+}  // namespace
+
+void arrange_nvtx_injection() {
+  if (std::getenv("NVTX_INJECTION64_PATH")) return;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cuptiActivityEnable), &info) && info.dli_fname)
+    setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
+}
+
+CuptiTracer::CuptiTracer() {
+  if (g_active_tracer) {
+    note_error("another CuptiTracer is already active; this one records nothing");
+    return;
+  }
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  if (r != CUPTI_SUCCESS) {
+    note_error("cuptiActivityRegisterCallbacks: " + result_string(r));
+    return;
+  }
+  g_active_tracer = this;
+  for (CUpti_ActivityKind k : kKinds) {
+    r = cuptiActivityEnable(k);
+    if (r != CUPTI_SUCCESS) note_error("cuptiActivityEnable(kind " + std::to_string(k) + "): " + result_string(r));
+  }
+  enabled_ = true;
+}
+
+CuptiTracer::~CuptiTracer() {
+  if (!finished_) {
+    try {
+      (void)finish();
+    } catch (...) {  // a destructor never throws; finish() only builds host structures
+    }
+  }
+}
+
+void CuptiTracer::begin_range(const std::string& name) { nvtxRangePushA(name.c_str()); }
+void CuptiTracer::end_range() { nvtxRangePop(); }
+
+void CuptiTracer::begin_op(const OpDesc& op) {
+  nvtxRangePushA(op.op.c_str());
+  const uint64_t id = next_external_id_++;
+  ops_[id] = op;
+  if (!enabled_) return;
+  const CUptiResult r = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  if (r != CUPTI_SUCCESS && ok()) note_error("cuptiActivityPushExternalCorrelationId: " + result_string(r));
+}
+
+void CuptiTracer::end_op() {
+  if (enabled_) {
+    uint64_t last = 0;
+    const CUptiResult r = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+    if (r != CUPTI_SUCCESS && ok()) note_error("cuptiActivityPopExternalCorrelationId: " + result_string(r));
+  }
+  nvtxRangePop();
+}
+
+bool CuptiTracer::ok() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return errors_.empty();
+}
+
+std::vector<std::string> CuptiTracer::errors() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return errors_;
+}
+
+void CuptiTracer::note_error(const std::string& message) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  errors_.push_back(message);
+  records_.errors.push_back(message);
+}
+
+void CuptiTracer::note_dropped(size_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  records_.dropped += count;
+}
+
+Timeline CuptiTracer::finish() {
+  if (finished_) {
+    Timeline t;
+    t.source = "cupti";
+    t.complete = false;
+    t.messages.push_back("CuptiTracer::finish() called twice: the records went to the first call");
+    return t;
+  }
+  finished_ = true;
+  if (enabled_) {
+    CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (r != CUPTI_SUCCESS) note_error("cuptiActivityFlushAll: " + result_string(r));
+    for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+    g_active_tracer = nullptr;
+    enabled_ = false;
+  }
+  ActivityRecords records;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records = std::move(records_);
+    records_ = ActivityRecords{};
+  }
+  Timeline t = build_timeline_from_records(records, ops_);
+  std::set<int> devices;
+  for (const KernelRecord& k : records.kernels) devices.insert(k.device);
+  for (int d : devices) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, d) != cudaSuccess) continue;
+    DeviceProperties dp;
+    dp.id = d;
+    dp.name = p.name;
+    dp.total_global_mem = p.totalGlobalMem;
+    dp.compute_major = p.major;
+    dp.compute_minor = p.minor;
+    dp.num_sms = p.multiProcessorCount;
+    dp.max_threads_per_block = p.maxThreadsPerBlock;
+    dp.max_threads_per_multiprocessor = p.maxThreadsPerMultiProcessor;
+    dp.warp_size = p.warpSize;
+    dp.shared_mem_per_block = p.sharedMemPerBlock;
+    dp.shared_mem_per_multiprocessor = p.sharedMemPerMultiprocessor;
+    dp.regs_per_block = p.regsPerBlock;
+    dp.regs_per_multiprocessor = p.regsPerMultiprocessor;
+    t.devices.push_back(dp);
+  }
+  return t;
+}
 
 }  // namespace glm5

@@ -46,19 +46,20 @@ class CuptiTracer : public OpTracer {
   // device first so all kernels have finished.
   Timeline finish();
 
-  bool ok() const { return errors_.empty(); }        // no CUPTI error so far
-  const std::vector<std::string>& errors() const { return errors_; }
+  bool ok() const;                        // no CUPTI error so far
+  std::vector<std::string> errors() const;  // the CUPTI errors met so far, in order
 
   // Called from CUPTI's buffer-completed callback (any thread): parses one buffer of records.
   void consume_buffer(uint8_t* buffer, size_t valid_size);
   void note_error(const std::string& message);
+  void note_dropped(size_t count);  // records CUPTI lost (buffer full)
 
  private:
   bool enabled_ = false;
   bool finished_ = false;
   uint64_t next_external_id_ = 1;
   std::map<uint64_t, OpDesc> ops_;
-  std::mutex mutex_;               // guards records_ and errors_ (CUPTI calls back on its own thread)
+  mutable std::mutex mutex_;             // guards records_ and errors_ (CUPTI calls back on its own thread)
   ActivityRecords records_;
   std::vector<std::string> errors_;
 };

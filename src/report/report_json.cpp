@@ -1,0 +1,80 @@
+// report.json: schema "glm5prof.report/1" (see report.h).
+#include "report/report.h"
+#include "trace/atomic_file.h"
+
+namespace glm5 {
+
+using nlohmann::json;
+
+json to_json(const Analysis& a) {
+  json samples = json::array();
+  for (const StepSample& s : a.steps)
+    samples.push_back({{"step", s.step}, {"time_us", s.time_us}, {"kernel_us", s.kernel_us}});
+  json ops = json::array();
+  for (const OpSummary& o : a.ops)
+    ops.push_back({{"op", o.op}, {"time_us", o.time_us}, {"share", o.share}, {"bytes", o.bytes},
+                   {"flops", o.flops}, {"achieved_gbps", o.achieved_gbps},
+                   {"pct_copy_peak", o.pct_copy_peak}, {"achieved_tflops", o.achieved_tflops},
+                   {"pct_bf16_peak", o.pct_bf16_peak}});
+  json cells = json::array();
+  for (const OpCell& c : a.layer_ops)
+    cells.push_back({{"layer", c.layer}, {"op", c.op}, {"time_us", c.time_us}, {"kernels", c.kernels},
+                     {"bytes", c.bytes}, {"flops", c.flops}});
+  json kernels = json::array();
+  for (const KernelStat& k : a.top_kernels)
+    kernels.push_back({{"name", k.name}, {"calls", k.calls}, {"total_us", k.total_us},
+                       {"mean_us", k.mean_us}, {"share", k.share}});
+  json hotspots = json::array();
+  for (const Hotspot& h : a.hotspots)
+    hotspots.push_back({{"kind", h.kind}, {"what", h.what}, {"time_us", h.time_us},
+                        {"share_of_step", h.share_of_step}, {"bytes", h.bytes},
+                        {"achieved_gbps", h.achieved_gbps}, {"pct_of_peak", h.pct_of_peak},
+                        {"est_saving_us", h.est_saving_us}, {"recommendation", h.recommendation}});
+  return {{"source", a.source},
+          {"complete", a.complete},
+          {"steps",
+           {{"samples", samples},
+            {"median_us", a.step_median_us},
+            {"min_us", a.step_min_us},
+            {"max_us", a.step_max_us}}},
+          {"attention_us", a.attention_us},
+          {"cast_us", a.cast_us},
+          {"total_kernel_us", a.total_kernel_us},
+          {"ops", ops},
+          {"layer_ops", cells},
+          {"top_kernels", kernels},
+          {"hotspots", hotspots}};
+}
+
+json to_json(const PathComparison& c) {
+  json paths = json::array();
+  for (const PathResult& p : c.paths)
+    paths.push_back({{"path", p.path}, {"step_median_us", p.step_median_us},
+                     {"attention_us", p.attention_us}, {"cast_us", p.cast_us},
+                     {"cast_share", p.cast_share}, {"speedup_vs_cast", p.speedup_vs_cast}});
+  return {{"paths", paths}, {"winner", c.winner}};
+}
+
+json report_to_json(const ReportInput& in) {
+  json runs = json::array();
+  for (const RunReport& r : in.runs) {
+    json j = to_json(r.analysis);
+    j["name"] = r.name;
+    j["spec"] = r.spec;
+    runs.push_back(std::move(j));
+  }
+  return {{"schema_version", kReportSchema},
+          {"generated_by", "glm5prof"},
+          {"run_spec", in.run_spec},
+          {"device", in.device},
+          {"model", in.model},
+          {"memory_fit", in.memory_fit},
+          {"runs", runs},
+          {"comparison", in.comparison ? to_json(*in.comparison) : json(nullptr)}};
+}
+
+void write_report_json(const ReportInput& in, const std::string& path) {
+  write_file_atomic(path, report_to_json(in).dump(2) + "\n");
+}
+
+}  // namespace glm5

@@ -1,0 +1,188 @@
+// report.md: the same content as report.json, for people (summary first).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "report/report.h"
+#include "trace/atomic_file.h"
+
+namespace glm5 {
+
+namespace {
+
+std::string f1(double v) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.1f", v);
+  return b;
+}
+std::string f2(double v) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.2f", v);
+  return b;
+}
+std::string pct(double share) { return f1(100 * share) + "%"; }
+
+std::string shorten(const std::string& s, size_t n = 90) {
+  std::string t = s.size() > n ? s.substr(0, n - 3) + "..." : s;
+  std::replace(t.begin(), t.end(), '|', '/');
+  return t;
+}
+
+// Op groups of the per-layer table.
+constexpr const char* kGroups[] = {"attention", "indexer", "kv cast", "mlp / moe", "other"};
+int group_of(const std::string& op) {
+  if (op == "attn.kv_cast" || op == "attn.kv_gather_cast") return 2;
+  if (op == "attn.indexer" || op == "attn.topk") return 1;
+  if (op.rfind("attn.", 0) == 0) return 0;
+  if (op.rfind("moe.", 0) == 0 || op.rfind("mlp.", 0) == 0) return 3;
+  return 4;
+}
+
+struct LayerRow {
+  int layer = -1;
+  bool moe = false;
+  double group_us[5] = {0, 0, 0, 0, 0};
+  double total() const { return group_us[0] + group_us[1] + group_us[2] + group_us[3] + group_us[4]; }
+};
+
+void row(std::ostringstream& o, const std::string& label, const double* g, double total) {
+  o << "| " << label;
+  for (int i = 0; i < 5; ++i) o << " | " << f1(g[i]);
+  o << " | " << f1(total) << " |\n";
+}
+
+void layer_table(std::ostringstream& o, const Analysis& a) {
+  std::map<int, LayerRow> rows;
+  for (const OpCell& c : a.layer_ops) {
+    LayerRow& r = rows[c.layer];
+    r.layer = c.layer;
+    r.group_us[group_of(c.op)] += c.time_us;
+    if (c.op.rfind("moe.", 0) == 0) r.moe = true;
+  }
+  if (rows.empty()) return;
+  o << "\nPer-layer time per step [us]:\n\n| layers | attention | indexer | kv cast | mlp / moe | other | total |\n"
+       "|---|---:|---:|---:|---:|---:|---:|\n";
+  std::vector<LayerRow> layers;
+  for (const auto& [l, r] : rows) {
+    if (l < 0) row(o, "outside layers", r.group_us, r.total());
+    else layers.push_back(r);
+  }
+  if (layers.size() <= 12) {
+    for (const LayerRow& r : layers) row(o, "layer " + std::to_string(r.layer), r.group_us, r.total());
+    return;
+  }
+  // Many layers: one mean row per consecutive run of dense / MoE layers, then the slowest layers.
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    double g[5] = {0, 0, 0, 0, 0};
+    while (j < layers.size() && layers[j].moe == layers[i].moe) {
+      for (int k = 0; k < 5; ++k) g[k] += layers[j].group_us[k];
+      ++j;
+    }
+    const double n = static_cast<double>(j - i);
+    for (double& v : g) v /= n;
+    row(o, std::string(layers[i].moe ? "MoE" : "dense") + " layers " + std::to_string(layers[i].layer) + "-" +
+               std::to_string(layers[j - 1].layer) + " (mean of " + std::to_string(j - i) + ")",
+        g, g[0] + g[1] + g[2] + g[3] + g[4]);
+    i = j;
+  }
+  std::vector<LayerRow> slow = layers;
+  std::stable_sort(slow.begin(), slow.end(), [](const LayerRow& x, const LayerRow& y) { return x.total() > y.total(); });
+  for (size_t i = 0; i < std::min<size_t>(5, slow.size()); ++i)
+    row(o, "slowest: layer " + std::to_string(slow[i].layer), slow[i].group_us, slow[i].total());
+}
+
+std::string verdict(const ReportInput& in) {
+  for (const RunReport& r : in.runs)
+    for (const Hotspot& h : r.analysis.hotspots)
+      if (h.kind == "kv_dtype_cast")
+        return "**The KV dtype cast takes " + pct(h.share_of_step) + " of the decode step** (" + f1(h.time_us) +
+               " us of " + f1(r.analysis.step_median_us) + " us per step, run `" + r.name + "`" +
+               (h.achieved_gbps > 0 ? ", " + f1(h.achieved_gbps) + " GB/s" : std::string()) +
+               "); removing it saves up to " + f1(h.est_saving_us) + " us per step.";
+  if (!in.runs.empty() && !in.runs.front().analysis.ops.empty()) {
+    const Analysis& a = in.runs.front().analysis;
+    auto top = std::max_element(a.ops.begin(), a.ops.end(),
+                                [](const OpSummary& x, const OpSummary& y) { return x.time_us < y.time_us; });
+    return "No KV dtype cast found; the largest op is `" + (top->op.empty() ? std::string("(unattributed)") : top->op) +
+           "` at " + pct(top->share) + " of the step (" + f1(top->time_us) + " us of " + f1(a.step_median_us) + " us).";
+  }
+  return "No kernels were recorded.";
+}
+
+void json_lines(std::ostringstream& o, const char* title, const nlohmann::json& j) {
+  if (!j.is_object() || j.empty()) return;
+  o << "- " << title << ": ";
+  bool first = true;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it->is_structured()) continue;
+    o << (first ? "" : ", ") << it.key() << " " << (it->is_string() ? it->get<std::string>() : it->dump());
+    first = false;
+  }
+  o << "\n";
+}
+
+}  // namespace
+
+std::string report_to_markdown(const ReportInput& in) {
+  std::ostringstream o;
+  o << "# glm5prof report\n\n## Summary\n\n" << verdict(in) << "\n";
+  if (in.comparison && !in.comparison->winner.empty()) {
+    const PathComparison& c = *in.comparison;
+    for (const PathResult& p : c.paths)
+      if (p.path == c.winner)
+        o << "\nFastest KV path: **" << c.winner << "** at " << f1(p.step_median_us) << " us per step"
+          << (p.speedup_vs_cast > 0 ? " (" + f2(p.speedup_vs_cast) + "x vs cast)" : std::string()) << ".\n";
+  }
+  o << "\n";
+  json_lines(o, "device", in.device);
+  json_lines(o, "model", in.model);
+  json_lines(o, "run", in.run_spec);
+  json_lines(o, "memory", in.memory_fit);
+
+  if (in.comparison && !in.comparison->paths.empty()) {
+    o << "\n## KV paths side by side\n\n| path | step median [us] | attention [us] | cast [us] | cast share | speedup vs cast |\n"
+         "|---|---:|---:|---:|---:|---:|\n";
+    for (const PathResult& p : in.comparison->paths)
+      o << "| " << p.path << (p.path == in.comparison->winner ? " (winner)" : "") << " | " << f1(p.step_median_us)
+        << " | " << f1(p.attention_us) << " | " << f1(p.cast_us) << " | " << pct(p.cast_share) << " | "
+        << (p.speedup_vs_cast > 0 ? f2(p.speedup_vs_cast) + "x" : std::string("-")) << " |\n";
+  }
+
+  for (const RunReport& r : in.runs) {
+    const Analysis& a = r.analysis;
+    o << "\n## Run `" << r.name << "`\n\n" << a.steps.size() << " measured steps: median " << f1(a.step_median_us)
+      << " us, min " << f1(a.step_min_us) << " us, max " << f1(a.step_max_us) << " us (source: " << a.source
+      << (a.complete ? "" : ", INCOMPLETE") << ").\n";
+    if (!a.hotspots.empty()) {
+      o << "\nHotspots:\n\n";
+      for (const Hotspot& h : a.hotspots)
+        o << "- **" << h.kind << "** `" << h.what << "`: " << pct(h.share_of_step) << " of the step. "
+          << h.recommendation << "\n";
+    }
+    if (!a.ops.empty()) {
+      o << "\n| op | us / step | share | GB/s | % copy peak | TFLOP/s | % bf16 peak |\n|---|---:|---:|---:|---:|---:|---:|\n";
+      for (const OpSummary& s : a.ops)
+        o << "| " << (s.op.empty() ? "(unattributed)" : shorten(s.op, 60)) << " | " << f1(s.time_us) << " | "
+          << pct(s.share) << " | " << f1(s.achieved_gbps) << " | " << f1(s.pct_copy_peak) << " | "
+          << f2(s.achieved_tflops) << " | " << f1(s.pct_bf16_peak) << " |\n";
+    }
+    layer_table(o, a);
+    if (!a.top_kernels.empty()) {
+      o << "\nTop kernels (whole run):\n\n| kernel | calls | total [us] | mean [us] | share |\n|---|---:|---:|---:|---:|\n";
+      for (size_t i = 0; i < std::min<size_t>(10, a.top_kernels.size()); ++i) {
+        const KernelStat& k = a.top_kernels[i];
+        o << "| `" << shorten(k.name) << "` | " << k.calls << " | " << f1(k.total_us) << " | " << f2(k.mean_us)
+          << " | " << pct(k.share) << " |\n";
+      }
+    }
+  }
+  return o.str();
+}
+
+void write_report_md(const ReportInput& in, const std::string& path) {
+  write_file_atomic(path, report_to_markdown(in));
+}
+
+}  // namespace glm5
