@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+
+#include "analysis/analysis.h"
+#include "synthetic.h"
+
+namespace glm5 {
+namespace {
+
+const OpCell* cell(const Analysis& a, int layer, const std::string& op) {
+  for (const OpCell& c : a.layer_ops)
+    if (c.layer == layer && c.op == op) return &c;
+  return nullptr;
+}
+
+TEST(Analysis, StepsLeaveOutWarmupAndUseKernelSpan) {
+  const Analysis a = analyze(test::decode_run(3, 100, 30), Peaks{4000, 900});
+  ASSERT_EQ(a.steps.size(), 3u);
+  for (const StepSample& s : a.steps) {
+    EXPECT_GE(s.step, 0);
+    EXPECT_DOUBLE_EQ(s.time_us, 2 * (20 + 100 + 30 + 60));
+    EXPECT_DOUBLE_EQ(s.kernel_us, s.time_us);  // back to back
+  }
+  EXPECT_DOUBLE_EQ(a.step_median_us, 420);
+  EXPECT_DOUBLE_EQ(a.step_min_us, 420);
+  EXPECT_DOUBLE_EQ(a.step_max_us, 420);
+}
+
+TEST(Analysis, PerLayerOpSumsAreExactAndBytesCountedOncePerOp) {
+  const Analysis a = analyze(test::decode_run(2, 100, 30), Peaks{4000, 900});
+  const OpCell* q = cell(a, 1, "attn.q_a_proj");
+  ASSERT_NE(q, nullptr);
+  EXPECT_DOUBLE_EQ(q->time_us, 20);   // 2 kernels x 10 us, per step
+  EXPECT_DOUBLE_EQ(q->kernels, 2);
+  EXPECT_DOUBLE_EQ(q->bytes, 2e6);    // declared once per op, not per kernel
+  const OpCell* e = cell(a, 0, "moe.experts");
+  ASSERT_NE(e, nullptr);
+  EXPECT_DOUBLE_EQ(e->time_us, 60);
+  EXPECT_DOUBLE_EQ(e->flops, 1e9);
+  // Canonical order within a layer: q_a_proj, kv_cast, mla, experts.
+  ASSERT_EQ(a.layer_ops.size(), 8u);
+  EXPECT_EQ(a.layer_ops[0].op, "attn.q_a_proj");
+  EXPECT_EQ(a.layer_ops[1].op, "attn.kv_cast");
+  EXPECT_EQ(a.layer_ops[2].op, "attn.mla");
+  EXPECT_EQ(a.layer_ops[3].op, "moe.experts");
+  EXPECT_EQ(a.layer_ops[4].layer, 1);
+  // Sums over ops equal the kernel time: nothing counted twice.
+  double sum = 0;
+  for (const OpCell& c : a.layer_ops) sum += c.time_us;
+  EXPECT_DOUBLE_EQ(sum, a.total_kernel_us);
+  EXPECT_DOUBLE_EQ(a.attention_us, 2 * (20 + 100 + 30));
+  // Roofline: experts move 2 x 6e6 bytes in 120 us per step = 100 GB/s; 2e9 FLOP / 120 us.
+  for (const OpSummary& s : a.ops)
+    if (s.op == "moe.experts") {
+      EXPECT_NEAR(s.achieved_gbps, 100, 1e-9);
+      EXPECT_NEAR(s.pct_copy_peak, 2.5, 1e-9);
+      EXPECT_NEAR(s.achieved_tflops, 2e9 / 120e-6 / 1e12, 1e-9);
+    }
+}
+
+TEST(Analysis, KvCastHotspotComesFirstWithShareAndBandwidth) {
+  const Analysis a = analyze(test::decode_run(3, 300, 30), Peaks{4000, 900});
+  ASSERT_FALSE(a.hotspots.empty());
+  const Hotspot& h = a.hotspots.front();
+  EXPECT_EQ(h.kind, "kv_dtype_cast");
+  EXPECT_EQ(h.what, "attn.kv_cast");
+  const double step = 2 * (20 + 300 + 30 + 60);
+  EXPECT_DOUBLE_EQ(a.step_median_us, step);
+  EXPECT_DOUBLE_EQ(h.time_us, 600);
+  EXPECT_DOUBLE_EQ(h.share_of_step, 600 / step);
+  EXPECT_DOUBLE_EQ(h.bytes, 16e6);
+  EXPECT_NEAR(h.achieved_gbps, 16e6 / 600e-6 / 1e9, 1e-9);
+  EXPECT_NEAR(h.pct_of_peak, 100 * (16e6 / 600e-6 / 1e9) / 4000, 1e-9);
+  EXPECT_DOUBLE_EQ(h.est_saving_us, 600);
+  EXPECT_NE(h.recommendation.find("--kv-path fp8"), std::string::npos);
+  EXPECT_DOUBLE_EQ(a.cast_us, 600);
+  // The cast (73%) is not reported a second time as a generic op hotspot.
+  for (size_t i = 1; i < a.hotspots.size(); ++i) EXPECT_NE(a.hotspots[i].what, "attn.kv_cast");
+}
+
+TEST(Analysis, GenericHotspotAboveThirtyPercent) {
+  const Analysis a = analyze(test::decode_run(1, 0, 200), Peaks{4000, 900});
+  ASSERT_FALSE(a.hotspots.empty());
+  EXPECT_EQ(a.hotspots.front().kind, "op_share");
+  EXPECT_EQ(a.hotspots.front().what, "attn.mla");  // 400 of 560 us
+  EXPECT_DOUBLE_EQ(a.cast_us, 0);
+}
+
+TEST(Analysis, PyTorchCastKernelsAreKvCasts) {
+  Activity a;
+  a.kind = ActivityKind::kernel;
+  a.name = "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)"
+           "::{lambda()#4}, at::native::memory::LoadWithCast<1>, at::native::memory::StoreWithCast<1> >";
+  EXPECT_TRUE(is_kv_cast(a));
+  a.name = "void at::native::unrolled_elementwise_kernel<at::native::FillFunctor<float> >";
+  EXPECT_FALSE(is_kv_cast(a));
+  a.op = "aten::copy_";
+  EXPECT_TRUE(is_kv_cast(a));
+  a.op = "";
+  a.name = "fp8_dequantize_kernel";
+  EXPECT_TRUE(is_kv_cast(a));
+}
+
+TEST(Analysis, NoStepsGivesOneSampleForTheWholeTimeline) {
+  Timeline t;
+  int64_t clock = 0;
+  test::add_op(t, &clock, 1, -1, -1, "x", 2, 1000, 0);
+  const Analysis a = analyze(t, Peaks{});
+  ASSERT_EQ(a.steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(a.step_median_us, 2);
+  EXPECT_TRUE(analyze(Timeline{}, Peaks{}).steps.empty());
+}
+
+TEST(ComparePaths, WinnerAndSpeedupVsCast) {
+  std::vector<std::pair<std::string, Analysis>> runs = {
+      {"cast", analyze(test::decode_run(2, 300, 30), Peaks{4000, 900})},
+      {"gather-cast", analyze(test::decode_run(2, 20, 30), Peaks{4000, 900})},
+      {"fp8", analyze(test::decode_run(2, 0, 35), Peaks{4000, 900})}};
+  const PathComparison c = compare_paths(runs);
+  ASSERT_EQ(c.paths.size(), 3u);
+  EXPECT_EQ(c.winner, "fp8");
+  EXPECT_DOUBLE_EQ(c.paths[0].step_median_us, 820);
+  EXPECT_DOUBLE_EQ(c.paths[0].cast_us, 600);
+  EXPECT_DOUBLE_EQ(c.paths[0].cast_share, 600.0 / 820);
+  EXPECT_DOUBLE_EQ(c.paths[0].speedup_vs_cast, 1);
+  EXPECT_DOUBLE_EQ(c.paths[2].step_median_us, 2 * (20 + 35 + 60));
+  EXPECT_DOUBLE_EQ(c.paths[2].speedup_vs_cast, 820.0 / 230);
+  EXPECT_DOUBLE_EQ(c.paths[2].cast_us, 0);
+  EXPECT_DOUBLE_EQ(c.paths[1].attention_us, 2 * (20 + 20 + 30));
+}
+
+}  // namespace
+}  // namespace glm5

@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+#include "report/report.h"
+#include "synthetic.h"
+#include "trace/atomic_file.h"
+
+namespace glm5 {
+namespace {
+
+namespace fs = std::filesystem;
+
+ReportInput three_paths() {
+  ReportInput in;
+  in.run_spec = {{"model", "glm5-tiny"}, {"batch", 1}, {"context", 4096}};
+  in.device = {{"name", "NVIDIA H200"}, {"copy_gbps", 4000}};
+  in.model = {{"layers", 2}};
+  in.memory_fit = {{"shared_experts", true}};
+  std::vector<std::pair<std::string, Analysis>> runs = {
+      {"cast", analyze(test::decode_run(2, 300, 30), Peaks{4000, 900})},
+      {"gather-cast", analyze(test::decode_run(2, 20, 30), Peaks{4000, 900})},
+      {"fp8", analyze(test::decode_run(2, 0, 35), Peaks{4000, 900})}};
+  for (auto& [name, a] : runs) in.runs.push_back({name, {{"kv_path", name}}, a});
+  in.comparison = compare_paths(runs);
+  return in;
+}
+
+TEST(Report, JsonHasSchemaVersionAndSections) {
+  const fs::path dir = fs::temp_directory_path() / ("glm5_report_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "report.json").string();
+  write_report_json(three_paths(), path);
+  std::ifstream in(path);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["schema_version"], "glm5prof.report/1");
+  EXPECT_EQ(j["runs"].size(), 3u);
+  EXPECT_EQ(j["runs"][0]["hotspots"][0]["kind"], "kv_dtype_cast");
+  EXPECT_EQ(j["runs"][0]["steps"]["samples"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["layer_ops"].size(), 8u);
+  EXPECT_EQ(j["comparison"]["winner"], "fp8");
+  EXPECT_EQ(j["device"]["name"], "NVIDIA H200");
+  // No temp file left beside it.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) { (void)e; ++files; }
+  EXPECT_EQ(files, 1);
+  fs::remove_all(dir);
+}
+
+TEST(Report, MarkdownStartsWithTheVerdict) {
+  const std::string md = report_to_markdown(three_paths());
+  const size_t summary = md.find("## Summary");
+  ASSERT_NE(summary, std::string::npos);
+  const size_t verdict = md.find("The KV dtype cast takes 73.2% of the decode step");
+  EXPECT_NE(verdict, std::string::npos) << md;
+  EXPECT_NE(md.find("Fastest KV path: **fp8**"), std::string::npos);
+  EXPECT_NE(md.find("| fp8 (winner) |"), std::string::npos);
+  EXPECT_NE(md.find("Per-layer time per step"), std::string::npos);
+  EXPECT_NE(md.find("Top kernels"), std::string::npos);
+}
+
+TEST(Report, ManyLayersAreGroupedDenseAndMoe) {
+  Timeline t;
+  int64_t clock = 0;
+  uint64_t id = 1;
+  for (int layer = 0; layer < 20; ++layer) {
+    test::add_op(t, &clock, id++, 0, layer, "attn.mla", 1, 1000 + layer, 0);
+    test::add_op(t, &clock, id++, 0, layer, layer < 3 ? "mlp.dense" : "moe.experts", 1, 2000, 0);
+  }
+  ReportInput in;
+  in.runs.push_back({"fp8", {}, analyze(t, Peaks{})});
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("dense layers 0-2 (mean of 3)"), std::string::npos) << md;
+  EXPECT_NE(md.find("MoE layers 3-19 (mean of 17)"), std::string::npos) << md;
+  EXPECT_NE(md.find("slowest: layer 19"), std::string::npos) << md;
+}
+
+TEST(AtomicWrite, UnwritableFolderLeavesNoFileAndOneClearError) {
+  const fs::path dir = fs::temp_directory_path() / ("glm5_ro_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  chmod(dir.c_str(), 0555);
+  const std::string path = (dir / "report.json").string();
+  if (access(dir.c_str(), W_OK) == 0) {  // running as root: permissions do not apply
+    chmod(dir.c_str(), 0755);
+    fs::remove_all(dir);
+    GTEST_SKIP() << "running as root";
+  }
+  try {
+    write_report_json(three_paths(), path);
+    FAIL() << "expected glm5::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.string()), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir));
+  chmod(dir.c_str(), 0755);
+  fs::remove_all(dir);
+  EXPECT_THROW(write_file_atomic("/nonexistent_glm5/x/report.md", "x"), Error);
+  EXPECT_THROW(require_writable_dir("/nonexistent_glm5"), Error);
+}
+
+}  // namespace
+}  // namespace glm5
