@@ -26,9 +26,9 @@ struct LatentLayout {
   bool fp8 = true;
   int group = 128;        // G, values per fp32 scale (fp8 only)
   int row_bytes = 656;    // bytes per token row
-  int num_groups() const { return latent_dim / group; }
-  int scale_offset() const { return latent_dim; }                    // fp8: byte offset of scales
-  int rope_offset() const { return fp8 ? latent_dim + 4 * num_groups() : 2 * latent_dim; }
+  GLM5_HD int num_groups() const { return latent_dim / group; }
+  GLM5_HD int scale_offset() const { return latent_dim; }                    // fp8: byte offset of scales
+  GLM5_HD int rope_offset() const { return fp8 ? latent_dim + 4 * num_groups() : 2 * latent_dim; }
 };
 // Throws glm5::Error unless latent_dim % 16 == 0 (and > 0) and rope_dim is even (and >= 0).
 // fp8: G = 128 when L % 128 == 0, else G = L; row_bytes = L + 4*L/G + 2*R (GLM-5: 656, glm5-tiny
@@ -49,8 +49,8 @@ inline LatentLayout bf16_layout_of(const LatentLayout& l) {
 struct IndexerLayout {
   int dim = 128;          // D = index_head_dim
   bool fp8 = true;
-  int bytes_per_token() const { return fp8 ? dim + 4 : 2 * dim; }
-  int64_t page_bytes() const { return int64_t(kPageSize) * bytes_per_token(); }
+  GLM5_HD int bytes_per_token() const { return fp8 ? dim + 4 : 2 * dim; }
+  GLM5_HD int64_t page_bytes() const { return int64_t(kPageSize) * bytes_per_token(); }
 };
 // Throws glm5::Error naming `who` unless dim > 0 and dim % 4 == 0.
 void check_indexer_layout(const IndexerLayout& l, const char* who);

@@ -1,0 +1,197 @@
+// CUDA kernel of mla_decode.h: sparse MLA decode, fp32 FMA (no tensor cores yet).
+// One block per (request, group of 16 heads); the selected rows are streamed in tiles of 32:
+//   1. a warp per row loads it into shared memory as BF16 (FP8 rows dequantized exactly as kv_cast
+//      does: round_bf16(e4m3 * scale), so all three KV paths see identical K/V values);
+//   2. scores for 16 heads x 32 rows (each thread: 1 head x 2 rows, 576-long fp32 dot products);
+//   3. online softmax per head (a warp per 2 heads, a lane per row: running max m, sum l);
+//   4. out += p . V: each thread owns 2 latent columns x 16 heads of fp32 accumulators.
+// Bytes: B * topk * row_bytes (x ceil(H/16) re-reads, mostly from L2) + q and out; FLOPs:
+// 2 * B * H * topk * (2L + R).
+#include <cmath>
+
+#include "common/error.h"
+#include "kernels/kv_cast.cuh"
+#include "kernels/mla_decode.h"
+
+namespace glm5 {
+namespace {
+
+constexpr int kHeads = 16;     // heads per block
+constexpr int kRows = 32;      // selected rows per tile (one per lane in the softmax step)
+constexpr int kThreads = 256;  // 16 heads x 16 row pairs; 256 x 2 latent columns = 512
+constexpr int kMaxLatent = 2 * kThreads;
+constexpr int kMaxRope = 128;
+
+// Shared-memory row stride of the K/V tile in bf16 elements: an odd number of 32-bit words, so the
+// 16 rows read together in the score loop fall in distinct banks.
+__host__ __device__ int kv_tile_stride(int W) { return (W / 2) % 2 == 1 ? W : W + 2; }
+
+size_t smem_bytes(int W) {
+  return sizeof(float) * kHeads * W + sizeof(uint16_t) * kRows * kv_tile_stride(W) + sizeof(float) * kRows * kHeads +
+         sizeof(float) * 3 * kHeads + sizeof(int) * kRows;
+}
+
+__device__ __forceinline__ float2 bf16x2_to_float2(uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
+
+// One warp copies row t of the KV buffer into `dst` as L + R bf16 values (t < 0: zeros).
+__device__ void load_row_warp(const MlaDecodeParams& p, int32_t t, uint16_t* dst, int lane) {
+  const LatentLayout& l = p.layout;
+  const int L = l.latent_dim, R = l.rope_dim;
+  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
+  if (t < 0) {
+    for (int w = lane; w < (L + R) / 2; w += 32) d32[w] = 0u;
+    return;
+  }
+  const uint8_t* row = p.kv + int64_t(t) * l.row_bytes;
+  if (l.fp8) {
+    const uint32_t* codes = reinterpret_cast<const uint32_t*>(row);
+    const float* scales = reinterpret_cast<const float*>(row + L);
+    for (int w = lane; w < L / 4; w += 32) {
+      uint2 o = dequant4_bf16(__ldg(codes + w), __ldg(scales + (4 * w) / l.group));
+      d32[2 * w] = o.x;
+      d32[2 * w + 1] = o.y;
+    }
+    const uint32_t* rope = reinterpret_cast<const uint32_t*>(row + l.rope_offset());
+    for (int w = lane; w < R / 2; w += 32) d32[L / 2 + w] = __ldg(rope + w);
+  } else {
+    const uint32_t* src = reinterpret_cast<const uint32_t*>(row);
+    for (int w = lane; w < (L + R) / 2; w += 32) d32[w] = __ldg(src + w);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p) {
+  extern __shared__ float4 smem4[];
+  const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R, KS = kv_tile_stride(W);
+  float* q_s = reinterpret_cast<float*>(smem4);                      // [kHeads][W]
+  uint16_t* kv_s = reinterpret_cast<uint16_t*>(q_s + kHeads * W);    // [kRows][KS] bf16
+  float* s_s = reinterpret_cast<float*>(kv_s + kRows * KS);          // [kRows][kHeads] scores, then p
+  float* m_s = s_s + kRows * kHeads;                                 // [kHeads] running max
+  float* l_s = m_s + kHeads;                                         // [kHeads] running sum
+  float* a_s = l_s + kHeads;                                         // [kHeads] this tile's rescale
+  int* idx_s = reinterpret_cast<int*>(a_s + kHeads);                 // [kRows]
+
+  const int b = blockIdx.y, h0 = blockIdx.x * kHeads;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int i = tid; i < kHeads * W; i += kThreads) {
+    const int hh = i / W, d = i % W, h = h0 + hh;
+    float v = 0.f;
+    if (h < p.H)
+      v = d < L ? p.q_latent[(int64_t(b) * p.H + h) * L + d]
+                : p.q_rope[int64_t(b) * p.q_rope_row_stride + int64_t(h) * p.q_rope_head_stride + (d - L)];
+    q_s[i] = v;
+  }
+  if (tid < kHeads) {
+    m_s[tid] = -INFINITY;
+    l_s[tid] = 0.f;
+  }
+  float2 acc[kHeads];
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) acc[hh] = make_float2(0.f, 0.f);
+  const int col = 2 * tid;  // this thread's latent columns: col, col + 1
+
+  for (int j0 = 0; j0 < p.topk; j0 += kRows) {
+    __syncthreads();  // the previous tile is consumed; q_s, m_s, l_s initialized
+    if (tid < kRows) idx_s[tid] = j0 + tid < p.topk ? p.indices[int64_t(b) * p.topk + j0 + tid] : -1;
+    __syncthreads();
+    for (int r = warp; r < kRows; r += kThreads / 32) load_row_warp(p, idx_s[r], kv_s + r * KS, lane);
+    __syncthreads();
+
+    {  // scores: head hh, rows r0 and r0 + 16
+      const int hh = tid / 16, r0 = tid % 16;
+      const float2* q = reinterpret_cast<const float2*>(q_s + hh * W);
+      const uint32_t* k0 = reinterpret_cast<const uint32_t*>(kv_s + r0 * KS);
+      const uint32_t* k1 = reinterpret_cast<const uint32_t*>(kv_s + (r0 + 16) * KS);
+      float d0 = 0.f, d1 = 0.f;
+      for (int d = 0; d < W / 2; ++d) {
+        const float2 qq = q[d], a = bf16x2_to_float2(k0[d]), c = bf16x2_to_float2(k1[d]);
+        d0 = fmaf(qq.x, a.x, d0);
+        d0 = fmaf(qq.y, a.y, d0);
+        d1 = fmaf(qq.x, c.x, d1);
+        d1 = fmaf(qq.y, c.y, d1);
+      }
+      s_s[r0 * kHeads + hh] = idx_s[r0] >= 0 ? p.scale * d0 : -INFINITY;
+      s_s[(r0 + 16) * kHeads + hh] = idx_s[r0 + 16] >= 0 ? p.scale * d1 : -INFINITY;
+    }
+    __syncthreads();
+
+    for (int hh = 2 * warp; hh < 2 * warp + 2; ++hh) {  // online softmax, lane = row
+      const float s = s_s[lane * kHeads + hh];
+      const float m_old = m_s[hh];
+      const float m_new = fmaxf(m_old, warp_max(s));
+      const float pr = m_new == -INFINITY ? 0.f : expf(s - m_new);
+      const float alpha = m_old == -INFINITY ? 0.f : expf(m_old - m_new);
+      const float sum = warp_sum(pr);
+      s_s[lane * kHeads + hh] = pr;
+      __syncwarp();
+      if (lane == 0) {
+        m_s[hh] = m_new;
+        l_s[hh] = l_s[hh] * alpha + sum;
+        a_s[hh] = alpha;
+      }
+    }
+    __syncthreads();
+
+    if (col < L) {  // out += p . V over this tile's rows
+#pragma unroll
+      for (int hh = 0; hh < kHeads; ++hh) {
+        const float alpha = a_s[hh];
+        acc[hh].x *= alpha;
+        acc[hh].y *= alpha;
+      }
+      for (int r = 0; r < kRows; ++r) {
+        const float2 v = bf16x2_to_float2(*reinterpret_cast<const uint32_t*>(kv_s + r * KS + col));
+        const float4* pr4 = reinterpret_cast<const float4*>(s_s + r * kHeads);
+        float pr[kHeads];
+#pragma unroll
+        for (int k = 0; k < kHeads / 4; ++k) {
+          const float4 f = pr4[k];
+          pr[4 * k] = f.x;
+          pr[4 * k + 1] = f.y;
+          pr[4 * k + 2] = f.z;
+          pr[4 * k + 3] = f.w;
+        }
+#pragma unroll
+        for (int hh = 0; hh < kHeads; ++hh) {
+          acc[hh].x = fmaf(pr[hh], v.x, acc[hh].x);
+          acc[hh].y = fmaf(pr[hh], v.y, acc[hh].y);
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+#pragma unroll
+  for (int hh = 0; hh < kHeads; ++hh) {
+    const int h = h0 + hh;
+    if (h < p.H && col < L) {
+      const float l = l_s[hh], inv = l > 0.f ? 1.f / l : 0.f;
+      float* o = p.out + (int64_t(b) * p.H + h) * L + col;
+      o[0] = acc[hh].x * inv;
+      o[1] = acc[hh].y * inv;
+    }
+  }
+  if (p.lse && tid < kHeads && h0 + tid < p.H) {
+    const float l = l_s[tid];
+    p.lse[int64_t(b) * p.H + h0 + tid] = l > 0.f ? m_s[tid] + logf(l) : -INFINITY;
+  }
+}
+
+}  // namespace
+
+void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
+  validate_mla_decode_params(p);
+  const int L = p.layout.latent_dim, R = p.layout.rope_dim;
+  require(L <= kMaxLatent && R <= kMaxRope,
+          "mla_decode_cuda: L = " + std::to_string(L) + ", R = " + std::to_string(R) +
+              "; the kernel supports L <= " + std::to_string(kMaxLatent) + " and R <= " + std::to_string(kMaxRope));
+  if (p.B == 0 || p.H == 0) return;
+  const size_t smem = smem_bytes(L + R);
+  CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid((p.H + kHeads - 1) / kHeads, p.B);
+  mla_decode_kernel<<<grid, kThreads, smem, stream>>>(p);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace glm5

@@ -1,0 +1,147 @@
+// GPU tests of kernels/indexer.h: CUDA scores against the CPU twin, CUDA top-k equal to the CPU
+// twin's (same scores in: identical slots out, ties and -1 padding included).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "kernels/indexer.h"
+#include "kernels/kv_cache.h"
+
+using namespace glm5;
+
+namespace {
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
+template <class T>
+Buffer to_device(const std::vector<T>& v, const char* label) {
+  Buffer b(Where::Device, v.size() * sizeof(T), label);
+  b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <class T>
+std::vector<T> to_host(const Buffer& b, size_t n) {
+  std::vector<T> v(n);
+  b.download(v.data(), n * sizeof(T));
+  return v;
+}
+
+std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
+  std::vector<int32_t> pages(size_t(B) * max_pages);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
+  std::mt19937_64 g(seed);
+  std::shuffle(pages.begin(), pages.end(), g);
+  return pages;
+}
+
+}  // namespace
+
+TEST(GpuIndexer, ScoresMatchCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (bool fp8 : {true, false})
+    for (auto [Hi, D] : {std::pair{32, 128}, std::pair{16, 64}, std::pair{64, 128}, std::pair{5, 32}}) {
+      const uint64_t seed = fresh_seed();
+      SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) +
+                   " seed " + std::to_string(seed));
+      const int B = 3, max_pages = 20;
+      const IndexerLayout il{D, fp8};
+      std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+      const int slots_n = B * max_pages * 64;
+      std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
+      std::vector<float> keys(size_t(slots_n) * D);
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 21, i);
+      std::vector<int32_t> slots(slots_n);
+      for (int s = 0; s < slots_n; ++s) slots[s] = s;
+      indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
+      std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
+      std::vector<int32_t> seq = {1, 1000, 1280};
+      const size_t n_scores = size_t(B) * max_pages * 64;
+      std::vector<float> want(n_scores);
+      IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .head_weight_scale = 1.f / std::sqrt(float(Hi)),
+                           .key_cache = cache.data(), .layout = il, .block_table = bt.data(), .max_pages = max_pages,
+                           .seq_lens = seq.data(), .scores = want.data(), .B = B, .Hi = Hi,
+                           .softmax_scale = 1.f / std::sqrt(float(D))};
+      indexer_score_cpu(p);
+      Buffer dq = to_device(q, "q"), dw = to_device(w, "w"), dc = to_device(cache, "cache"), db = to_device(bt, "bt"),
+             ds = to_device(seq, "seq"), dout(Where::Device, n_scores * 4, "scores");
+      p.q = dq.as<float>();
+      p.head_weights = dw.as<float>();
+      p.key_cache = dc.as<uint8_t>();
+      p.block_table = db.as<int32_t>();
+      p.seq_lens = ds.as<int32_t>();
+      p.scores = dout.as<float>();
+      indexer_score_cuda(p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<float> got = to_host<float>(dout, n_scores);
+      double max_abs = 0, max_ref = 0;
+      for (size_t i = 0; i < n_scores; ++i) {
+        if (std::isinf(want[i])) {
+          ASSERT_EQ(got[i], want[i]) << "position " << i;
+          continue;
+        }
+        max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
+        max_ref = std::max(max_ref, double(std::fabs(want[i])));
+      }
+      std::printf("indexer_score fp8=%d Hi=%d D=%d: max abs err %.3g (max |score| %.3g)\n", fp8, Hi, D, max_abs,
+                  max_ref);
+      EXPECT_LE(max_abs, 1e-5 * std::max(1.0, max_ref));
+    }
+}
+
+TEST(GpuIndexer, TopkEqualsCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int k : {2048, 16, 1}) {
+    const int max_pages = 3200, stride = max_pages * 64;  // up to 204,800 positions
+    std::vector<int32_t> seq = {200000, 2049, k, k + 1, 0, 1000, 70000, 50000, 3};
+    const int B = int(seq.size());
+    std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+    std::vector<float> s(size_t(B) * stride);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = rng_normal(seed, 31, i);
+    for (int i = 0; i < stride; ++i) {  // request 6: heavy ties; request 7: all equal, with -0/+0 and -inf
+      s[size_t(6) * stride + i] = std::floor(rng_uniform(seed, 32, i) * 7.f) - 3.f;
+      s[size_t(7) * stride + i] = i % 3 == 0 ? -0.f : 0.f;
+    }
+    s[size_t(7) * stride + 5] = -std::numeric_limits<float>::infinity();
+    std::vector<int32_t> want(size_t(B) * k);
+    TopkParams p{s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), B, k};
+    topk_cpu(p);
+    Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+           dout(Where::Device, want.size() * 4, "slots");
+    TopkParams pd{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+    topk_cuda(pd, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(got[i], want[i]) << "k " << k << " request " << i / k << " rank " << i % k;
+    if (k == 2048) {  // timing, not a check
+      cudaEvent_t a, e;
+      CUDA_CHECK(cudaEventCreate(&a));
+      CUDA_CHECK(cudaEventCreate(&e));
+      CUDA_CHECK(cudaEventRecord(a));
+      for (int r = 0; r < 10; ++r) topk_cuda(pd, nullptr);
+      CUDA_CHECK(cudaEventRecord(e));
+      CUDA_CHECK(cudaEventSynchronize(e));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, a, e));
+      std::printf("topk k=2048 over %d requests (longest 200000): %.1f us\n", B, ms * 100.0);
+      CUDA_CHECK(cudaEventDestroy(a));
+      CUDA_CHECK(cudaEventDestroy(e));
+    }
+  }
+}
