@@ -124,8 +124,11 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
     if (tid < 256) hist[tid] = 0;
     __syncthreads();
     for (int i = tid; i < n; i += kTopkThreads) {
+      // Warp-aggregated: lanes with the same digit add once (float scores crowd into few top digits).
       const uint32_t key = topk_order_key(s[i]);
-      if ((key & prefix_mask) == prefix) atomicAdd(&hist[(key >> shift) & 0xffu], 1u);
+      const unsigned digit = (key & prefix_mask) == prefix ? (key >> shift) & 0xffu : 0x100u;
+      const unsigned peers = __match_any_sync(__activemask(), digit);
+      if (digit != 0x100u && (threadIdx.x % 32) == unsigned(__ffs(peers) - 1)) atomicAdd(&hist[digit], __popc(peers));
     }
     __syncthreads();
     if (tid < 32) {  // warp 0: lane owns digits 8*lane .. 8*lane+7; find the digit holding rank `remaining`

@@ -2,7 +2,9 @@
 // over rows; 16-byte loads/stores when the row layout and both pointers allow it (GLM-5: 656-byte FP8
 // rows, 1152-byte BF16 rows), else 4-byte words (every layout's rows are 4-byte multiples).
 // Bytes moved: rows * (row_bytes + 2*(L+R)) (gather-cast: plus 4 bytes of index in, 4 out per row).
+#include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
@@ -83,6 +85,11 @@ bool can_vectorize(const LatentLayout& l, const void* pool, const void* out) {
          (2 * (l.latent_dim + l.rope_dim)) % 16 == 0 && aligned16(pool) && aligned16(out);
 }
 
+void require_aligned4(const void* ptr, const char* who, const char* field) {
+  require((reinterpret_cast<uintptr_t>(ptr) & 3u) == 0,
+          std::string(who) + ": " + field + " must be 4-byte aligned (the kernel moves 32-bit words)");
+}
+
 int grid_for(int64_t rows) {
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -96,6 +103,8 @@ int grid_for(int64_t rows) {
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) {
   validate_kv_cast_params(p);
   if (p.rows == 0) return;
+  require_aligned4(p.pool, "kv_cast_cuda", "pool");
+  require_aligned4(p.out, "kv_cast_cuda", "out");
   const int grid = grid_for(p.rows);
   if (can_vectorize(p.layout, p.pool, p.out)) kv_cast_kernel<true><<<grid, kThreads, 0, stream>>>(p);
   else kv_cast_kernel<false><<<grid, kThreads, 0, stream>>>(p);
@@ -105,6 +114,8 @@ void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) {
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream) {
   validate_kv_gather_cast_params(p);
   if (p.count == 0) return;
+  require_aligned4(p.pool, "kv_gather_cast_cuda", "pool");
+  require_aligned4(p.out, "kv_gather_cast_cuda", "out");
   const int grid = grid_for(p.count);
   if (can_vectorize(p.layout, p.pool, p.out)) kv_gather_cast_kernel<true><<<grid, kThreads, 0, stream>>>(p);
   else kv_gather_cast_kernel<false><<<grid, kThreads, 0, stream>>>(p);

@@ -8,6 +8,7 @@
 // Bytes: B * topk * row_bytes (x ceil(H/16) re-reads, mostly from L2) + q and out; FLOPs:
 // 2 * B * H * topk * (2L + R).
 #include <cmath>
+#include <string>
 
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
@@ -187,6 +188,8 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
           "mla_decode_cuda: L = " + std::to_string(L) + ", R = " + std::to_string(R) +
               "; the kernel supports L <= " + std::to_string(kMaxLatent) + " and R <= " + std::to_string(kMaxRope));
   if (p.B == 0 || p.H == 0) return;
+  require(p.topk == 0 || (reinterpret_cast<uintptr_t>(p.kv) & 3u) == 0,
+          "mla_decode_cuda: kv must be 4-byte aligned (rows are read as 32-bit words)");
   const size_t smem = smem_bytes(L + R);
   CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.H + kHeads - 1) / kHeads, p.B);
