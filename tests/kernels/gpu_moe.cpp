@@ -118,8 +118,8 @@ void check_experts(int B, int E, int k, int hidden, int inter, int used_experts)
   }
   std::printf("moe_experts B=%d E=%d k=%d hidden=%d inter=%d: act max abs %.3g (rel %.3g), out max abs %.3g (rel %.3g)\n",
               B, E, k, hidden, inter, act_abs, act_abs / act_ref, out_abs, out_abs / out_ref);
-  EXPECT_LT(act_abs / act_ref, 1e-5);
-  EXPECT_LT(out_abs / out_ref, 1e-5);
+  EXPECT_LT(act_abs / act_ref, 5e-5);  // fp32 sums of 6144 / 2048 terms vs double
+  EXPECT_LT(out_abs / out_ref, 5e-5);
 }
 
 TEST(GpuMoe, ExpertsMatchCpuTwinAtGlm5Size) {
