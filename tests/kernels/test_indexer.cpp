@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -16,6 +17,12 @@
 using namespace glm5;
 
 namespace {
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 
 uint64_t fresh_seed() {
   std::random_device rd;
@@ -89,7 +96,7 @@ TEST(IndexerScore, MatchesDoubleReferenceThroughBlockTable) {
           max_err = std::max(max_err, std::fabs(got - ref));
           max_ref = std::max(max_ref, std::fabs(ref));
         }
-      RecordProperty("max_abs_err", std::to_string(max_err));
+      RecordProperty("max_abs_err", sci(max_err));
       EXPECT_LE(max_err, 1e-5 * std::max(1.0, max_ref)) << "max |score| " << max_ref;
     }
 }

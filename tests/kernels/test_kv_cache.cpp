@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -13,6 +14,12 @@
 using namespace glm5;
 
 namespace {
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
 
 uint64_t fresh_seed() {
   std::random_device rd;
@@ -114,7 +121,7 @@ TEST_P(KvWrite, Fp8RowsQuantizeAndRoundTrip) {
     const float* r = rope.data() + size_t(b) * rope_stride;
     for (int i = 0; i < R; ++i) ASSERT_EQ(u16_at(row + l.rope_offset() + 2 * i), float_to_bf16_bits(r[i]));
   }
-  RecordProperty("max_rel_err", std::to_string(max_rel));
+  RecordProperty("max_rel_err", sci(max_rel));
   EXPECT_LE(max_rel, 1.0 / 16 + 1e-6);
   // Untouched rows stay untouched (slot -1 skipped).
   for (int s = 0; s < capacity; ++s) {
