@@ -24,7 +24,7 @@ ActivityKind parse_activity_kind(const std::string& name);
 
 struct Dim3 {
   int x = 0, y = 0, z = 0;
-  bool operator==(const Dim3&) const = default;
+  bool operator==(const Dim3& o) const { return x == o.x && y == o.y && z == o.z; }
 };
 
 // One thing that took time: a kernel, a copy, a runtime API call, a host op.

@@ -1,0 +1,79 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "analysis/analysis.h"
+#include "common/error.h"
+#include "profiler/host_clock_tracer.h"
+#include "profiler/nvtx_tracer.h"
+
+namespace glm5 {
+namespace {
+
+void busy_us(int us) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+TEST(HostClockTracer, OpsBecomeAttributedCpuKernelsAndRangesNest) {
+  HostClockTracer tracer;
+  for (int step = 0; step < 2; ++step) {
+    RangeScope s(tracer, "step." + std::to_string(step));
+    for (int layer = 0; layer < 2; ++layer) {
+      RangeScope l(tracer, "layer." + std::to_string(layer));
+      { OpScope o(tracer, OpDesc{step, layer, "attn.kv_cast", 1e6, 0}); busy_us(300); }
+      { OpScope o(tracer, OpDesc{step, layer, "attn.mla", 1e5, 1e6}); busy_us(100); }
+    }
+  }
+  const Timeline t = tracer.finish();
+  EXPECT_EQ(t.source, "host-clock");
+  EXPECT_TRUE(t.complete);
+  ASSERT_EQ(t.activities.size(), 8u);
+  for (const Activity& a : t.activities) {
+    EXPECT_EQ(a.kind, ActivityKind::kernel);
+    EXPECT_EQ(a.device, -1);
+    EXPECT_GE(a.step, 0);
+    EXPECT_GE(a.layer, 0);
+    EXPECT_GT(a.duration_ns(), 0);
+  }
+  EXPECT_EQ(t.ops.size(), 8u);
+  ASSERT_EQ(t.ranges.size(), 2u + 4u + 8u);
+  for (const Range& r : t.ranges) {
+    if (r.name.rfind("layer.", 0) == 0) {
+      EXPECT_EQ(r.depth, 1);
+      EXPECT_GE(r.step, 0);
+    }
+    if (r.name == "attn.mla") {
+      EXPECT_EQ(r.depth, 2);
+    }
+  }
+  const Analysis a = analyze(t, Peaks{});
+  ASSERT_EQ(a.steps.size(), 2u);
+  EXPECT_GE(a.step_median_us, 2 * (300 + 100));  // the step range
+  EXPECT_EQ(a.hotspots.front().kind, "kv_dtype_cast");
+  EXPECT_GT(a.hotspots.front().share_of_step, 0.5);
+}
+
+TEST(HostClockTracer, MismatchedEndsThrowAndOpenSpansAreClosedAtFinish) {
+  HostClockTracer tracer;
+  EXPECT_THROW(tracer.end_range(), Error);
+  EXPECT_THROW(tracer.end_op(), Error);
+  tracer.begin_range("step.0");
+  EXPECT_THROW(tracer.end_op(), Error);
+  tracer.begin_op(OpDesc{0, 0, "attn.mla", 0, 0});
+  EXPECT_THROW(tracer.end_range(), Error);
+  const Timeline t = tracer.finish();
+  EXPECT_EQ(t.activities.size(), 1u);
+  EXPECT_EQ(t.ranges.size(), 2u);
+  EXPECT_FALSE(t.messages.empty());
+}
+
+TEST(NvtxTracer, PushAndPopWithoutAProfilerAttached) {
+  NvtxTracer tracer;
+  RangeScope s(tracer, "step.0");
+  OpScope o(tracer, OpDesc{0, 0, "attn.mla", 0, 0});
+}
+
+}  // namespace
+}  // namespace glm5
