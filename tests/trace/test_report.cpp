@@ -80,27 +80,37 @@ TEST(Report, ManyLayersAreGroupedDenseAndMoe) {
   EXPECT_NE(md.find("slowest: layer 19"), std::string::npos) << md;
 }
 
-TEST(AtomicWrite, UnwritableFolderLeavesNoFileAndOneClearError) {
-  const fs::path dir = fs::temp_directory_path() / ("glm5_ro_" + std::to_string(getpid()));
+TEST(AtomicWrite, BadFolderGivesOneClearErrorAndLeavesNoFile) {
+  const fs::path dir = fs::temp_directory_path() / ("glm5_atomic_" + std::to_string(getpid()));
   fs::create_directories(dir);
-  chmod(dir.c_str(), 0555);
-  const std::string path = (dir / "report.json").string();
-  if (access(dir.c_str(), W_OK) == 0) {  // running as root: permissions do not apply
-    chmod(dir.c_str(), 0755);
-    fs::remove_all(dir);
-    GTEST_SKIP() << "running as root";
-  }
+  // A "folder" that is a regular file: fails for root too.
+  const fs::path not_a_dir = dir / "file";
+  std::ofstream(not_a_dir) << "x";
   try {
-    write_report_json(three_paths(), path);
+    write_report_json(three_paths(), (not_a_dir / "report.json").string());
     FAIL() << "expected glm5::Error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(dir.string()), std::string::npos) << e.what();
+    const std::string m = e.what();
+    EXPECT_NE(m.find(not_a_dir.string()), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
-  EXPECT_TRUE(fs::is_empty(dir));
-  chmod(dir.c_str(), 0755);
-  fs::remove_all(dir);
   EXPECT_THROW(write_file_atomic("/nonexistent_glm5/x/report.md", "x"), Error);
   EXPECT_THROW(require_writable_dir("/nonexistent_glm5"), Error);
+  EXPECT_THROW(require_writable_dir(not_a_dir.string()), Error);
+  // An unwritable folder (permissions do not apply to root: that part is skipped).
+  const fs::path ro = dir / "ro";
+  fs::create_directories(ro);
+  chmod(ro.c_str(), 0555);
+  if (access(ro.c_str(), W_OK) != 0) {
+    EXPECT_THROW(write_report_md(three_paths(), (ro / "report.md").string()), Error);
+    EXPECT_TRUE(fs::is_empty(ro));
+  }
+  chmod(ro.c_str(), 0755);
+  // Nothing but the probe file itself was ever created.
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) { (void)e; ++entries; }
+  EXPECT_EQ(entries, 2);
+  fs::remove_all(dir);
 }
 
 }  // namespace
