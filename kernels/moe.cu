@@ -140,8 +140,8 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
     if (lane == 0) group_score[idx] = INFINITY;
     __syncwarp();
   }
-  for (int e = lane; e < p.E; e += 32)  // experts of dropped groups score 0, as HF masked_fill
-    if (group_score[e / group_size] != INFINITY) choice[e] = 0.f;
+  for (int e = lane; e < p.E; e += 32)  // experts of dropped groups score -inf, as HF masked_fill
+    if (group_score[e / group_size] != INFINITY) choice[e] = -INFINITY;
   __syncwarp();
   float weight_sum = 0.f, my_weight = 0.f;
   int my_id = 0;

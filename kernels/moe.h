@@ -21,7 +21,8 @@ struct MoeRouteParams {
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.f;
 };
-// As HF, experts of dropped groups get choice score 0 (masked_fill 0.0), not -inf. Ties: lower
+// As HF (transformers 5.x GlmMoeDsaMoE), experts of dropped groups get choice score -inf
+// (masked_fill(~mask, -inf)): they are picked only once the kept groups run out. Ties: lower
 // expert index wins. topk_ids come out by descending choice score.
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k > 0, k <= E,
 // n_group divides E with >= 2 experts per group (the top-2 group score) or n_group == 1,

@@ -1,6 +1,7 @@
 // CPU twins of MoE routing (HF GlmMoeDsaMoE.route_tokens_to_experts, DeepSeek-V3 noaux_tc) and of the
 // routed SwiGLU experts (HF's per-expert loop: down(silu(gate x) * up x) * weight, summed).
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -60,9 +61,9 @@ void moe_route_cpu(const MoeRouteParams& p) {
     std::vector<char> group_kept(p.n_group, 0);
     taken.assign(p.n_group, 0);
     for (int i = 0; i < p.topk_group; ++i) group_kept[take_largest(group_score, taken)] = 1;
-    // Experts of dropped groups compete with choice score 0 (HF masked_fill(~mask, 0.0)).
+    // Experts of dropped groups compete with choice score -inf (HF masked_fill(~mask, -inf)).
     std::vector<float> masked(p.E);
-    for (int e = 0; e < p.E; ++e) masked[e] = group_kept[e / group_size] ? choice[e] : 0.0f;
+    for (int e = 0; e < p.E; ++e) masked[e] = group_kept[e / group_size] ? choice[e] : -std::numeric_limits<float>::infinity();
     taken.assign(p.E, 0);
     int32_t* ids = p.topk_ids + size_t(b) * p.k;
     float* weights = p.topk_weights + size_t(b) * p.k;

@@ -52,7 +52,7 @@ TEST(GpuMoe, RouteMatchesCpuTwin) {
     check_route(B, 8, 2, 1, 1, true);
   }
   check_route(5, 60, 7, 6, 2, false);
-  check_route(2, 40, 32, 4, 1, true);  // k > experts in the kept group: masked experts at score 0
+  check_route(2, 40, 32, 4, 1, true);  // k > experts in the kept group: dropped experts at -inf
 }
 
 void check_experts(int B, int E, int k, int hidden, int inter, int used_experts) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -41,15 +42,17 @@ TEST(MoeRoute, HandCheckedGroupLimitedAndBiasForChoiceOnly) {
   r = route(logits, bias, 1, 4, 2, 2, 1, false, 2.5f);
   EXPECT_NEAR(r.weights[0], 0.75f * 2.5f, 1e-6f);
   EXPECT_NEAR(r.weights[1], 0.5f * 2.5f, 1e-6f);
-  // k = 3 with one group kept: the third pick comes from the dropped group at choice score 0;
-  // experts 2 and 3 tie at 0, the lower index wins.
+  // k = 3 with one group kept: the third pick comes from the dropped group at choice score -inf;
+  // experts 2 and 3 tie at -inf, the lower index wins.
   r = route(logits, bias, 1, 4, 3, 2, 1, false, 1.f);
   EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1, 2}));
   EXPECT_NEAR(r.weights[2], 0.5f, 1e-6f);
-  // Masked score 0 beats a kept expert whose biased choice is negative (HF masked_fill 0.0).
+  // A kept expert with a negative biased choice still beats the dropped group (-inf, HF
+  // masked_fill(~mask, -inf)): choice [0.55, -0.4, -4.5, -4.5], group 0 (0.15) beats group 1
+  // (-9.0), top-2 = [0, 1]. (Masking with 0.0, as older DeepSeek-V3 ports do, would give [0, 2].)
   const std::vector<float> neg_bias = {-0.2f, -0.9f, -5.f, -5.f};  // choice [0.55, -0.4, -4.5, -4.5]
   r = route(logits, neg_bias, 1, 4, 2, 2, 1, false, 1.f);
-  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(r.ids, (std::vector<int32_t>{0, 1}));
 }
 
 TEST(MoeRoute, TiesGoToTheLowerIndex) {
@@ -82,7 +85,7 @@ TEST(MoeRoute, RandomAgainstSortReference) {
     std::vector<int> order(n_group);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b2) { return gscore[a] > gscore[b2]; });
-    std::vector<float> masked(E, 0.f);
+    std::vector<float> masked(E, -std::numeric_limits<float>::infinity());
     for (int i = 0; i < topk_group; ++i)
       for (int e = order[i] * gs; e < (order[i] + 1) * gs; ++e) masked[e] = c[e];
     std::vector<int> eorder(E);
