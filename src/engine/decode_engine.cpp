@@ -238,10 +238,12 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
       EmbeddingParams p{tokens_.as<int32_t>(), e.data, e.dtype, x_.as<float>(), B, c.hidden_size};
       GLM5_RUN(embedding, p);
     }
+    if (capture_) { capture_->clear(); capture(x_); }
     for (int l = 0; l < c.num_hidden_layers; ++l) {
       RangeScope layer_range(tracer_, "layer." + std::to_string(l));
       attention(l);
       mlp(l);
+      if (capture_) capture(x_);
     }
     {
       OpScope s(tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
@@ -249,6 +251,7 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
                    c.hidden_size, c.hidden_size, c.rms_norm_eps};
       GLM5_RUN(rmsnorm, p);
     }
+    if (capture_) capture(xn_);
     linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
     {
       OpScope s(tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
@@ -265,6 +268,13 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
   }
   ++step_;
   return next;
+}
+
+void DecodeEngine::capture(const Buffer& b) {
+  if (cuda_) CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::vector<float> v(size_t(opt_.batch) * cfg_.hidden_size);
+  b.download(v.data(), v.size() * 4);
+  capture_->push_back(std::move(v));
 }
 
 void DecodeEngine::attention(int l) {

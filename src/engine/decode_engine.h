@@ -45,6 +45,10 @@ class DecodeEngine {
   // Returns the greedy next token of each request; if `logits` is given it receives [batch, vocab].
   std::vector<int32_t> step(const std::vector<int32_t>& tokens, std::vector<float>* logits = nullptr);
 
+  // Debugging aid (tests): when set, each step stores the hidden state [batch, hidden] after the
+  // embedding and after every layer, then the final-normed state (HF output_hidden_states order).
+  void set_hidden_capture(std::vector<std::vector<float>>* out) { capture_ = out; }
+
   int steps_done() const { return step_; }
   void set_step_index(int s) { step_ = s; }
   cudaStream_t stream() const { return stream_; }
@@ -81,6 +85,8 @@ class DecodeEngine {
   std::map<const void*, Buffer> fused_;  // fused [gate; up] weights, keyed by the gate tensor
   Buffer inv_freq_, inv_freq_indexer_;
   int step_ = 0;
+  std::vector<std::vector<float>>* capture_ = nullptr;
+  void capture(const Buffer& b);
 
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;

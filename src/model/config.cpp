@@ -198,10 +198,11 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   c.qk_rope_head_dim = r.positive_int("qk_rope_head_dim");
   c.v_head_dim = r.positive_int("v_head_dim");
   parse_rope(r, j, source, c);
-  // Golden checkpoint (transformers 5.17 GlmMoeDsa) has no rope_interleave key and uses split-half RoPE;
-  // the HF DeepSeek-V3 code defaults to interleaved pairs.
-  const bool deepseek = c.model_type != ModelType::GlmMoeDsa;
-  c.rope_interleave = r.boolean("rope_interleave", deepseek);
+  // RoPE pairs (2i, 2i+1) by default: the golden checkpoint (transformers 5.17 GlmMoeDsa, no
+  // rope_interleave key) is reproduced only with interleaved RoPE in both the main attention and the
+  // indexer (tools/golden_reference.py tries all four combinations: only this one matches, 1e-6);
+  // the HF DeepSeek-V3 code defaults to interleaved pairs too.
+  c.rope_interleave = r.boolean("rope_interleave", true);
 
   // DSA lightning indexer
   c.has_indexer = c.model_type != ModelType::DeepseekV3;
@@ -209,7 +210,8 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     c.index_n_heads = r.positive_int("index_n_heads");
     c.index_head_dim = r.positive_int("index_head_dim");
     c.index_topk = r.positive_int("index_topk");
-    c.indexer_rope_interleave = r.boolean("indexer_rope_interleave", false);
+    // DeepSeek-V3.2's indexer rotates split halves (DESIGN.md); GLM-5's interleaved pairs (golden).
+    c.indexer_rope_interleave = r.boolean("indexer_rope_interleave", c.model_type == ModelType::GlmMoeDsa);
     if (r.has("indexer_types")) {
       c.indexer_shared = layer_list(r, "indexer_types", c.num_hidden_layers, "full", "shared");
       if (c.indexer_shared[0])

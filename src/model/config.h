@@ -27,7 +27,7 @@ struct ModelConfig {
   int qk_rope_head_dim = 0;          // (GLM-5: 64)
   int v_head_dim = 0;                // (GLM-5: 256)
   float rope_theta = 10000.f;        // rope_parameters.rope_theta (GLM-5: 1e6)
-  bool rope_interleave = false;      // main-attention RoPE pairs (2i, 2i+1) instead of (i, i+d/2)
+  bool rope_interleave = true;       // main-attention RoPE pairs (2i, 2i+1) instead of (i, i+d/2)
   // YaRN (DeepSeek-V3): softmax scale multiplied by mscale^2; rope frequencies interpolated.
   std::string rope_type = "default"; // "default" | "yarn"
   float rope_factor = 1.f;           // YaRN factor
@@ -41,7 +41,7 @@ struct ModelConfig {
   int index_n_heads = 0;             // (GLM-5: 32, DeepSeek-V3.2: 64)
   int index_head_dim = 0;            // (128)
   int index_topk = 0;                // tokens kept per query (2048)
-  bool indexer_rope_interleave = false;  // indexer RoPE pairs (HF GlmMoeDsa reference: split-half)
+  bool indexer_rope_interleave = true;  // indexer RoPE pairs (GLM-5: interleaved; DeepSeek-V3.2: split-half)
   std::vector<bool> indexer_shared;  // per layer: true = reuse the previous layer's top-k ("shared")
 
   // MLP / MoE

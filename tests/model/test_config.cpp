@@ -38,8 +38,8 @@ TEST(ModelConfig, GoldenTiny) {
   EXPECT_EQ(c.v_head_dim, 64);
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.f);
   EXPECT_EQ(c.rope_type, "default");
-  EXPECT_FALSE(c.rope_interleave);          // transformers 5.17 GlmMoeDsa: split-half RoPE
-  EXPECT_FALSE(c.indexer_rope_interleave);
+  EXPECT_TRUE(c.rope_interleave);          // transformers 5.17 GlmMoeDsa: interleaved pairs (golden)
+  EXPECT_TRUE(c.indexer_rope_interleave);
   EXPECT_EQ(c.max_position_embeddings, 4096);
   EXPECT_TRUE(c.has_indexer);
   EXPECT_EQ(c.index_n_heads, 16);
