@@ -46,7 +46,8 @@ struct MoeExpertsParams {
 };
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,
 // inter > 0 and w_dtype is BF16 (or F32 when allow_f32_weight: the CPU twin). Expert ids are not
-// checked here (device data); the CPU twin checks 0 <= id < E per use.
+// checked here (device data): the CPU twin throws on an id outside [0, E); the CUDA kernels let such
+// a slot contribute nothing (act row 0, skipped in the sum).
 void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool allow_f32_weight);
 void moe_experts_cpu(const MoeExpertsParams& p);
 void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream);
