@@ -10,13 +10,20 @@
 namespace glm5 {
 
 const std::vector<std::string>& canonical_op_order() {
+  // The engine's ops (src/engine/decode_engine.cpp) in execution order, plus common aliases.
   static const std::vector<std::string> order = {
-      "embed",         "attn.norm",        "attn.q_a_proj",  "attn.q_a_norm",   "attn.q_b_proj",
-      "attn.q_proj",   "attn.kv_a_proj",   "attn.kv_a_norm", "attn.rope",       "attn.kv_append",
-      "attn.indexer",  "attn.topk",        "attn.kv_cast",   "attn.kv_gather_cast",
-      "attn.q_absorb", "attn.mla",         "attn.v_absorb",  "attn.o_proj",     "mlp.norm",
-      "mlp.dense",     "moe.norm",         "moe.router",     "moe.experts",     "moe.shared",
-      "moe.combine",   "allreduce",        "final_norm",     "lm_head",         "sample"};
+      "embed",
+      "attn.norm", "attn.q_a_proj", "attn.q_a_norm", "attn.q_b_proj", "attn.q_proj", "attn.kv_a_proj",
+      "attn.kv_a_norm", "attn.rope", "attn.kv_write", "attn.kv_append",
+      "attn.indexer", "attn.indexer.wq_b", "attn.indexer.wk", "attn.indexer.weights_proj",
+      "attn.indexer.k_write", "attn.indexer.score", "attn.indexer.topk", "attn.topk",
+      "attn.q_absorb", "attn.kv_cast", "attn.kv_gather_cast", "attn.mla", "attn.v_unabsorb",
+      "attn.v_absorb", "attn.o_proj",
+      "mlp.norm", "mlp.gate_up", "mlp.act", "mlp.down", "mlp.dense",
+      "moe.norm", "moe.router", "moe.route", "moe.experts",
+      "moe.shared.gate_up", "moe.shared.act", "moe.shared.down", "moe.shared", "moe.combine",
+      "moe.residual", "allreduce",
+      "final_norm", "lm_head", "sample"};
   return order;
 }
 

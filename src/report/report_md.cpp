@@ -33,7 +33,7 @@ std::string shorten(const std::string& s, size_t n = 90) {
 constexpr const char* kGroups[] = {"attention", "indexer", "kv cast", "mlp / moe", "other"};
 int group_of(const std::string& op) {
   if (op == "attn.kv_cast" || op == "attn.kv_gather_cast") return 2;
-  if (op == "attn.indexer" || op == "attn.topk") return 1;
+  if (op.rfind("attn.indexer", 0) == 0 || op == "attn.topk") return 1;
   if (op.rfind("attn.", 0) == 0) return 0;
   if (op.rfind("moe.", 0) == 0 || op.rfind("mlp.", 0) == 0) return 3;
   return 4;
