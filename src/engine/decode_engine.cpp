@@ -98,7 +98,7 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
 }
 
 DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const EngineOptions& opt, OpTracer& tracer)
-    : cfg_(cfg), w_(weights), opt_(opt), tracer_(tracer) {
+    : cfg_(cfg), w_(weights), opt_(opt), tracer_(&tracer) {
   cuda_ = opt.backend == Backend::Cuda;
   where_ = cuda_ ? Where::Device : Where::Host;
   require(opt.batch > 0, "engine: batch must be positive");
@@ -215,7 +215,7 @@ OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops)
 
 void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
   double bytes = double(w.n) * w.k * dsize(w.dt) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
-  OpScope s(tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
+  OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate};
   if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
   else linear_cpu(p);
@@ -231,22 +231,22 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
   tokens_.upload(tokens.data(), tokens.size() * 4);
   pool_->begin_step();
   {
-    RangeScope step_range(tracer_, "step." + std::to_string(step_));
+    RangeScope step_range(*tracer_, "step." + std::to_string(step_));
     {
       const WeightTensor& e = w_.get("model.embed_tokens.weight");
-      OpScope s(tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
+      OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
       EmbeddingParams p{tokens_.as<int32_t>(), e.data, e.dtype, x_.as<float>(), B, c.hidden_size};
       GLM5_RUN(embedding, p);
     }
     if (capture_) { capture_->clear(); capture(x_); }
     for (int l = 0; l < c.num_hidden_layers; ++l) {
-      RangeScope layer_range(tracer_, "layer." + std::to_string(l));
+      RangeScope layer_range(*tracer_, "layer." + std::to_string(l));
       attention(l);
       mlp(l);
       if (capture_) capture(x_);
     }
     {
-      OpScope s(tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+      OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
       NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
                    c.hidden_size, c.hidden_size, c.rms_norm_eps};
       GLM5_RUN(rmsnorm, p);
@@ -254,7 +254,7 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
     if (capture_) capture(xn_);
     linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
     {
-      OpScope s(tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
+      OpScope s(*tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
       ArgmaxParams p{logits_.as<float>(), next_.as<int32_t>(), B, c.vocab_size};
       GLM5_RUN(argmax, p);
     }
@@ -285,13 +285,13 @@ void DecodeEngine::attention(int l) {
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
   {
-    OpScope s(tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+    OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
   linear("attn.q_a_proj", l, xn, L.q_a, qa_.as<float>(), B, false);
   {
-    OpScope s(tracer_, desc("attn.q_a_norm", l, double(B) * c.q_lora_rank * 8, 4.0 * B * c.q_lora_rank));
+    OpScope s(*tracer_, desc("attn.q_a_norm", l, double(B) * c.q_lora_rank * 8, 4.0 * B * c.q_lora_rank));
     NormParams p{qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
                  c.q_lora_rank, c.mla_norm_eps};
     GLM5_RUN(rmsnorm, p);
@@ -299,12 +299,12 @@ void DecodeEngine::attention(int l) {
   linear("attn.q_b_proj", l, qa_.as<float>(), L.q_b, q_.as<float>(), B, false);
   linear("attn.kv_a_proj", l, xn, L.kv_a, kva_.as<float>(), B, false);
   {
-    OpScope s(tracer_, desc("attn.kv_a_norm", l, double(B) * Lr * 8, 4.0 * B * Lr));
+    OpScope s(*tracer_, desc("attn.kv_a_norm", l, double(B) * Lr * 8, 4.0 * B * Lr));
     NormParams p{kva_.as<float>(), L.kv_a_norm, nullptr, kva_.as<float>(), B, Lr, kvw, kvw, c.mla_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
   {
-    OpScope s(tracer_, desc("attn.rope", l, double(B) * (H + 1) * R * 8, 6.0 * B * (H + 1) * R));
+    OpScope s(*tracer_, desc("attn.rope", l, double(B) * (H + 1) * R * 8, 6.0 * B * (H + 1) * R));
     RopeParams q{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk, c.qk_nope_head_dim, R,
                  c.rope_interleave, 1.f};
     GLM5_RUN(rope, q);
@@ -314,7 +314,7 @@ void DecodeEngine::attention(int l) {
   }
   const LatentLayout& lay = pool_->latent_layout();
   {
-    OpScope s(tracer_, desc("attn.kv_write", l, double(B) * (kvw * 4 + lay.row_bytes), 0));
+    OpScope s(*tracer_, desc("attn.kv_write", l, double(B) * (kvw * 4 + lay.row_bytes), 0));
     KvWriteParams p{kva_.as<float>(), kva_.as<float>() + Lr, kvw, kvw, pool_->new_slots(), pool_->latent(l), lay, B};
     GLM5_RUN(kv_write, p);
   }
@@ -329,7 +329,7 @@ void DecodeEngine::attention(int l) {
     linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
     const IndexerLayout& il = pool_->indexer_layout();
     {
-      OpScope s(tracer_, desc("attn.indexer.k_write", l, double(B) * (D * 12 + il.bytes_per_token()), 0));
+      OpScope s(*tracer_, desc("attn.indexer.k_write", l, double(B) * (D * 12 + il.bytes_per_token()), 0));
       NormParams n{idx_k_.as<float>(), L.idx_norm_w, L.idx_norm_b, idx_k_.as<float>(), B, D, D, D, 1e-6f};
       GLM5_RUN(layernorm, n);
       RopeParams rq{idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
@@ -342,7 +342,7 @@ void DecodeEngine::attention(int l) {
       GLM5_RUN(indexer_key_write, w);
     }
     {
-      OpScope s(tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
+      OpScope s(*tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
                               2.0 * ctx_tokens * Hi * D));
       IndexerScoreParams p{idx_q_.as<float>(), idx_w_.as<float>(), 1.f / std::sqrt(float(Hi)), pool_->indexer(l), il,
                            pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
@@ -351,13 +351,13 @@ void DecodeEngine::attention(int l) {
     }
   }
   if (!L.indexer_shared) {
-    OpScope s(tracer_, desc("attn.indexer.topk", l, double(B) * score_stride * 4 + double(B) * topk * 4, 0));
+    OpScope s(*tracer_, desc("attn.indexer.topk", l, double(B) * score_stride * 4 + double(B) * topk * 4, 0));
     TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
                  topk_.as<int32_t>(), B, topk};
     GLM5_RUN(topk, p);
   }
   {
-    OpScope s(tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
+    OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
                             2.0 * B * H * c.qk_nope_head_dim * Lr));
     MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
                       c.v_head_dim, Lr, qk};
@@ -371,13 +371,13 @@ void DecodeEngine::attention(int l) {
   for (int32_t n : pool_->host_seq_lens()) selected += std::min(n, topk);
   const double bf16_row = 2.0 * kvw;
   if (opt_.kv_path == KvPath::Cast) {
-    OpScope s(tracer_, desc("attn.kv_cast", l, double(pool_->capacity()) * (lay.row_bytes + bf16_row), 0));
+    OpScope s(*tracer_, desc("attn.kv_cast", l, double(pool_->capacity()) * (lay.row_bytes + bf16_row), 0));
     KvCastParams p{pool_->latent(l), lay, kv_scratch_.as<uint16_t>(), pool_->capacity()};
     GLM5_RUN(kv_cast, p);
     kv = kv_scratch_.as<uint8_t>();
     kv_layout = bf16_layout_of(lay);
   } else if (opt_.kv_path == KvPath::GatherCast) {
-    OpScope s(tracer_, desc("attn.kv_gather_cast", l, selected * (lay.row_bytes + bf16_row) + double(B) * topk * 8, 0));
+    OpScope s(*tracer_, desc("attn.kv_gather_cast", l, selected * (lay.row_bytes + bf16_row) + double(B) * topk * 8, 0));
     KvGatherCastParams p{pool_->latent(l), lay, topk_.as<int32_t>(), kv_scratch_.as<uint16_t>(),
                          compact_idx_.as<int32_t>(), int64_t(B) * topk};
     GLM5_RUN(kv_gather_cast, p);
@@ -387,13 +387,13 @@ void DecodeEngine::attention(int l) {
   }
   {
     double bytes = selected * kv_layout.row_bytes + double(B) * H * (Lr + R + Lr) * 4 + double(B) * topk * 4;
-    OpScope s(tracer_, desc("attn.mla", l, bytes, selected * H * (2.0 * kvw + 2.0 * Lr)));
+    OpScope s(*tracer_, desc("attn.mla", l, bytes, selected * H * (2.0 * kvw + 2.0 * Lr)));
     MlaDecodeParams p{q_lat_.as<float>(), q_.as<float>() + c.qk_nope_head_dim, H * qk, qk, kv, kv_layout, indices,
                       o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale()};
     GLM5_RUN(mla_decode, p);
   }
   {
-    OpScope s(tracer_, desc("attn.v_unabsorb", l, double(H) * c.v_head_dim * Lr * dsize(L.kv_b.dt),
+    OpScope s(*tracer_, desc("attn.v_unabsorb", l, double(H) * c.v_head_dim * Lr * dsize(L.kv_b.dt),
                             2.0 * B * H * c.v_head_dim * Lr));
     MlaUnabsorbParams p{o_lat_.as<float>(), L.kv_b.p, L.kv_b.dt, attn_o_.as<float>(), B, H, c.qk_nope_head_dim,
                         c.v_head_dim, Lr};
@@ -410,7 +410,7 @@ void DecodeEngine::mlp(int l) {
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
   {
-    OpScope s(tracer_, desc("mlp.norm", l, double(B) * Hd * 8, 4.0 * B * Hd));
+    OpScope s(*tracer_, desc("mlp.norm", l, double(B) * Hd * 8, 4.0 * B * Hd));
     NormParams p{x, L.post_norm, nullptr, xn, B, Hd, Hd, Hd, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
@@ -420,14 +420,14 @@ void DecodeEngine::mlp(int l) {
     const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
     linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
     {
-      OpScope s(tracer_, desc("moe.route", l, double(B) * E * 4, 0));
+      OpScope s(*tracer_, desc("moe.route", l, double(B) * E * 4, 0));
       MoeRouteParams p{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E, K,
                        c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
       GLM5_RUN(moe_route, p);
     }
     {
       double bytes = double(B) * K * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
-      OpScope s(tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * B * K * Hd * I));
+      OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * B * K * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
                          expert_act_.as<float>(), moe_out_.as<float>(), B, E, K, Hd, I};
       GLM5_RUN(moe_experts, p);
@@ -436,13 +436,13 @@ void DecodeEngine::mlp(int l) {
   std::string gu = std::string(pre) + ".gate_up", dn = std::string(pre) + ".down", ac = std::string(pre) + ".act";
   linear(gu.c_str(), l, xn, L.gate_up, gate_up_.as<float>(), B, false);
   {
-    OpScope s(tracer_, desc(ac.c_str(), l, double(B) * inter * 12, 4.0 * B * inter));
+    OpScope s(*tracer_, desc(ac.c_str(), l, double(B) * inter * 12, 4.0 * B * inter));
     SiluMulParams p{gate_up_.as<float>(), act_.as<float>(), B, inter};
     GLM5_RUN(silu_mul, p);
   }
   linear(dn.c_str(), l, act_.as<float>(), L.down, x, B, true);
   if (L.moe) {
-    OpScope s(tracer_, desc("moe.residual", l, double(B) * Hd * 12, double(B) * Hd));
+    OpScope s(*tracer_, desc("moe.residual", l, double(B) * Hd * 12, double(B) * Hd));
     AddParams p{x, moe_out_.as<float>(), int64_t(B) * Hd};
     GLM5_RUN(add_inplace, p);
   }

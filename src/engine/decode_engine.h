@@ -40,6 +40,8 @@ class DecodeEngine {
   ~DecodeEngine();
 
   KvPool& pool() { return *pool_; }
+  // Which tracer sees the following steps (e.g. untraced warm-up, then CUPTI). Must outlive its use.
+  void set_tracer(OpTracer& tracer) { tracer_ = &tracer; }
 
   // Decodes one token per request: `tokens` [batch] are appended at each request's next position.
   // Returns the greedy next token of each request; if `logits` is given it receives [batch, vocab].
@@ -75,7 +77,7 @@ class DecodeEngine {
   ModelConfig cfg_;
   const Weights& w_;
   EngineOptions opt_;
-  OpTracer& tracer_;
+  OpTracer* tracer_;
   bool cuda_ = false;
   Where where_ = Where::Host;
   cudaStream_t stream_ = nullptr;

@@ -29,6 +29,27 @@ void require_writable_dir(const std::string& dir) {
     throw Error("output folder '" + dir + "' is not writable: " + std::strerror(errno));
 }
 
+void check_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(dir), ec);
+  if (ec) throw Error("output folder '" + dir + "': " + ec.message());
+  // The folder itself, or the nearest existing ancestor it would be created in, must be writable.
+  while (!fs::exists(p, ec)) {
+    if (!p.has_parent_path() || p.parent_path() == p) throw Error("output folder '" + dir + "' cannot be created");
+    p = p.parent_path();
+  }
+  require_writable_dir(p.string());
+  if (p != fs::absolute(fs::path(dir), ec) && !fs::is_directory(p, ec))
+    throw Error("output folder '" + dir + "' cannot be created under '" + p.string() + "'");
+}
+
+void create_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error("cannot create output folder '" + dir + "': " + ec.message());
+  require_writable_dir(dir);
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   const std::string dir = parent_of(path);
   require_writable_dir(dir);

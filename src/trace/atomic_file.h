@@ -13,4 +13,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // removing a probe file). Call before a long run so a bad --out fails in the first second.
 void require_writable_dir(const std::string& dir);
 
+// Checks, without creating anything, that `dir` exists and is writable or can be created (its nearest
+// existing ancestor is a writable folder). Throws glm5::Error naming the folder otherwise.
+void check_output_dir(const std::string& dir);
+// Creates `dir` (and parents) if needed; throws glm5::Error naming it on failure.
+void create_output_dir(const std::string& dir);
+
 }  // namespace glm5

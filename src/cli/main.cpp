@@ -1,0 +1,185 @@
+// glm5prof command line (CLI11). Every error becomes one line on stderr and a non-zero exit:
+// 1 for a failed run (bad input file, model does not fit, CUDA error), 2 for bad usage.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/buffer.h"
+#include "common/error.h"
+#include "engine/greedy_decode.h"
+#include "engine/profile_session.h"
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "profiler/cupti_tracer.h"
+#include "report/report.h"
+#include "trace/atomic_file.h"
+#include "trace/chrome_trace.h"
+
+using namespace glm5;
+
+namespace {
+
+// "1,2,3", "[1, 2, 3]" or a path to a JSON list file.
+std::vector<int32_t> parse_ids(const std::string& arg) {
+  std::string text = arg;
+  if (!arg.empty() && arg.find_first_not_of("0123456789, []\t\n") != std::string::npos) {
+    std::ifstream f(arg);
+    require(bool(f), "--prompt-ids: '" + arg + "' is neither a list of token ids nor a readable file");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  std::vector<int32_t> ids;
+  try {
+    std::string t = text;
+    if (t.find('[') == std::string::npos) t = "[" + t + "]";
+    for (const auto& v : nlohmann::json::parse(t)) {
+      require(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (1ll << 31),
+              "--prompt-ids: every id must be a non-negative integer, got " + v.dump());
+      ids.push_back(int32_t(v.get<int64_t>()));
+    }
+  } catch (const nlohmann::json::exception&) {
+    throw Error("--prompt-ids: expected a list of token ids like 1,2,3 or a JSON list file, got '" + arg + "'");
+  }
+  require(!ids.empty(), "--prompt-ids: the prompt is empty");
+  return ids;
+}
+
+int run_decode(const std::string& weights_dir, const std::string& model, const std::string& prompt_arg, int new_tokens,
+               const std::string& backend, const std::string& kv_dtype, const std::string& kv_path,
+               const std::string& reference) {
+  require(backend == "auto" || backend == "cuda" || backend == "cpu", "--backend must be auto, cuda or cpu");
+  require(kv_dtype == "bf16" || kv_dtype == "fp8", "--kv-dtype must be bf16 or fp8, got '" + kv_dtype + "'");
+  bool cuda = backend == "cuda" || (backend == "auto" && cuda_available());
+  if (backend == "cuda") require(cuda_available(), "--backend cuda: no usable CUDA device");
+  ModelConfig cfg = resolve_model_config(model.empty() ? weights_dir : model);
+  std::vector<int32_t> prompt = parse_ids(prompt_arg);
+  for (int32_t t : prompt)
+    require(t < cfg.vocab_size, "--prompt-ids: token " + std::to_string(t) + " is outside the vocabulary of " +
+                                    std::to_string(cfg.vocab_size));
+  KvPath path = kv_dtype == "bf16" ? KvPath::Bf16 : parse_kv_path(kv_path);
+  WeightOptions wo;
+  wo.where = cuda ? Where::Device : Where::Host;
+  wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
+  Weights w = weights_dir == "synthetic" ? synthetic_weights(cfg, 1234, wo) : load_weights(cfg, weights_dir, wo);
+  Backend be = cuda ? Backend::Cuda : Backend::Cpu;
+  GreedyDecodeResult r = greedy_decode(cfg, w, be, path, prompt, new_tokens);
+  std::printf("generated");
+  for (int32_t t : r.generated) std::printf(" %d", t);
+  std::printf("\nlogits_hash 0x%016llx\n", (unsigned long long)r.logits_hash);
+  if (!reference.empty()) {
+    // Teacher forcing against a reference: feed its tokens, compare its logits step by step.
+    SafetensorsFile ref(reference);
+    const SafetensorsView& ids = ref.get("generated_ids");
+    const SafetensorsView& lg = ref.get("logits");
+    std::vector<int32_t> forced;
+    for (int64_t i = 0; i < ids.numel(); ++i) forced.push_back(int32_t(read_element_as_float(ids.dtype, ids.data, i)));
+    int n = std::min<int>(int(lg.shape[0]), new_tokens);
+    GreedyDecodeResult tf = greedy_decode(cfg, w, be, path, prompt, n, forced);
+    std::printf("teacher-forced against %s (%s KV, %s):\nstep  rel_error  top1  ref_top1  ref_margin\n", reference.c_str(),
+                kv_dtype.c_str(), kv_path_name(path).c_str());
+    int vocab = int(lg.shape[1]);
+    for (int k = 0; k < n; ++k) {
+      std::vector<float> row(vocab);
+      for (int j = 0; j < vocab; ++j) row[j] = read_element_as_float(lg.dtype, lg.data, int64_t(k) * vocab + j);
+      int a = 0, b = 0;
+      for (int j = 1; j < vocab; ++j) if (tf.logits[k][j] > tf.logits[k][a]) a = j;
+      for (int j = 1; j < vocab; ++j) if (row[j] > row[b]) b = j;
+      float m1 = -1e30f, m2 = -1e30f;
+      for (float x : row) { if (x > m1) { m2 = m1; m1 = x; } else if (x > m2) m2 = x; }
+      std::printf("%4d  %9.3g  %4d  %8d  %10.4f\n", k, relative_error(tf.logits[k], row), a, b, m1 - m2);
+    }
+  }
+  return 0;
+}
+
+int run_analyze(const std::string& trace, const std::string& out_dir) {
+  check_output_dir(out_dir);
+  Timeline t = read_chrome_trace(trace);
+  Peaks peaks;  // unknown for a foreign trace: percentages are left at 0
+  ReportInput in;
+  in.run_spec = nlohmann::json{{"command", "analyze"}, {"trace", trace}};
+  in.device = nlohmann::json{{"name", t.devices.empty() ? "unknown" : t.devices[0].name}};
+  RunReport r;
+  r.name = trace;
+  r.analysis = analyze(t, peaks);
+  in.runs.push_back(r);
+  create_output_dir(out_dir);
+  write_report_json(in, out_dir + "/report.json");
+  write_report_md(in, out_dir + "/report.md");
+  std::printf("%s", report_to_markdown(in).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // NVTX markers reach CUPTI only if the injection library is set before the first NVTX call.
+  arrange_nvtx_injection();
+  CLI::App app{"glm5prof: where GLM-5 decode time goes, layer by layer and kernel by kernel, and what the FP8 KV "
+               "cache's dtype cast costs"};
+  app.require_subcommand(0, 1);
+
+  ProfileOptions po;
+  std::string kv_path = "all", kv_dtype = "fp8";
+  CLI::App* prof = app.add_subcommand("profile", "profile decode steps over the KV paths (the default command)");
+  prof->add_option("--model", po.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json (default: glm5 on a GPU, glm5-tiny on CPU)");
+  prof->add_option("--weights", po.weights, "synthetic | checkpoint folder")->capture_default_str();
+  prof->add_option("--backend", po.backend, "auto | cuda | cpu")->capture_default_str();
+  prof->add_option("--kv-path", kv_path, "cast | gather-cast | fp8 | all")->capture_default_str();
+  prof->add_option("--kv-dtype", kv_dtype, "fp8 | bf16")->capture_default_str();
+  prof->add_option("--batch", po.batch, "requests per step")->capture_default_str();
+  prof->add_option("--context", po.context, "tokens already cached per request (default 32768 on GPU, 256 on CPU)");
+  prof->add_option("--pool-tokens", po.pool_tokens, "KV pool capacity per layer (default 495000 on GPU, 4096 on CPU)");
+  prof->add_option("--steps", po.steps, "measured decode steps")->capture_default_str();
+  prof->add_option("--warmup", po.warmup, "untraced steps first")->capture_default_str();
+  prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
+  prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")->capture_default_str();
+  prof->add_option("--out", po.out_dir, "output folder (trace.json, report.json, report.md)")->capture_default_str();
+
+  std::string weights_dir, model, prompt, backend = "auto", dkv_dtype = "bf16", dkv_path = "fp8", reference;
+  int new_tokens = 8;
+  CLI::App* dec = app.add_subcommand("decode", "greedy decode of a prompt: prints the tokens and a logits hash");
+  dec->add_option("--weights", weights_dir, "checkpoint folder (or 'synthetic' with --model)")->required();
+  dec->add_option("--model", model, "config (default: the checkpoint's config.json)");
+  dec->add_option("--prompt-ids", prompt, "token ids: 1,2,3 or a JSON list file")->required();
+  dec->add_option("--new-tokens", new_tokens, "tokens to generate")->capture_default_str();
+  dec->add_option("--backend", backend, "auto | cuda | cpu")->capture_default_str();
+  dec->add_option("--kv-dtype", dkv_dtype, "bf16 | fp8")->capture_default_str();
+  dec->add_option("--kv-path", dkv_path, "with fp8: cast | gather-cast | fp8")->capture_default_str();
+  dec->add_option("--reference", reference, "expected.safetensors: teacher-forced logits comparison");
+
+  std::string trace, aout = "glm5prof-analysis";
+  CLI::App* ana = app.add_subcommand("analyze", "hotspots of an existing torch.profiler / Kineto / glm5prof trace");
+  ana->add_option("trace", trace, "trace .json")->required();
+  ana->add_option("--out", aout, "output folder")->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "glm5prof: %s (see glm5prof --help)\n", e.what());
+    return 2;
+  }
+  try {
+    if (*dec) return run_decode(weights_dir, model, prompt, new_tokens, backend, dkv_dtype, dkv_path, reference);
+    if (*ana) return run_analyze(trace, aout);
+    // profile (also with no subcommand: the embedded default)
+    require(kv_dtype == "fp8" || kv_dtype == "bf16", "--kv-dtype must be fp8 or bf16, got '" + kv_dtype + "'");
+    po.kv_fp8 = kv_dtype == "fp8";
+    if (kv_path != "all") po.paths = {parse_kv_path(kv_path)};
+    std::printf("%s", run_profile(po).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "glm5prof: error: %s\n", e.what());
+    return 1;
+  }
+}

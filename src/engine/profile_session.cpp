@@ -1,0 +1,302 @@
+#include "engine/profile_session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/buffer.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "engine/decode_engine.h"
+#include "model/config.h"
+#include "model/weights.h"
+#include "profiler/cupti_tracer.h"
+#include "profiler/host_clock_tracer.h"
+#include "profiler/nvtx_tracer.h"
+#include "report/report.h"
+#include "trace/atomic_file.h"
+#include "trace/chrome_trace.h"
+
+namespace glm5 {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Device-to-device copy bandwidth [GB/s, bytes read + written], measured now: the roofline's memory
+// ceiling (the brief measured ~4260 GB/s on the H200). 1 GiB copied 10 times after a warm-up copy.
+double measure_copy_gbps(cudaStream_t stream) {
+  const size_t n = size_t(1) << 30;
+  Buffer a(Where::Device, n, "copy-bandwidth probe (source)"), b(Where::Device, n, "copy-bandwidth probe (target)");
+  CUDA_CHECK(cudaMemsetAsync(a.data(), 1, n, stream));
+  CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), n, cudaMemcpyDeviceToDevice, stream));
+  cudaEvent_t e0, e1;
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventRecord(e0, stream));
+  for (int i = 0; i < 10; ++i) CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), n, cudaMemcpyDeviceToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(e1, stream));
+  CUDA_CHECK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return 2.0 * 10 * double(n) / (double(ms) * 1e-3) / 1e9;
+}
+
+json device_json(bool cuda, const Peaks& peaks) {
+  json d;
+  if (!cuda) {
+    d["backend"] = "cpu";
+    d["name"] = "host CPU (reference backend: times are CPU times, not GPU times)";
+    return d;
+  }
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  cudaDeviceProp p{};
+  CUDA_CHECK(cudaGetDeviceProperties(&p, dev));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  d["backend"] = "cuda";
+  d["name"] = p.name;
+  d["compute_capability"] = std::to_string(p.major) + "." + std::to_string(p.minor);
+  d["sms"] = p.multiProcessorCount;
+  d["memory_bytes"] = p.totalGlobalMem;
+  d["driver_version"] = driver;
+  d["runtime_version"] = runtime;
+  d["copy_gbps_measured"] = peaks.copy_gbps;
+  d["bf16_tflops"] = peaks.bf16_tflops;
+  d["bf16_tflops_source"] = "dense BF16 matmul ceiling measured on the H200 (project brief); not re-measured per run";
+  return d;
+}
+
+json model_json(const ModelConfig& c) {
+  return json{{"name", c.name},
+              {"layers", c.num_hidden_layers},
+              {"dense_layers", c.num_hidden_layers - c.num_moe_layers()},
+              {"moe_layers", c.num_moe_layers()},
+              {"hidden_size", c.hidden_size},
+              {"heads", c.num_attention_heads},
+              {"kv_lora_rank", c.kv_lora_rank},
+              {"qk_rope_head_dim", c.qk_rope_head_dim},
+              {"index_topk", c.index_topk},
+              {"experts", c.n_routed_experts},
+              {"experts_per_token", c.num_experts_per_tok},
+              {"parameters", c.parameter_count()}};
+}
+
+// Concatenates per-path timelines into one (they ran one after another on the same clock);
+// external correlation ids are offset so they stay unique.
+Timeline merge_timelines(const std::vector<Timeline>& parts) {
+  Timeline m;
+  uint64_t offset = 0;
+  bool first = true;
+  for (const Timeline& t : parts) {
+    uint64_t max_id = 0;
+    for (Activity a : t.activities) {
+      if (a.external_id) a.external_id += offset;
+      max_id = std::max(max_id, a.external_id);
+      m.activities.push_back(std::move(a));
+    }
+    for (const auto& [id, op] : t.ops) {
+      m.ops[id + offset] = op;
+      max_id = std::max(max_id, id + offset);
+    }
+    m.ranges.insert(m.ranges.end(), t.ranges.begin(), t.ranges.end());
+    m.base_time_ns = first ? t.base_time_ns : std::min(m.base_time_ns, t.base_time_ns);
+    first = false;
+    m.source = t.source;
+    if (m.devices.empty()) m.devices = t.devices;
+    m.records_dropped += t.records_dropped;
+    m.kernels_launched += t.kernels_launched;
+    m.kernels_recorded += t.kernels_recorded;
+    m.complete = m.complete && t.complete;
+    m.messages.insert(m.messages.end(), t.messages.begin(), t.messages.end());
+    offset = max_id + 1;
+  }
+  sort_timeline(m);
+  return m;
+}
+
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", bytes / double(1ull << 30));
+  return b;
+}
+
+}  // namespace
+
+std::string run_profile(const ProfileOptions& o) {
+  // Validate everything that needs no work first, so a bad option fails at once.
+  require(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
+  require(o.steps >= 1 && o.steps <= 1000, "--steps must be in [1, 1000], got " + std::to_string(o.steps));
+  require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got " + std::to_string(o.warmup));
+  require(o.backend == "auto" || o.backend == "cuda" || o.backend == "cpu",
+          "--backend must be auto, cuda or cpu, got '" + o.backend + "'");
+  require(o.share_mlp == "auto" || o.share_mlp == "on" || o.share_mlp == "off",
+          "--share-mlp must be auto, on or off, got '" + o.share_mlp + "'");
+  check_output_dir(o.out_dir);
+
+  bool cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_available());
+  if (o.backend == "cuda") require(cuda_available(), "--backend cuda: no usable CUDA device (driver missing or no GPU)");
+  ModelConfig cfg = resolve_model_config(o.model.empty() ? (cuda ? "glm5" : "glm5-tiny") : o.model);
+  const bool tiny = cfg.hidden_size <= 1024;
+  int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
+  int64_t pool = o.pool_tokens >= 0 ? o.pool_tokens : (cuda && !tiny ? 495000 : 4096);
+  require(context >= 0 && context <= cfg.max_position_embeddings,
+          "--context must be in [0, max_position_embeddings = " + std::to_string(cfg.max_position_embeddings) +
+              "], got " + std::to_string(context));
+  const int max_seq = context + o.warmup + o.steps;
+  require(pool >= 1, "--pool-tokens must be positive, got " + std::to_string(pool));
+  std::vector<KvPath> paths = o.paths;
+  if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
+                                      : std::vector<KvPath>{KvPath::Bf16};
+  if (!o.kv_fp8)
+    for (KvPath& p : paths) p = KvPath::Bf16;  // a BF16 pool has nothing to cast
+
+  // Memory plan: weights + the largest path's pool and scratch must fit.
+  WeightOptions wo;
+  wo.where = cuda ? Where::Device : Where::Host;
+  wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
+  EngineOptions eo;
+  eo.backend = cuda ? Backend::Cuda : Backend::Cpu;
+  eo.batch = o.batch;
+  eo.max_seq_len = max_seq;
+  eo.pool_tokens = pool;
+  eo.seed = o.seed;
+  KvPoolOptions po;
+  po.fp8 = o.kv_fp8;
+  po.capacity_tokens = pool;
+  po.batch = o.batch;
+  po.max_seq_len = max_seq;
+  const size_t pool_bytes = KvPool::planned_bytes(cfg, po);
+  size_t scratch = 0;
+  for (KvPath p : paths) {
+    eo.kv_path = p;
+    scratch = std::max(scratch, DecodeEngine::planned_scratch_bytes(cfg, eo, pool));
+  }
+  size_t free_b = size_t(24) << 30, total_b = free_b;
+  if (cuda) CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const size_t budget = size_t(double(free_b) * 0.95);
+  wo.share_mlp_weights = o.share_mlp == "on";
+  size_t unshared = estimate_weight_bytes(cfg, wo);
+  if (o.share_mlp == "auto" && unshared + pool_bytes + scratch > budget) wo.share_mlp_weights = true;
+  const size_t weight_bytes = estimate_weight_bytes(cfg, wo);
+  const size_t need = weight_bytes + pool_bytes + scratch;
+  require(need <= budget, "model does not fit: weights " + gib(double(weight_bytes)) + (wo.share_mlp_weights ? " (MLP/expert weights shared)" : "") +
+                              " + KV pool " + gib(double(pool_bytes)) + " + scratch " + gib(double(scratch)) + " = " +
+                              gib(double(need)) + ", but only " + gib(double(free_b)) + " is free" +
+                              (cuda ? " on the GPU" : " (CPU backend limit)") +
+                              "; lower --pool-tokens / --batch / --context or use --share-mlp on");
+
+  if (!o.quiet)
+    std::fprintf(stderr, "glm5prof: %s on %s, %d layers, batch %d, context %d, pool %lld tokens; weights %s%s\n",
+                 cfg.name.c_str(), cuda ? "CUDA" : "CPU", cfg.num_hidden_layers, o.batch, context,
+                 (long long)pool, gib(double(weight_bytes)).c_str(), wo.share_mlp_weights ? " (shared MLP)" : "");
+  Weights weights = o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo);
+
+  Peaks peaks;
+  if (cuda) {
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    peaks.copy_gbps = measure_copy_gbps(s);
+    CUDA_CHECK(cudaStreamDestroy(s));
+    peaks.bf16_tflops = 790.0;
+  }
+
+  ReportInput report;
+  report.run_spec = json{{"command", "profile"},
+                         {"backend", cuda ? "cuda" : "cpu"},
+                         {"model", cfg.name},
+                         {"weights", o.weights},
+                         {"kv_dtype", o.kv_fp8 ? "fp8" : "bf16"},
+                         {"batch", o.batch},
+                         {"context", context},
+                         {"pool_tokens", pool},
+                         {"steps", o.steps},
+                         {"warmup", o.warmup},
+                         {"seed", o.seed}};
+  report.device = device_json(cuda, peaks);
+  report.model = model_json(cfg);
+  report.memory_fit = json{{"weights_bytes", weight_bytes},
+                           {"weights_if_distinct_bytes", unshared},
+                           {"mlp_weights_shared", wo.share_mlp_weights},
+                           {"kv_pool_bytes", pool_bytes},
+                           {"scratch_bytes", scratch},
+                           {"total_bytes", need},
+                           {"device_free_bytes", free_b},
+                           {"device_total_bytes", total_b},
+                           {"note", wo.share_mlp_weights
+                                        ? "Every MoE layer reads one shared set of expert weights (and dense layers one "
+                                          "MLP); attention weights and the KV cache are distinct per layer. The per-layer "
+                                          "expert working set is far larger than L2, so timings are those of distinct weights."
+                                        : "All weights distinct per layer."}};
+
+  std::vector<Timeline> timelines;
+  std::vector<std::pair<std::string, Analysis>> analyses;
+  std::mt19937_64 rng(o.seed);
+  for (KvPath path : paths) {
+    eo.kv_path = path;
+    NvtxTracer untraced;
+    DecodeEngine engine(cfg, weights, eo, untraced);
+    engine.pool().fill_context(context, engine.stream());
+    std::vector<int32_t> tokens(o.batch);
+    for (int b = 0; b < o.batch; ++b) tokens[b] = int32_t(splitmix64(o.seed + b) % uint64_t(cfg.vocab_size));
+    engine.set_step_index(-o.warmup);
+    for (int i = 0; i < o.warmup; ++i) tokens = engine.step(tokens);
+    engine.set_step_index(0);
+    Timeline t;
+    auto t0 = std::chrono::steady_clock::now();
+    if (cuda) {
+      CuptiTracer tracer;
+      engine.set_tracer(tracer);
+      for (int i = 0; i < o.steps; ++i) tokens = engine.step(tokens);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      engine.set_tracer(untraced);
+      t = tracer.finish();
+    } else {
+      HostClockTracer tracer;
+      engine.set_tracer(tracer);
+      for (int i = 0; i < o.steps; ++i) tokens = engine.step(tokens);
+      engine.set_tracer(untraced);
+      t = tracer.finish();
+    }
+    double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    Analysis a = analyze(t, peaks);
+    if (!o.quiet)
+      std::fprintf(stderr, "glm5prof: path %-11s step median %.1f us (%d steps, %.0f ms wall), KV cast %.1f us\n",
+                   kv_path_name(path).c_str(), a.step_median_us, o.steps, wall_ms, a.cast_us);
+    RunReport rr;
+    rr.name = kv_path_name(path);
+    rr.spec = json{{"kv_path", rr.name}, {"batch", o.batch}, {"context", context}, {"pool_tokens", pool}};
+    rr.analysis = a;
+    report.runs.push_back(rr);
+    analyses.emplace_back(rr.name, a);
+    timelines.push_back(std::move(t));
+  }
+  if (analyses.size() > 1) report.comparison = compare_paths(analyses);
+
+  namespace fs = std::filesystem;
+  fs::path out(o.out_dir);
+  create_output_dir(o.out_dir);
+  write_chrome_trace(merge_timelines(timelines), (out / "trace.json").string());
+  write_report_json(report, (out / "report.json").string());
+  write_report_md(report, (out / "report.md").string());
+
+  std::ostringstream s;
+  s << "wrote " << (out / "trace.json").string() << ", " << (out / "report.json").string() << ", "
+    << (out / "report.md").string() << "\n";
+  for (const RunReport& r : report.runs)
+    s << "  " << r.name << ": step " << r.analysis.step_median_us << " us, KV cast " << r.analysis.cast_us << " us ("
+      << (r.analysis.step_median_us > 0 ? 100.0 * r.analysis.cast_us / r.analysis.step_median_us : 0.0) << "% of step)\n";
+  if (report.comparison) s << "  fastest path: " << report.comparison->winner << "\n";
+  return s.str();
+}
+
+}  // namespace glm5

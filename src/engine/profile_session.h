@@ -1,0 +1,34 @@
+// `glm5prof profile`: build the model, run the decode engine over each requested KV path with the
+// profiler attached, analyze each Timeline, compare the paths, and write trace.json, report.json
+// and report.md into the output folder.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/run_spec.h"
+
+namespace glm5 {
+
+struct ProfileOptions {
+  std::string model;              // built-in name or config.json path ("" = default for the backend)
+  std::string weights = "synthetic";  // "synthetic" or a checkpoint folder
+  std::string backend = "auto";   // auto | cuda | cpu
+  std::vector<KvPath> paths;      // in order; empty = all three FP8 paths
+  bool kv_fp8 = true;             // --kv-dtype fp8 | bf16
+  int batch = 1;
+  int context = -1;               // -1: default (32768 on CUDA, 256 on CPU)
+  int64_t pool_tokens = -1;       // -1: default (495000 on CUDA for glm5, 4096 on CPU)
+  int steps = 3;
+  int warmup = 1;
+  uint64_t seed = 1234;
+  std::string share_mlp = "auto"; // auto | on | off
+  std::string out_dir = "glm5prof-out";
+  bool quiet = false;
+};
+
+// Runs the profile and writes the outputs. Returns a one-paragraph summary for the terminal.
+// Throws glm5::Error (bad options, model does not fit, unwritable output folder, ...).
+std::string run_profile(const ProfileOptions& opt);
+
+}  // namespace glm5
