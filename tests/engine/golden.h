@@ -1,6 +1,7 @@
 // The golden decode case (../shared/golden/glm5-tiny): HF transformers' GlmMoeDsaForCausalLM outputs.
 #pragma once
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -8,7 +9,11 @@
 
 namespace glm5::test {
 
-inline std::string golden_dir() { return std::string(GLM5_SHARED_DIR) + "/golden/glm5-tiny"; }
+// ../shared beside the checkout, or $GLM5_SHARED_DIR (the GPU machine gets a copy inside the tree).
+inline std::string golden_dir() {
+  const char* env = std::getenv("GLM5_SHARED_DIR");
+  return std::string(env && *env ? env : GLM5_SHARED_DIR) + "/golden/glm5-tiny";
+}
 
 struct Golden {
   std::vector<int32_t> prompt, generated;
