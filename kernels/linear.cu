@@ -4,6 +4,9 @@
 // y^T [n, m] = op(A) [n, k] * B [k, m], A = W, B = x^T. One heuristic algorithm is cached per
 // (m, n, k, pointer alignment). Bytes: n*k*2 (W) + m*k*(4+2+2) (x, staging) + m*n*4 (y, x2 if beta=1).
 #include <cublasLt.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
 
 #include <map>
 #include <string>
@@ -43,7 +46,40 @@ struct LinearPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 
+// hi[i] = bf16(x[i]); lo[i] = bf16(x[i] - hi[i]); hi occupies [0, n), lo [n, 2n) of `out`.
+__global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ out, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float v = x[i];
+    const __nv_bfloat16 hi = __float2bfloat16_rn(v);
+    out[i] = hi;
+    out[n + i] = __float2bfloat16_rn(v - __bfloat162float(hi));
+  }
+}
+
+// y[r, c] = (accumulate ? y[r, c] : 0) + y2[r, c] + y2[m + r, c]
+__global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __restrict__ y, int64_t mn, bool accumulate) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
+    const float s = y2[i] + y2[mn + i];
+    y[i] = accumulate ? y[i] + s : s;
+  }
+}
+
+int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 4096)); }
+
 struct LinearContext::Impl {
+  float* split_out = nullptr;  // [2m, n] fp32 output of split_bf16 GEMMs, grown on demand
+  size_t split_out_elems = 0;
+
+  float* split_out_for(size_t elems) {
+    if (elems > split_out_elems) {
+      if (split_out) CUDA_CHECK(cudaFree(split_out));
+      split_out = nullptr;
+      CUDA_CHECK(cudaMalloc(&split_out, elems * sizeof(float)));
+      split_out_elems = elems;
+    }
+    return split_out;
+  }
+
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
@@ -113,6 +149,7 @@ struct LinearContext::Impl {
   ~Impl() {  // never throws: errors at teardown are ignored
     for (auto& [key, pl] : plans) destroy(pl);
     if (staging) cudaFree(staging);
+    if (split_out) cudaFree(split_out);
     if (workspace) cudaFree(workspace);
     if (handle) cublasLtDestroy(handle);
   }
@@ -125,6 +162,20 @@ void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream)
   validate_linear_params(p, "linear_cuda", false);
   LinearContext::Impl& impl = *ctx.impl();
   impl.init();
+  if (p.split_bf16) {
+    const int64_t mk = int64_t(p.m) * p.k, mn = int64_t(p.m) * p.n;
+    uint16_t* x2 = impl.staging_for(size_t(2 * mk));
+    split_bf16_kernel<<<grid_for(mk), 256, 0, stream>>>(p.x, reinterpret_cast<__nv_bfloat16*>(x2), mk);
+    CUDA_CHECK_LAUNCH();
+    float* y2 = impl.split_out_for(size_t(2 * mn));
+    const LinearPlan& pl = impl.plan(2 * p.m, p.n, p.k, alignment_of(p.w), 256);
+    const float alpha = 1.f, beta = 0.f;
+    CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl.desc, &alpha, p.w, pl.a, x2, pl.b, &beta, y2, pl.c, y2, pl.c, &pl.algo,
+                                  impl.workspace, kWorkspaceBytes, stream));
+    sum_split_rows_kernel<<<grid_for(mn), 256, 0, stream>>>(y2, p.y, mn, p.accumulate);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   uint16_t* x_bf16 = impl.staging_for(size_t(p.m) * p.k);
   f32_to_bf16_cuda(p.x, x_bf16, int64_t(p.m) * p.k, stream);
   const LinearPlan& pl = impl.plan(p.m, p.n, p.k, alignment_of(p.w), alignment_of(p.y));

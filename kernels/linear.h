@@ -18,6 +18,11 @@ struct LinearParams {
   int n = 0;
   int k = 0;
   bool accumulate = false;  // y += x W^T instead of y = x W^T
+  // CUDA only: carry x as two bf16 halves, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi): ~16 mantissa
+  // bits instead of 8), as one GEMM over 2m rows (the weight is read once) plus a small sum kernel.
+  // For projections whose output feeds a discontinuous choice (the DSA indexer's top-k, the MoE
+  // router's top-k), which the DeepSeek-V3.2 reference also keeps in higher precision.
+  bool split_bf16 = false;
 };
 
 // Throws glm5::Error naming `op` and the field unless x, w, y are non-null, m, n, k > 0 and w_dtype

@@ -1,12 +1,17 @@
 // CUDA kernel of mla_decode.h: sparse MLA decode, fp32 FMA (no tensor cores yet).
-// One block per (request, group of 16 heads); the selected rows are streamed in tiles of 32:
+// One block per (request, group of 16 heads, chunk of the top-k rows); the chunk's rows are streamed
+// in tiles of 32:
 //   1. a warp per row loads it into shared memory as BF16 (FP8 rows dequantized exactly as kv_cast
 //      does: round_bf16(e4m3 * scale), so all three KV paths see identical K/V values);
 //   2. scores for 16 heads x 32 rows (each thread: 1 head x 2 rows, 576-long fp32 dot products);
 //   3. online softmax per head (a warp per 2 heads, a lane per row: running max m, sum l);
 //   4. out += p . V: each thread owns 2 latent columns x 16 heads of fp32 accumulators.
-// Bytes: B * topk * row_bytes (x ceil(H/16) re-reads, mostly from L2) + q and out; FLOPs:
-// 2 * B * H * topk * (2L + R).
+// Without a workspace there is one chunk (all top-k rows) and the block writes out and lse. With a
+// workspace (split-K, "flash-decoding") each block writes its unnormalized partial (acc[L], m, l)
+// and mla_decode_combine_kernel merges the S partials of each (b, h):
+//   M = max_s m_s,  w_s = exp(m_s - M),  out = sum_s w_s acc_s / sum_s w_s l_s,  lse = M + log(sum_s w_s l_s).
+// Bytes: B * topk * row_bytes (x ceil(H/16) re-reads, mostly from L2) + q and out (+ 2 x the
+// workspace when split); FLOPs: 2 * B * H * topk * (2L + R).
 #include <cmath>
 #include <string>
 
@@ -62,7 +67,11 @@ __device__ void load_row_warp(const MlaDecodeParams& p, int32_t t, uint16_t* dst
   }
 }
 
-__global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p) {
+// kSplit = false: rows [0, topk), writes p.out / p.lse. kSplit = true: rows [z * chunk, (z+1) * chunk)
+// of the top-k (z = blockIdx.z, S = gridDim.z), writes the partial to p.workspace as
+//   acc [B][H][S][L] (unnormalized), then m [B][H][S], then l [B][H][S].
+template <bool kSplit>
+__global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p, int chunk) {
   extern __shared__ float4 smem4[];
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R, KS = kv_tile_stride(W);
   float* q_s = reinterpret_cast<float*>(smem4);                      // [kHeads][W]
@@ -74,6 +83,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p)
   int* idx_s = reinterpret_cast<int*>(a_s + kHeads);                 // [kRows]
 
   const int b = blockIdx.y, h0 = blockIdx.x * kHeads;
+  const int j_begin = kSplit ? blockIdx.z * chunk : 0;
+  const int j_end = kSplit ? min(p.topk, j_begin + chunk) : p.topk;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (int i = tid; i < kHeads * W; i += kThreads) {
     const int hh = i / W, d = i % W, h = h0 + hh;
@@ -92,9 +103,9 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p)
   for (int hh = 0; hh < kHeads; ++hh) acc[hh] = make_float2(0.f, 0.f);
   const int col = 2 * tid;  // this thread's latent columns: col, col + 1
 
-  for (int j0 = 0; j0 < p.topk; j0 += kRows) {
+  for (int j0 = j_begin; j0 < j_end; j0 += kRows) {
     __syncthreads();  // the previous tile is consumed; q_s, m_s, l_s initialized
-    if (tid < kRows) idx_s[tid] = j0 + tid < p.topk ? p.indices[int64_t(b) * p.topk + j0 + tid] : -1;
+    if (tid < kRows) idx_s[tid] = j0 + tid < j_end ? p.indices[int64_t(b) * p.topk + j0 + tid] : -1;
     __syncthreads();
     for (int r = warp; r < kRows; r += kThreads / 32) load_row_warp(p, idx_s[r], kv_s + r * KS, lane);
     __syncthreads();
@@ -163,19 +174,75 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p)
   }
   __syncthreads();
 
+  if constexpr (kSplit) {
+    const int S = gridDim.z, z = blockIdx.z;
+    const int64_t n_part = int64_t(p.B) * p.H * S;
 #pragma unroll
-  for (int hh = 0; hh < kHeads; ++hh) {
-    const int h = h0 + hh;
-    if (h < p.H && col < L) {
-      const float l = l_s[hh], inv = l > 0.f ? 1.f / l : 0.f;
-      float* o = p.out + (int64_t(b) * p.H + h) * L + col;
-      o[0] = acc[hh].x * inv;
-      o[1] = acc[hh].y * inv;
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const int h = h0 + hh;
+      if (h < p.H && col < L) {
+        float* o = p.workspace + ((int64_t(b) * p.H + h) * S + z) * L + col;
+        *reinterpret_cast<float2*>(o) = acc[hh];
+      }
+    }
+    if (tid < kHeads && h0 + tid < p.H) {
+      const int64_t i = (int64_t(b) * p.H + h0 + tid) * S + z;
+      p.workspace[n_part * L + i] = m_s[tid];
+      p.workspace[n_part * (L + 1) + i] = l_s[tid];
+    }
+  } else {
+#pragma unroll
+    for (int hh = 0; hh < kHeads; ++hh) {
+      const int h = h0 + hh;
+      if (h < p.H && col < L) {
+        const float l = l_s[hh], inv = l > 0.f ? 1.f / l : 0.f;
+        float* o = p.out + (int64_t(b) * p.H + h) * L + col;
+        o[0] = acc[hh].x * inv;
+        o[1] = acc[hh].y * inv;
+      }
+    }
+    if (p.lse && tid < kHeads && h0 + tid < p.H) {
+      const float l = l_s[tid];
+      p.lse[int64_t(b) * p.H + h0 + tid] = l > 0.f ? m_s[tid] + logf(l) : -INFINITY;
     }
   }
-  if (p.lse && tid < kHeads && h0 + tid < p.H) {
-    const float l = l_s[tid];
-    p.lse[int64_t(b) * p.H + h0 + tid] = l > 0.f ? m_s[tid] + logf(l) : -INFINITY;
+}
+
+// Merges the S partials of (b, h) = (blockIdx.y, blockIdx.x) (layout of mla_decode_kernel<true>)
+// with the log-sum-exp rule; S floats of dynamic shared memory hold the weights w_s = exp(m_s - M).
+constexpr int kCombineThreads = 128;
+__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
+  extern __shared__ float w_s[];
+  __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
+  const int L = p.layout.latent_dim, h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  const int64_t n_part = int64_t(p.B) * p.H * S, bh = int64_t(b) * p.H + h;
+  const float* m_p = p.workspace + n_part * L + bh * S;
+  const float* l_p = p.workspace + n_part * (L + 1) + bh * S;
+  if (tid < 32) {
+    float m = -INFINITY;
+    for (int s = tid; s < S; s += 32) m = fmaxf(m, m_p[s]);
+    m = warp_max(m);
+    float sum = 0.f;
+    for (int s = tid; s < S; s += 32) {
+      const float w = m == -INFINITY || m_p[s] == -INFINITY ? 0.f : expf(m_p[s] - m);
+      w_s[s] = w;
+      sum += w * l_p[s];
+    }
+    sum = warp_sum(sum);
+    if (tid == 0) {
+      stat_s[0] = m;
+      stat_s[1] = sum > 0.f ? 1.f / sum : 0.f;
+      if (p.lse) p.lse[bh] = sum > 0.f ? m + logf(sum) : -INFINITY;
+    }
+  }
+  __syncthreads();
+  const float inv = stat_s[1];
+  const float* acc = p.workspace + bh * S * L;
+  float* o = p.out + bh * L;
+  for (int d = tid; d < L; d += kCombineThreads) {
+    float v = 0.f;
+    for (int s = 0; s < S; ++s) v = fmaf(w_s[s], acc[int64_t(s) * L + d], v);
+    o[d] = v * inv;
   }
 }
 
@@ -191,9 +258,24 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   require(p.topk == 0 || (reinterpret_cast<uintptr_t>(p.kv) & 3u) == 0,
           "mla_decode_cuda: kv must be 4-byte aligned (rows are read as 32-bit words)");
   const size_t smem = smem_bytes(L + R);
-  CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid((p.H + kHeads - 1) / kHeads, p.B);
-  mla_decode_kernel<<<grid, kThreads, smem, stream>>>(p);
+  const int groups = (p.H + kHeads - 1) / kHeads;
+  const int S = p.workspace ? mla_decode_num_splits(p.B, p.H, p.topk) : 1;
+  if (S <= 1) {
+    CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    mla_decode_kernel<false><<<dim3(groups, p.B), kThreads, smem, stream>>>(p, p.topk);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const size_t need = mla_decode_workspace_bytes(p.B, p.H, p.topk, L);
+  require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
+                                         ", expected >= mla_decode_workspace_bytes(B, H, topk, L) = " +
+                                         std::to_string(need));
+  require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0, "mla_decode_cuda: workspace must be 16-byte aligned");
+  const int tiles = (p.topk + kRows - 1) / kRows, chunk = (tiles + S - 1) / S * kRows;
+  CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  mla_decode_kernel<true><<<dim3(groups, p.B, S), kThreads, smem, stream>>>(p, chunk);
+  CUDA_CHECK_LAUNCH();
+  mla_decode_combine_kernel<<<dim3(p.H, p.B), kCombineThreads, sizeof(float) * S, stream>>>(p, S);
   CUDA_CHECK_LAUNCH();
 }
 

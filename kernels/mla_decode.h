@@ -25,6 +25,14 @@ struct MlaDecodeParams {
   float* lse;             // [B, H] log-sum-exp of the scaled scores (may be null)
   int B = 0, H = 0, topk = 0;
   float scale = 1.f;      // softmax scale (1/sqrt(qk_head_dim), x mscale^2 under YaRN)
+  // Optional device scratch for the split-K (flash-decoding) path of mla_decode_cuda: the top-k rows
+  // of each request are split into chunks, one block per (request, 16 heads, chunk) writes an
+  // unnormalized partial (out[L], running max m, sum l) here, and a combine kernel merges the
+  // partials with the log-sum-exp rule. Null: the single-pass kernel (one block per request and 16
+  // heads; slow at small B). Must hold mla_decode_workspace_bytes(B, H, topk, L) bytes, 16-byte
+  // aligned; not read by the CPU twin. Owned by the caller; may be reused once the stream is past.
+  float* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
@@ -33,6 +41,13 @@ struct MlaDecodeParams {
 // Throws glm5::Error on null pointers, B/H/topk < 0, a layout not from make_latent_layout, or (CUDA)
 // L > 512, R > 128 (the kernel's register tile; GLM-5 and DeepSeek use L = 512, R = 64).
 void validate_mla_decode_params(const MlaDecodeParams& p);
+// Number of top-k chunks the split-K path uses for (B, H, topk): enough blocks for ~4 per SM of an
+// H200 (132 SMs), chunks a multiple of 32 rows; 1 = no split (the workspace is then not used).
+// Depends only on its arguments (no device query), so a caller can size the workspace up front.
+int mla_decode_num_splits(int B, int H, int topk);
+// Bytes of workspace the split-K path needs: B * H * S * (L + 2) * 4 with S = mla_decode_num_splits
+// (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB, B = 32 -> 1.6 MB.
+size_t mla_decode_workspace_bytes(int B, int H, int topk, int L);
 void mla_decode_cpu(const MlaDecodeParams& p);
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);
 

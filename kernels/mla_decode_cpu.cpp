@@ -1,4 +1,5 @@
 // CPU twin of mla_decode.h: sparse MLA decode in latent space, plain fp32 loops, two-pass softmax.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -23,6 +24,23 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
           "mla_decode: q_rope_head_stride = " + std::to_string(p.q_rope_head_stride) + ", expected >= R = " +
               std::to_string(p.layout.rope_dim));
   require(p.q_rope_row_stride >= 0, "mla_decode: q_rope_row_stride must be >= 0");
+}
+
+int mla_decode_num_splits(int B, int H, int topk) {
+  constexpr int kRowsPerTile = 32, kHeadsPerBlock = 16, kTargetBlocks = 4 * 132;  // H200: 132 SMs
+  if (B <= 0 || H <= 0 || topk <= kRowsPerTile) return 1;
+  const int64_t tiles = (topk + kRowsPerTile - 1) / kRowsPerTile;
+  const int64_t blocks = int64_t(B) * ((H + kHeadsPerBlock - 1) / kHeadsPerBlock);
+  int64_t s = std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, tiles);
+  if (s <= 1) return 1;
+  const int64_t tiles_per_split = (tiles + s - 1) / s;
+  return int((tiles + tiles_per_split - 1) / tiles_per_split);
+}
+
+size_t mla_decode_workspace_bytes(int B, int H, int topk, int L) {
+  const int s = mla_decode_num_splits(B, H, topk);
+  if (s <= 1 || L <= 0) return 0;
+  return size_t(B) * size_t(H) * size_t(s) * (size_t(L) + 2) * sizeof(float);
 }
 
 void mla_decode_cpu(const MlaDecodeParams& p) {

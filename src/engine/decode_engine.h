@@ -23,6 +23,14 @@ namespace glm5 {
 
 class LinearContext;
 
+// How the CUDA backend feeds fp32 activations to its BF16 cuBLASLt projections (CPU: always fp32).
+enum class ActivationPrecision {
+  Bf16,            // x rounded to bf16 everywhere (what BF16 serving stacks do)
+  SplitSensitive,  // x as bf16 hi + lo for the indexer and router projections, whose outputs feed a
+                   // top-k choice (DeepSeek-V3.2's reference keeps these in higher precision)
+  SplitAll,        // x as bf16 hi + lo for every projection (~16 mantissa bits)
+};
+
 struct EngineOptions {
   Backend backend = Backend::Cpu;
   KvPath kv_path = KvPath::Fp8;  // Bf16 requires a BF16 pool; the others an FP8 pool
@@ -30,6 +38,7 @@ struct EngineOptions {
   int max_seq_len = 0;           // tokens a request may reach
   int64_t pool_tokens = 0;       // KV pool capacity per layer (0: batch * max_seq_len, page-rounded)
   uint64_t seed = 1234;
+  ActivationPrecision precision = ActivationPrecision::SplitSensitive;
 };
 
 class DecodeEngine {
@@ -68,7 +77,8 @@ class DecodeEngine {
 
   void attention(int layer);
   void mlp(int layer);
-  void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
+  void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate,
+              bool sensitive = false);
   Mat mat(const std::string& name) const;
   const float* vec(const std::string& name) const;
   Mat fused_gate_up(const std::string& gate, const std::string& up);

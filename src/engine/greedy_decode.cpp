@@ -10,7 +10,7 @@ namespace glm5 {
 
 GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
                                  const std::vector<int32_t>& prompt, int new_tokens,
-                                 const std::vector<int32_t>& forced) {
+                                 const std::vector<int32_t>& forced, ActivationPrecision precision) {
   require(!prompt.empty(), "decode: the prompt is empty");
   require(new_tokens >= 1, "decode: --new-tokens must be at least 1, got " + std::to_string(new_tokens));
   require(forced.empty() || int(forced.size()) >= new_tokens - 1,
@@ -20,6 +20,7 @@ GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights,
   opt.kv_path = kv_path;
   opt.batch = 1;
   opt.max_seq_len = int(prompt.size()) + new_tokens;
+  opt.precision = precision;
   OpTracer none;
   DecodeEngine engine(cfg, weights, opt, none);
   GreedyDecodeResult r;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/decode_engine.h"
 #include "engine/run_spec.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -23,7 +24,8 @@ struct GreedyDecodeResult {
 // Throws glm5::Error for an empty prompt, token ids outside the vocabulary, or new_tokens < 1.
 GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
                                  const std::vector<int32_t>& prompt, int new_tokens,
-                                 const std::vector<int32_t>& forced = {});
+                                 const std::vector<int32_t>& forced = {},
+                                 ActivationPrecision precision = ActivationPrecision::SplitSensitive);
 
 // ||a - b||_2 / ||b||_2.
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);

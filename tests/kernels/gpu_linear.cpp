@@ -116,3 +116,38 @@ TEST(GpuLinear, BadParamsThrow) {
 
 }  // namespace
 }  // namespace glm5
+
+namespace glm5 {
+namespace {
+// split_bf16 carries x as bf16 hi + lo: compared with the CPU twin on the UNROUNDED fp32 x, the error
+// must be far below what bf16 rounding of x alone gives (~3e-3 relative).
+TEST(GpuLinear, SplitBf16ActivationsMatchFp32) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LinearContext ctx;
+  for (auto [m, n, k, acc] : {std::tuple{1, 32, 6144, false}, std::tuple{3, 128, 6144, true},
+                              std::tuple{32, 4096, 2048, false}}) {
+    Weight W(n, k);
+    std::vector<float> x(size_t(m) * k), y0(size_t(m) * n), got(y0.size()), ref;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(21, m + k, i);
+    for (size_t i = 0; i < y0.size(); ++i) y0[i] = rng_normal(22, m + n, i);
+    Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, y0.size() * 4, "y");
+    dx.upload(x.data(), dx.bytes());
+    dy.upload(y0.data(), dy.bytes());
+    LinearParams dp{dx.as<float>(), W.device.data(), DType::BF16, dy.as<float>(), m, n, k, acc, true};
+    linear_cuda(dp, ctx, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    dy.download(got.data(), dy.bytes());
+    ref = y0;
+    linear_cpu({x.data(), W.host.data(), DType::BF16, ref.data(), m, n, k, acc});
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      num += (double(got[i]) - ref[i]) * (double(got[i]) - ref[i]);
+      den += double(ref[i]) * ref[i];
+    }
+    const double rel = std::sqrt(num / den);
+    std::printf("linear split-bf16 m=%d n=%d k=%d acc=%d: relative error vs fp32 x %.3g\n", m, n, k, int(acc), rel);
+    EXPECT_LT(rel, 2e-4);
+  }
+}
+}  // namespace
+}  // namespace glm5
