@@ -46,7 +46,8 @@ void validate_mla_decode_params(const MlaDecodeParams& p);
 // Depends only on its arguments (no device query), so a caller can size the workspace up front.
 int mla_decode_num_splits(int B, int H, int topk);
 // Bytes of workspace the split-K path needs: B * H * S * (L + 2) * 4 with S = mla_decode_num_splits
-// (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB, B = 32 -> 1.6 MB.
+// (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB (S = 64), B = 32 -> 21 MB
+// (S = 5), B = 128 -> 34 MB (S = 2).
 size_t mla_decode_workspace_bytes(int B, int H, int topk, int L);
 void mla_decode_cpu(const MlaDecodeParams& p);
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);
