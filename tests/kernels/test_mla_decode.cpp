@@ -1,6 +1,7 @@
 // CPU tests of sparse MLA decode (kernels/mla_decode.h) and of the agreement of the three KV paths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -216,4 +217,28 @@ TEST(MlaDecodeCases, RejectsBadParams) {
   p.kv = in.pool.data();
   p.layout.row_bytes = 128;
   EXPECT_THROW(mla_decode_cpu(p), Error);
+}
+
+// The split-K sizing of mla_decode_cuda (host-only functions): chunks of whole 32-row tiles covering
+// top-k, ~528 blocks targeted, no split (and no workspace) when the grid is already full or top-k small.
+TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
+  EXPECT_EQ(mla_decode_num_splits(1, 64, 2048), 64);
+  EXPECT_EQ(mla_decode_num_splits(32, 64, 2048), 5);
+  EXPECT_EQ(mla_decode_num_splits(128, 64, 2048), 2);
+  EXPECT_EQ(mla_decode_num_splits(1024, 64, 2048), 1);
+  EXPECT_EQ(mla_decode_num_splits(1, 64, 32), 1);
+  EXPECT_EQ(mla_decode_num_splits(1, 64, 33), 2);
+  EXPECT_EQ(mla_decode_num_splits(0, 64, 2048), 1);
+  EXPECT_EQ(mla_decode_workspace_bytes(1024, 64, 2048, 512), 0u);
+  EXPECT_EQ(mla_decode_workspace_bytes(1, 64, 2048, 512), size_t(64) * 64 * 514 * 4);
+  for (int B : {1, 2, 3, 7, 32, 100, 128})
+    for (int H : {1, 6, 16, 64})
+      for (int topk : {0, 1, 16, 33, 100, 2048, 4096}) {
+        const int s = mla_decode_num_splits(B, H, topk), tiles = (topk + 31) / 32;
+        ASSERT_GE(s, 1);
+        ASSERT_LE(s, std::max(tiles, 1));
+        const int chunk_tiles = (tiles + s - 1) / s;
+        ASSERT_GE(int64_t(chunk_tiles) * s, tiles) << B << " " << H << " " << topk;
+        ASSERT_EQ(mla_decode_workspace_bytes(B, H, topk, 512), s == 1 ? 0 : size_t(B) * H * s * 514 * 4);
+      }
 }
