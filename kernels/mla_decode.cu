@@ -1,7 +1,7 @@
 // CUDA kernel of mla_decode.h: sparse MLA decode, fp32 FMA (no tensor cores yet).
 // One block per (request, group of 16 heads, chunk of the top-k rows); the chunk's rows are streamed
 // in tiles of 32:
-//   1. a warp per row loads it into shared memory as BF16 (FP8 rows dequantized exactly as kv_cast
+//   1. the block loads the tile into shared memory as BF16 (FP8 rows dequantized exactly as kv_cast
 //      does: round_bf16(e4m3 * scale), so all three KV paths see identical K/V values);
 //   2. scores for 16 heads x 32 rows (each thread: 1 head x 2 rows, 576-long fp32 dot products);
 //   3. online softmax per head (a warp per 2 heads, a lane per row: running max m, sum l);
@@ -41,29 +41,74 @@ __device__ __forceinline__ float2 bf16x2_to_float2(uint32_t v) {
   return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
 }
 
-// One warp copies row t of the KV buffer into `dst` as L + R bf16 values (t < 0: zeros).
-__device__ void load_row_warp(const MlaDecodeParams& p, int32_t t, uint16_t* dst, int lane) {
+// The block copies the kRows rows idx_s[0..kRows) of the KV buffer into kv_s (row stride KS) as
+// L + R bf16 values each (index < 0: zeros). Flat over (row, 32-bit word) so that each thread has
+// kBatch independent global loads in flight before it stores (the rows are random, latency-bound).
+constexpr int kBatch = 4;
+__device__ void load_tile(const MlaDecodeParams& p, const int* idx_s, uint16_t* kv_s, int KS, int tid) {
   const LatentLayout& l = p.layout;
   const int L = l.latent_dim, R = l.rope_dim;
-  uint32_t* d32 = reinterpret_cast<uint32_t*>(dst);
-  if (t < 0) {
-    for (int w = lane; w < (L + R) / 2; w += 32) d32[w] = 0u;
-    return;
-  }
-  const uint8_t* row = p.kv + int64_t(t) * l.row_bytes;
-  if (l.fp8) {
-    const uint32_t* codes = reinterpret_cast<const uint32_t*>(row);
-    const float* scales = reinterpret_cast<const float*>(row + L);
-    for (int w = lane; w < L / 4; w += 32) {
-      uint2 o = dequant4_bf16(__ldg(codes + w), __ldg(scales + (4 * w) / l.group));
-      d32[2 * w] = o.x;
-      d32[2 * w + 1] = o.y;
+  if (l.fp8) {  // per row: L/4 words of 4 e4m3 codes (-> 2 bf16 words each), then R/2 rope words
+    const int per_row = L / 4 + R / 2, n = kRows * per_row;
+    for (int i0 = tid; i0 < n; i0 += kBatch * kThreads) {
+      uint32_t v[kBatch];
+      float sc[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads;
+        v[k] = 0u;
+        sc[k] = 0.f;
+        if (i < n) {
+          const int r = i / per_row, w = i - r * per_row, t = idx_s[r];
+          if (t >= 0) {
+            const uint8_t* row = p.kv + int64_t(t) * l.row_bytes;
+            if (w < L / 4) {
+              v[k] = __ldg(reinterpret_cast<const uint32_t*>(row) + w);
+              sc[k] = __ldg(reinterpret_cast<const float*>(row + L) + (4 * w) / l.group);
+            } else {
+              v[k] = __ldg(reinterpret_cast<const uint32_t*>(row + l.rope_offset()) + (w - L / 4));
+            }
+          }
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads;
+        if (i < n) {
+          const int r = i / per_row, w = i - r * per_row;
+          uint32_t* d32 = reinterpret_cast<uint32_t*>(kv_s + r * KS);
+          if (w < L / 4) {
+            const uint2 o = idx_s[r] >= 0 ? dequant4_bf16(v[k], sc[k]) : make_uint2(0u, 0u);
+            d32[2 * w] = o.x;
+            d32[2 * w + 1] = o.y;
+          } else {
+            d32[L / 2 + (w - L / 4)] = v[k];
+          }
+        }
+      }
     }
-    const uint32_t* rope = reinterpret_cast<const uint32_t*>(row + l.rope_offset());
-    for (int w = lane; w < R / 2; w += 32) d32[L / 2 + w] = __ldg(rope + w);
-  } else {
-    const uint32_t* src = reinterpret_cast<const uint32_t*>(row);
-    for (int w = lane; w < (L + R) / 2; w += 32) d32[w] = __ldg(src + w);
+  } else {  // bf16 rows: (L + R) / 2 words copied as they are
+    const int per_row = (L + R) / 2, n = kRows * per_row;
+    for (int i0 = tid; i0 < n; i0 += kBatch * kThreads) {
+      uint32_t v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads;
+        v[k] = 0u;
+        if (i < n) {
+          const int r = i / per_row, w = i - r * per_row, t = idx_s[r];
+          if (t >= 0) v[k] = __ldg(reinterpret_cast<const uint32_t*>(p.kv + int64_t(t) * l.row_bytes) + w);
+        }
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads;
+        if (i < n) {
+          const int r = i / per_row, w = i - r * per_row;
+          reinterpret_cast<uint32_t*>(kv_s + r * KS)[w] = v[k];
+        }
+      }
+    }
   }
 }
 
@@ -107,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
     __syncthreads();  // the previous tile is consumed; q_s, m_s, l_s initialized
     if (tid < kRows) idx_s[tid] = j0 + tid < j_end ? p.indices[int64_t(b) * p.topk + j0 + tid] : -1;
     __syncthreads();
-    for (int r = warp; r < kRows; r += kThreads / 32) load_row_warp(p, idx_s[r], kv_s + r * KS, lane);
+    load_tile(p, idx_s, kv_s, KS, tid);
     __syncthreads();
 
     {  // scores: head hh, rows r0 and r0 + 16
