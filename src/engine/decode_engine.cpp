@@ -92,6 +92,7 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   int topk = std::max(c.index_topk, o.max_seq_len);
   if (o.kv_path == KvPath::Cast) bytes += size_t(cap) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
   if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
+  bytes += mla_decode_workspace_bytes(o.batch, c.num_attention_heads, topk, c.kv_lora_rank);
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
   bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
   return bytes;
@@ -188,6 +189,10 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   } else if (opt.kv_path == KvPath::Cast) {
     kv_scratch_ = Buffer(where_, size_t(pool_->capacity()) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim),
                          "BF16 scratch pool (cast path)");
+  }
+  if (cuda_) {  // split-K partials of the sparse MLA decode (flash-decoding), reused by every layer
+    size_t ws = mla_decode_workspace_bytes(opt.batch, H, topk, c.kv_lora_rank);
+    if (ws) mla_workspace_ = Buffer(where_, ws, "MLA decode split-K workspace");
   }
   int inter = std::max(c.intermediate_size, c.moe_intermediate_size * std::max(1, c.n_shared_experts));
   router_logits_ = fl(B * std::max(1, c.n_routed_experts), "router logits");
@@ -392,7 +397,8 @@ void DecodeEngine::attention(int l) {
     double bytes = selected * kv_layout.row_bytes + double(B) * H * (Lr + R + Lr) * 4 + double(B) * topk * 4;
     OpScope s(*tracer_, desc("attn.mla", l, bytes, selected * H * (2.0 * kvw + 2.0 * Lr)));
     MlaDecodeParams p{q_lat_.as<float>(), q_.as<float>() + c.qk_nope_head_dim, H * qk, qk, kv, kv_layout, indices,
-                      o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale()};
+                      o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale(),
+                      mla_workspace_.as<float>(), mla_workspace_.bytes()};
     GLM5_RUN(mla_decode, p);
   }
   {
