@@ -19,9 +19,8 @@ struct LinearParams {
   int k = 0;
   bool accumulate = false;  // y += x W^T instead of y = x W^T
   // CUDA only: carry x as two bf16 halves, x ~ hi + lo (hi = bf16(x), lo = bf16(x - hi): ~16 mantissa
-  // bits instead of 8), as one GEMM over 2m rows (the weight is read once) plus a small sum kernel.
-  // For projections whose output feeds a discontinuous choice (the DSA indexer's top-k, the MoE
-  // router's top-k), which the DeepSeek-V3.2 reference also keeps in higher precision.
+  // bits instead of 8), as one GEMM over 2m rows (the weight is read once) plus a small sum kernel:
+  // the GPU engine then tracks the fp32 CPU reference (see ActivationPrecision in decode_engine.h).
   bool split_bf16 = false;
 };
 

@@ -218,12 +218,10 @@ OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops)
   return OpDesc{step_, layer, op, bytes, flops};
 }
 
-void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate,
-                          bool sensitive) {
+void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
   double bytes = double(w.n) * w.k * dsize(w.dt) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
-  const bool split = opt_.precision == ActivationPrecision::SplitAll ||
-                     (sensitive && opt_.precision == ActivationPrecision::SplitSensitive);
+  const bool split = opt_.precision == ActivationPrecision::SplitBf16;
   LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, split};
   if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
   else linear_cpu(p);
@@ -332,9 +330,9 @@ void DecodeEngine::attention(int l) {
   for (int32_t n : pool_->host_seq_lens()) ctx_tokens += n;
   if (L.has_indexer && !L.indexer_shared) {
     const int Hi = c.index_n_heads, D = c.index_head_dim;
-    linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false, true);
-    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false, true);
-    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false, true);
+    linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
+    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false);
+    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
     const IndexerLayout& il = pool_->indexer_layout();
     {
       OpScope s(*tracer_, desc("attn.indexer.k_write", l, double(B) * (D * 12 + il.bytes_per_token()), 0));
@@ -427,7 +425,7 @@ void DecodeEngine::mlp(int l) {
   const int inter = L.gate_up.n / 2;
   if (L.moe) {
     const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
-    linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false, true);
+    linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
     {
       OpScope s(*tracer_, desc("moe.route", l, double(B) * E * 4, 0));
       MoeRouteParams p{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E, K,

@@ -25,7 +25,7 @@ struct GreedyDecodeResult {
 GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
                                  const std::vector<int32_t>& prompt, int new_tokens,
                                  const std::vector<int32_t>& forced = {},
-                                 ActivationPrecision precision = ActivationPrecision::SplitSensitive);
+                                 ActivationPrecision precision = ActivationPrecision::SplitBf16);
 
 // ||a - b||_2 / ||b||_2.
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);

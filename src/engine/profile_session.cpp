@@ -170,6 +170,7 @@ std::string run_profile(const ProfileOptions& o) {
   eo.max_seq_len = max_seq;
   eo.pool_tokens = pool;
   eo.seed = o.seed;
+  eo.precision = ActivationPrecision::Bf16;  // as BF16 serving stacks run their projections
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;
@@ -221,7 +222,8 @@ std::string run_profile(const ProfileOptions& o) {
                          {"pool_tokens", pool},
                          {"steps", o.steps},
                          {"warmup", o.warmup},
-                         {"seed", o.seed}};
+                         {"seed", o.seed},
+                         {"activations", cuda ? "bf16 (cuBLASLt BF16 x BF16 -> FP32)" : "fp32"}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
   report.memory_fit = json{{"weights_bytes", weight_bytes},
