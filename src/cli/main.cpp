@@ -59,6 +59,9 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   if (backend == "cuda") require(cuda_available(), "--backend cuda: no usable CUDA device");
   ModelConfig cfg = resolve_model_config(model.empty() ? weights_dir : model);
   std::vector<int32_t> prompt = parse_ids(prompt_arg);
+  require(new_tokens >= 1 && int64_t(prompt.size()) + new_tokens <= cfg.max_position_embeddings,
+          "--new-tokens " + std::to_string(new_tokens) + " with a " + std::to_string(prompt.size()) +
+              "-token prompt must stay within max_position_embeddings = " + std::to_string(cfg.max_position_embeddings));
   for (int32_t t : prompt)
     require(t < cfg.vocab_size, "--prompt-ids: token " + std::to_string(t) + " is outside the vocabulary of " +
                                     std::to_string(cfg.vocab_size));
@@ -174,6 +177,9 @@ int main(int argc, char** argv) {
     if (*ana) return run_analyze(trace, aout);
     // profile (also with no subcommand: the embedded default)
     require(kv_dtype == "fp8" || kv_dtype == "bf16", "--kv-dtype must be fp8 or bf16, got '" + kv_dtype + "'");
+    if (prof->count("--context")) require(po.context >= 0, "--context must be >= 0, got " + std::to_string(po.context));
+    if (prof->count("--pool-tokens"))
+      require(po.pool_tokens >= 1, "--pool-tokens must be positive, got " + std::to_string(po.pool_tokens));
     po.kv_fp8 = kv_dtype == "fp8";
     if (kv_path != "all") po.paths = {parse_kv_path(kv_path)};
     std::printf("%s", run_profile(po).c_str());

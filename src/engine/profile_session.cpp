@@ -153,6 +153,9 @@ std::string run_profile(const ProfileOptions& o) {
           "--context must be in [0, max_position_embeddings = " + std::to_string(cfg.max_position_embeddings) +
               "], got " + std::to_string(context));
   const int max_seq = context + o.warmup + o.steps;
+  require(max_seq <= cfg.max_position_embeddings,
+          "--context " + std::to_string(context) + " + --warmup + --steps must stay within max_position_embeddings = " +
+              std::to_string(cfg.max_position_embeddings));
   require(pool >= 1, "--pool-tokens must be positive, got " + std::to_string(pool));
   std::vector<KvPath> paths = o.paths;
   if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
@@ -196,11 +199,11 @@ std::string run_profile(const ProfileOptions& o) {
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
                               "; lower --pool-tokens / --batch / --context or use --share-mlp on");
 
-  if (!o.quiet)
+  Weights weights = o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo);
+  if (!o.quiet)  // after the weights loaded: a failed load prints its one error line only
     std::fprintf(stderr, "glm5prof: %s on %s, %d layers, batch %d, context %d, pool %lld tokens; weights %s%s\n",
                  cfg.name.c_str(), cuda ? "CUDA" : "CPU", cfg.num_hidden_layers, o.batch, context,
                  (long long)pool, gib(double(weight_bytes)).c_str(), wo.share_mlp_weights ? " (shared MLP)" : "");
-  Weights weights = o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo);
 
   Peaks peaks;
   if (cuda) {
