@@ -53,10 +53,8 @@ std::vector<int32_t> parse_ids(const std::string& arg) {
 int run_decode(const std::string& weights_dir, const std::string& model, const std::string& prompt_arg, int new_tokens,
                const std::string& backend, const std::string& kv_dtype, const std::string& kv_path,
                const std::string& reference) {
-  require(backend == "auto" || backend == "cuda" || backend == "cpu", "--backend must be auto, cuda or cpu");
   require(kv_dtype == "bf16" || kv_dtype == "fp8", "--kv-dtype must be bf16 or fp8, got '" + kv_dtype + "'");
-  bool cuda = backend == "cuda" || (backend == "auto" && cuda_available());
-  if (backend == "cuda") require(cuda_available(), "--backend cuda: no usable CUDA device");
+  const bool cuda = resolve_backend(backend) == Backend::Cuda;
   ModelConfig cfg = resolve_model_config(model.empty() ? weights_dir : model);
   std::vector<int32_t> prompt = parse_ids(prompt_arg);
   require(new_tokens >= 1 && int64_t(prompt.size()) + new_tokens <= cfg.max_position_embeddings,
@@ -90,12 +88,8 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
     for (int k = 0; k < n; ++k) {
       std::vector<float> row(vocab);
       for (int j = 0; j < vocab; ++j) row[j] = read_element_as_float(lg.dtype, lg.data, int64_t(k) * vocab + j);
-      int a = 0, b = 0;
-      for (int j = 1; j < vocab; ++j) if (tf.logits[k][j] > tf.logits[k][a]) a = j;
-      for (int j = 1; j < vocab; ++j) if (row[j] > row[b]) b = j;
-      float m1 = -1e30f, m2 = -1e30f;
-      for (float x : row) { if (x > m1) { m2 = m1; m1 = x; } else if (x > m2) m2 = x; }
-      std::printf("%4d  %9.3g  %4d  %8d  %10.4f\n", k, relative_error(tf.logits[k], row), a, b, m1 - m2);
+      std::printf("%4d  %9.3g  %4d  %8d  %10.4f\n", k, relative_error(tf.logits[k], row), argmax_index(tf.logits[k]),
+                  argmax_index(row), top1_margin(row));
     }
   }
   return 0;

@@ -236,6 +236,12 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
                                             std::to_string(c.vocab_size) + ")");
   tokens_.upload(tokens.data(), tokens.size() * 4);
   pool_->begin_step();
+  const int topk = c.has_indexer ? c.index_topk : pool_->max_pages() * kPageSize;
+  context_tokens_ = selected_tokens_ = 0;
+  for (int32_t n : pool_->host_seq_lens()) {
+    context_tokens_ += n;
+    selected_tokens_ += std::min(n, topk);
+  }
   {
     RangeScope step_range(*tracer_, "step." + std::to_string(step_));
     {
@@ -326,8 +332,7 @@ void DecodeEngine::attention(int l) {
   }
   const int score_stride = pool_->max_pages() * kPageSize;
   int topk = c.has_indexer ? c.index_topk : score_stride;
-  double ctx_tokens = 0;
-  for (int32_t n : pool_->host_seq_lens()) ctx_tokens += n;
+  const double ctx_tokens = context_tokens_;
   if (L.has_indexer && !L.indexer_shared) {
     const int Hi = c.index_n_heads, D = c.index_head_dim;
     linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
@@ -373,8 +378,7 @@ void DecodeEngine::attention(int l) {
   const uint8_t* kv = pool_->latent(l);
   LatentLayout kv_layout = lay;
   const int32_t* indices = topk_.as<int32_t>();
-  double selected = 0;
-  for (int32_t n : pool_->host_seq_lens()) selected += std::min(n, topk);
+  const double selected = selected_tokens_;
   const double bf16_row = 2.0 * kvw;
   if (opt_.kv_path == KvPath::Cast) {
     OpScope s(*tracer_, desc("attn.kv_cast", l, double(pool_->capacity()) * (lay.row_bytes + bf16_row), 0));

@@ -93,8 +93,10 @@ class DecodeEngine {
   std::unique_ptr<KvPool> pool_;
   std::vector<LayerWeights> layers_;
   std::map<const void*, Buffer> fused_;  // fused [gate; up] weights, keyed by the gate tensor
-  Buffer inv_freq_, inv_freq_indexer_;
+  Buffer inv_freq_;
   int step_ = 0;
+  double context_tokens_ = 0;   // this step: sum over requests of the tokens attended (indexer scoring)
+  double selected_tokens_ = 0;  // this step: sum over requests of the top-k rows attention reads
   std::vector<std::vector<float>>* capture_ = nullptr;
   void capture(const Buffer& b);
 

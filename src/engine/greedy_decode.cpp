@@ -48,6 +48,26 @@ GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights,
   return r;
 }
 
+int argmax_index(const std::vector<float>& v) {
+  int best = 0;
+  for (int i = 1; i < int(v.size()); ++i)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+float top1_margin(const std::vector<float>& v) {
+  float a = -INFINITY, b = -INFINITY;
+  for (float x : v) {
+    if (x > a) {
+      b = a;
+      a = x;
+    } else if (x > b) {
+      b = x;
+    }
+  }
+  return a - b;
+}
+
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   require(a.size() == b.size(), "relative_error: sizes differ");
   double num = 0, den = 0;

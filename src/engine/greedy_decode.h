@@ -30,4 +30,10 @@ GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights,
 // ||a - b||_2 / ||b||_2.
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);
 
+// Index of the largest logit (first on ties); 0 for an empty row.
+int argmax_index(const std::vector<float>& logits);
+
+// Largest minus second-largest logit: how far a top-1 choice is from flipping.
+float top1_margin(const std::vector<float>& logits);
+
 }  // namespace glm5

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -137,14 +136,11 @@ std::string run_profile(const ProfileOptions& o) {
   require(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
   require(o.steps >= 1 && o.steps <= 1000, "--steps must be in [1, 1000], got " + std::to_string(o.steps));
   require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got " + std::to_string(o.warmup));
-  require(o.backend == "auto" || o.backend == "cuda" || o.backend == "cpu",
-          "--backend must be auto, cuda or cpu, got '" + o.backend + "'");
   require(o.share_mlp == "auto" || o.share_mlp == "on" || o.share_mlp == "off",
           "--share-mlp must be auto, on or off, got '" + o.share_mlp + "'");
   check_output_dir(o.out_dir);
 
-  bool cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_available());
-  if (o.backend == "cuda") require(cuda_available(), "--backend cuda: no usable CUDA device (driver missing or no GPU)");
+  const bool cuda = resolve_backend(o.backend) == Backend::Cuda;
   ModelConfig cfg = resolve_model_config(o.model.empty() ? (cuda ? "glm5" : "glm5-tiny") : o.model);
   const bool tiny = cfg.hidden_size <= 1024;
   int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
@@ -160,8 +156,7 @@ std::string run_profile(const ProfileOptions& o) {
   std::vector<KvPath> paths = o.paths;
   if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
                                       : std::vector<KvPath>{KvPath::Bf16};
-  if (!o.kv_fp8)
-    for (KvPath& p : paths) p = KvPath::Bf16;  // a BF16 pool has nothing to cast
+  if (!o.kv_fp8) paths = {KvPath::Bf16};  // a BF16 pool has nothing to cast: one path
 
   // Memory plan: weights + the largest path's pool and scratch must fit.
   WeightOptions wo;
@@ -245,7 +240,6 @@ std::string run_profile(const ProfileOptions& o) {
 
   std::vector<Timeline> timelines;
   std::vector<std::pair<std::string, Analysis>> analyses;
-  std::mt19937_64 rng(o.seed);
   for (KvPath path : paths) {
     eo.kv_path = path;
     NvtxTracer untraced;

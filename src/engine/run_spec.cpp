@@ -1,8 +1,17 @@
 #include "engine/run_spec.h"
 
+#include "common/buffer.h"
 #include "common/error.h"
 
 namespace glm5 {
+
+Backend resolve_backend(const std::string& name) {
+  require(name == "auto" || name == "cuda" || name == "cpu", "--backend must be auto, cuda or cpu, got '" + name + "'");
+  if (name == "cpu") return Backend::Cpu;
+  const bool gpu = cuda_available();
+  require(gpu || name == "auto", "--backend cuda: no usable CUDA device (driver missing or no GPU)");
+  return gpu ? Backend::Cuda : Backend::Cpu;
+}
 
 std::string kv_path_name(KvPath p) {
   switch (p) {

@@ -16,6 +16,10 @@ enum class KvPath {
   Bf16,        // the pool itself is BF16 (--kv-dtype bf16): no cast at all
 };
 
+// "auto" (CUDA when a usable device is present, else CPU), "cuda" or "cpu". Throws glm5::Error for
+// another name, or for "cuda" without a usable device.
+Backend resolve_backend(const std::string& name);
+
 std::string kv_path_name(KvPath p);          // "cast", "gather-cast", "fp8", "bf16"
 KvPath parse_kv_path(const std::string& s);  // throws glm5::Error listing the valid names
 

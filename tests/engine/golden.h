@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/greedy_decode.h"
 #include "model/safetensors.h"
 
 namespace glm5::test {
@@ -44,19 +45,7 @@ inline Golden load_golden() {
   return g;
 }
 
-// Top-1 minus top-2 of a logits row.
-inline float top1_margin(const std::vector<float>& v) {
-  float a = -1e30f, b = -1e30f;
-  for (float x : v) {
-    if (x > a) { b = a; a = x; } else if (x > b) b = x;
-  }
-  return a - b;
-}
-
-inline int argmax(const std::vector<float>& v) {
-  int best = 0;
-  for (int i = 1; i < int(v.size()); ++i) if (v[i] > v[best]) best = i;
-  return best;
-}
+using glm5::top1_margin;
+inline int argmax(const std::vector<float>& v) { return argmax_index(v); }
 
 }  // namespace glm5::test

@@ -13,22 +13,10 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "kernels/elementwise.h"
+#include "kernel_test_util.h"
 
 namespace glm5 {
 namespace {
-
-template <class T>
-Buffer to_device(const std::vector<T>& v) {
-  Buffer b(Where::Device, v.size() * sizeof(T), "test input");
-  b.upload(v.data(), b.bytes());
-  return b;
-}
-template <class T>
-std::vector<T> to_host(const Buffer& b) {
-  std::vector<T> v(b.bytes() / sizeof(T));
-  b.download(v.data(), b.bytes());
-  return v;
-}
 
 TEST(GpuElementwise, Embedding) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";

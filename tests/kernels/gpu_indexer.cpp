@@ -14,29 +14,11 @@
 #include "common/rng.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_cache.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
 namespace {
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-
-template <class T>
-Buffer to_device(const std::vector<T>& v, const char* label) {
-  Buffer b(Where::Device, v.size() * sizeof(T), label);
-  b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <class T>
-std::vector<T> to_host(const Buffer& b, size_t n) {
-  std::vector<T> v(n);
-  b.download(v.data(), n * sizeof(T));
-  return v;
-}
 
 std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
   std::vector<int32_t> pages(size_t(B) * max_pages);

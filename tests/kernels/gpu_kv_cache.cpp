@@ -10,29 +10,11 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
 namespace {
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-
-template <class T>
-Buffer to_device(const std::vector<T>& v, const char* label) {
-  Buffer b(Where::Device, v.size() * sizeof(T), label);
-  b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <class T>
-std::vector<T> to_host(const Buffer& b) {
-  std::vector<T> v(b.bytes() / sizeof(T));
-  b.download(v.data(), b.bytes());
-  return v;
-}
 
 // Random values with a wide dynamic range (some groups tiny, some huge, some exact zeros), so the
 // e4m3 subnormal and saturation paths and the amax == 0 case are exercised.

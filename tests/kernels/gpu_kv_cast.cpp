@@ -12,24 +12,10 @@
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
-namespace {
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-
-template <class T>
-std::vector<T> to_host(const Buffer& b, size_t n, size_t offset_bytes = 0) {
-  std::vector<T> v(n);
-  b.download(v.data(), n * sizeof(T), offset_bytes);
-  return v;
-}
-
-}  // namespace
 
 TEST(GpuKvCast, CastAndGatherCastMatchCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";

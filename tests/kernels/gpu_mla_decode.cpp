@@ -15,29 +15,11 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
 #include "kernels/mla_decode.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
 namespace {
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-
-template <class T>
-Buffer to_device(const std::vector<T>& v, const char* label) {
-  Buffer b(Where::Device, v.size() * sizeof(T), label);
-  b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
-template <class T>
-std::vector<T> to_host(const Buffer& b, size_t n) {
-  std::vector<T> v(n);
-  b.download(v.data(), n * sizeof(T));
-  return v;
-}
 
 struct Case {
   int L, R, B, H, topk, rows, valid;  // `valid`: indices per request that are >= 0 (rest -1); -1: all

@@ -10,22 +10,10 @@
 #include "common/buffer.h"
 #include "common/error.h"
 #include "kernels/norm.h"
+#include "kernel_test_util.h"
 
 namespace glm5 {
 namespace {
-
-template <class T>
-Buffer to_device(const std::vector<T>& v) {
-  Buffer b(Where::Device, v.size() * sizeof(T), "test input");
-  b.upload(v.data(), b.bytes());
-  return b;
-}
-template <class T>
-std::vector<T> to_host(const Buffer& b) {
-  std::vector<T> v(b.bytes() / sizeof(T));
-  b.download(v.data(), b.bytes());
-  return v;
-}
 
 void check(bool layer, int rows, int dim, int stride, bool in_place) {
   std::mt19937 rng(rows * 7919 + dim + layer);

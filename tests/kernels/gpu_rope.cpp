@@ -11,16 +11,10 @@
 #include "common/buffer.h"
 #include "common/error.h"
 #include "kernels/rope.h"
+#include "kernel_test_util.h"
 
 namespace glm5 {
 namespace {
-
-template <class T>
-Buffer to_device(const std::vector<T>& v) {
-  Buffer b(Where::Device, v.size() * sizeof(T), "test input");
-  b.upload(v.data(), b.bytes());
-  return b;
-}
 
 void check(int rows, int heads, int head_stride, int offset, int rope_dim, bool interleave, float scaling) {
   std::mt19937 rng(rows * 31 + heads + rope_dim + interleave);

@@ -13,21 +13,11 @@
 #include "common/rng.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_cache.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
 namespace {
-
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
 
 // Request b owns pages perm[b*max_pages ...]: a shuffled, disjoint assignment of pool pages.
 std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {

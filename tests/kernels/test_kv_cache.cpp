@@ -10,21 +10,11 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
 namespace {
-
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
 
 std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.f) {
   std::vector<float> v(n);

@@ -11,21 +11,10 @@
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
+#include "kernel_test_util.h"
 
 using namespace glm5;
 
-namespace {
-
-std::string sci(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-uint64_t fresh_seed() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) | rd();
-}
-}  // namespace
 
 class KvCast : public ::testing::TestWithParam<std::pair<int, int>> {};
 
