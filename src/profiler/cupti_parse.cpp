@@ -33,6 +33,21 @@ std::string memcpy_name(uint8_t kind) {
   }
 }
 
+// The fields CUpti_ActivityMemcpy6 and CUpti_ActivityMemset4 share.
+template <class CuptiCopy>
+MemcpyRecord copy_record(const CuptiCopy& m, std::string name, bool is_memset) {
+  MemcpyRecord x;
+  x.is_memset = is_memset;
+  x.name = std::move(name);
+  x.start_ns = static_cast<int64_t>(m.start);
+  x.end_ns = static_cast<int64_t>(m.end);
+  x.device = static_cast<int>(m.deviceId);
+  x.stream = m.streamId;
+  x.correlation_id = m.correlationId;
+  x.bytes = m.bytes;
+  return x;
+}
+
 }  // namespace
 
 void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
@@ -64,29 +79,12 @@ void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-        MemcpyRecord x;
-        x.name = memcpy_name(m->copyKind);
-        x.start_ns = static_cast<int64_t>(m->start);
-        x.end_ns = static_cast<int64_t>(m->end);
-        x.device = static_cast<int>(m->deviceId);
-        x.stream = m->streamId;
-        x.correlation_id = m->correlationId;
-        x.bytes = m->bytes;
-        got.copies.push_back(std::move(x));
+        got.copies.push_back(copy_record(*m, memcpy_name(m->copyKind), false));
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-        MemcpyRecord x;
-        x.is_memset = true;
-        x.name = "Memset";
-        x.start_ns = static_cast<int64_t>(m->start);
-        x.end_ns = static_cast<int64_t>(m->end);
-        x.device = static_cast<int>(m->deviceId);
-        x.stream = m->streamId;
-        x.correlation_id = m->correlationId;
-        x.bytes = m->bytes;
-        got.copies.push_back(std::move(x));
+        got.copies.push_back(copy_record(*m, "Memset", true));
         break;
       }
       case CUPTI_ACTIVITY_KIND_RUNTIME:
