@@ -7,14 +7,10 @@
 
 #include "engine/greedy_decode.h"
 #include "model/safetensors.h"
+#include "tests/shared_dir.h"
 
 namespace glm5::test {
 
-// ../shared beside the checkout, or $GLM5_SHARED_DIR (the GPU machine gets a copy inside the tree).
-inline std::string golden_dir() {
-  const char* env = std::getenv("GLM5_SHARED_DIR");
-  return std::string(env && *env ? env : GLM5_SHARED_DIR) + "/golden/glm5-tiny";
-}
 
 struct Golden {
   std::vector<int32_t> prompt, generated;

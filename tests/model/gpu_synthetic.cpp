@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/synthetic.h"
 #include "model/weights.h"
+#include "tests/shared_dir.h"
 
 namespace glm5 {
 namespace {
@@ -74,8 +75,7 @@ TEST(GpuSynthetic, LargeTensorAndSharing) {
 TEST(GpuLoadWeights, GoldenDeviceEqualsHost) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   ModelConfig cfg = builtin_model_config("glm5-tiny");
-  const char* env = std::getenv("GLM5_SHARED_DIR");  // the GPU machine gets a copy inside the tree
-  const std::string dir = std::string(env && *env ? env : GLM5_SHARED_DIR) + "/golden/glm5-tiny";
+  const std::string dir = glm5::test::golden_dir();
   for (DType dt : {DType::F32, DType::BF16}) {
     Weights h = load_weights(cfg, dir, {Where::Host, dt, false});
     Weights d = load_weights(cfg, dir, {Where::Device, dt, false});

@@ -10,11 +10,12 @@
 #include "common/error.h"
 #include "model/builtin_configs.h"
 #include "model/config.h"
+#include "tests/shared_dir.h"
 
 namespace glm5 {
 namespace {
 
-const std::string kShared = GLM5_SHARED_DIR;
+const std::string kShared = glm5::test::shared_dir();
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

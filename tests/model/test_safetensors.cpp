@@ -15,12 +15,13 @@
 #include "model/config.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "tests/shared_dir.h"
 
 namespace glm5 {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kGolden = std::string(GLM5_SHARED_DIR) + "/golden/glm5-tiny";
+const std::string kGolden = glm5::test::golden_dir();
 
 struct RawTensor {
   std::string dtype;

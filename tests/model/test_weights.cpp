@@ -15,11 +15,12 @@
 #include "model/safetensors.h"
 #include "model/synthetic.h"
 #include "model/weights.h"
+#include "tests/shared_dir.h"
 
 namespace glm5 {
 namespace {
 
-const std::string kGolden = std::string(GLM5_SHARED_DIR) + "/golden/glm5-tiny";
+const std::string kGolden = glm5::test::golden_dir();
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

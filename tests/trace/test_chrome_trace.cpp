@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "synthetic.h"
 #include "trace/chrome_trace.h"
+#include "tests/shared_dir.h"
 
 namespace glm5 {
 namespace {
@@ -131,7 +132,7 @@ TEST(ChromeTrace, BadInputGivesOneClearError) {
 
 // A real torch.profiler trace (HolisticTraceAnalysis test data): cast kernels under aten::copy_.
 TEST(ChromeTrace, ReadsKinetoTraceAndFindsCastKernels) {
-  const std::string gz = std::string(GLM5_SHARED_DIR) + "/traces/external/hta_timeline_analysis_sampled_rank-0.json.gz";
+  const std::string gz = glm5::test::shared_dir() + "/traces/external/hta_timeline_analysis_sampled_rank-0.json.gz";
   if (!fs::exists(gz)) GTEST_SKIP() << "missing " << gz;
   const fs::path dir = temp_dir("kineto");
   const std::string path = (dir / "hta.json").string();
