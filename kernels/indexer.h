@@ -34,8 +34,9 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 
 // Top-k logical positions by score, translated to pool slots through the block table; written in
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
-// GPU: radix select on the order-preserving uint32 of each score (4 passes of 8-bit digits over a
-// shared-memory histogram), then an ordered compaction; one block per request.
+// GPU: radix select on the order-preserving uint32 of each score (3 passes of 11/11/10-bit digits over
+// a shared-memory histogram; the keys left undecided after the first pass are kept in shared memory
+// when they fit), then an ordered compaction; one block per request, 136 KiB of shared memory.
 struct TopkParams {
   const float* scores;        // [B, score_stride]
   int score_stride = 0;
