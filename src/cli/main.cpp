@@ -3,7 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -24,39 +26,83 @@ using namespace glm5;
 
 namespace {
 
-// "1,2,3", "[1, 2, 3]" or a path to a JSON list file.
-std::vector<int32_t> parse_ids(const std::string& arg) {
-  std::string text = arg;
-  if (!arg.empty() && arg.find_first_not_of("0123456789, []\t\n") != std::string::npos) {
-    std::ifstream f(arg);
-    require(bool(f), "--prompt-ids: '" + arg + "' is neither a list of token ids nor a readable file");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    text = ss.str();
-  }
-  std::vector<int32_t> ids;
+// Token ids from "1,2,3" / "[1, 2, 3]" (inline, when no such file exists) or from a file holding a JSON
+// list. Every error is one line naming the argument (or file) and what was wrong.
+std::vector<int32_t> parse_id_list(const std::string& text, const std::string& what, bool inline_arg) {
+  nlohmann::json j;
   try {
     std::string t = text;
-    if (t.find('[') == std::string::npos) t = "[" + t + "]";
-    for (const auto& v : nlohmann::json::parse(t)) {
-      require(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < (1ll << 31),
-              "--prompt-ids: every id must be a non-negative integer, got " + v.dump());
-      ids.push_back(int32_t(v.get<int64_t>()));
-    }
+    if (t.find_first_of("[{\"") == std::string::npos) t = "[" + t + "]";
+    j = nlohmann::json::parse(t);
   } catch (const nlohmann::json::exception&) {
-    throw Error("--prompt-ids: expected a list of token ids like 1,2,3 or a JSON list file, got '" + arg + "'");
+    throw Error("--prompt-ids: " + what + (inline_arg ? " is neither a list of token ids like 1,2,3 nor an existing file"
+                                                      : " is not valid JSON (expected a list of token ids)"));
   }
-  require(!ids.empty(), "--prompt-ids: the prompt is empty");
+  if (!j.is_array()) throw Error("--prompt-ids: " + what + ": expected a JSON list of token ids, got a JSON " +
+                                 std::string(j.type_name()));
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& v = j[i];
+    std::string shown = v.dump();
+    if (shown.size() > 30) shown = shown.substr(0, 27) + "...";
+    if (v.is_number_integer() && v.get<int64_t>() < 0)
+      throw Error("--prompt-ids: " + what + ": token id " + shown + " is negative");
+    if (!v.is_number_integer() || v.get<uint64_t>() >= (1ull << 31))
+      throw Error("--prompt-ids: " + what + ": token id [" + std::to_string(i) + "] must be an integer in [0, 2^31), got " + shown);
+    ids.push_back(int32_t(v.get<int64_t>()));
+  }
+  if (ids.empty()) throw Error("--prompt-ids: " + what + ": the prompt is empty");
   return ids;
+}
+
+bool names_a_file(const std::string& arg) {
+  std::error_code ec;
+  return std::filesystem::exists(arg, ec);
+}
+
+std::vector<int32_t> parse_ids(const std::string& arg) {
+  if (!names_a_file(arg)) return parse_id_list(arg, "'" + arg + "'", true);
+  std::error_code ec;
+  require(!std::filesystem::is_directory(arg, ec), "--prompt-ids: '" + arg + "' is a directory, expected a JSON list file");
+  std::ifstream f(arg);
+  require(bool(f), "--prompt-ids: cannot read '" + arg + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_id_list(ss.str(), "file '" + arg + "'", false);
 }
 
 int run_decode(const std::string& weights_dir, const std::string& model, const std::string& prompt_arg, int new_tokens,
                const std::string& backend, const std::string& kv_dtype, const std::string& kv_path,
                const std::string& reference) {
   require(kv_dtype == "bf16" || kv_dtype == "fp8", "--kv-dtype must be bf16 or fp8, got '" + kv_dtype + "'");
+  require(!(weights_dir == "synthetic" && model.empty()),
+          "--weights synthetic needs --model (glm5, glm5-tiny, deepseek-v3 or a config.json)");
+  // The reference is opened before any work so a wrong file fails at once.
+  SafetensorsFile ref;
+  if (!reference.empty()) {
+    std::error_code ec;
+    require(!std::filesystem::is_directory(reference, ec),
+            "--reference '" + reference + "' is a directory, expected expected.safetensors");
+    ref.open(reference);
+  }
   const bool cuda = resolve_backend(backend) == Backend::Cuda;
   ModelConfig cfg = resolve_model_config(model.empty() ? weights_dir : model);
   std::vector<int32_t> prompt = parse_ids(prompt_arg);
+  if (!reference.empty()) {
+    // The teacher-forced comparison is meaningful only for the prompt the reference was made from.
+    const SafetensorsView& rp = ref.get("prompt_ids");
+    std::vector<int32_t> ref_prompt;
+    for (int64_t i = 0; i < rp.numel(); ++i) ref_prompt.push_back(int32_t(read_element_as_float(rp.dtype, rp.data, i)));
+    require(ref_prompt == prompt, "--reference '" + reference + "': its prompt_ids (" +
+                                      std::to_string(ref_prompt.size()) + " tokens) differ from --prompt-ids (" +
+                                      std::to_string(prompt.size()) + " tokens)");
+    const SafetensorsView& lg = ref.get("logits");
+    require(lg.shape.size() == 2 && lg.shape[1] == cfg.vocab_size && lg.shape[0] >= 1,
+            "--reference '" + reference + "': logits must be [steps, vocab_size = " + std::to_string(cfg.vocab_size) +
+                "], got rank " + std::to_string(lg.shape.size()));
+    require(ref.get("generated_ids").numel() >= lg.shape[0],
+            "--reference '" + reference + "': generated_ids has fewer entries than logits has rows");
+  }
   require(new_tokens >= 1 && int64_t(prompt.size()) + new_tokens <= cfg.max_position_embeddings,
           "--new-tokens " + std::to_string(new_tokens) + " with a " + std::to_string(prompt.size()) +
               "-token prompt must stay within max_position_embeddings = " + std::to_string(cfg.max_position_embeddings));
@@ -75,7 +121,6 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   std::printf("\nlogits_hash 0x%016llx\n", (unsigned long long)r.logits_hash);
   if (!reference.empty()) {
     // Teacher forcing against a reference: feed its tokens, compare its logits step by step.
-    SafetensorsFile ref(reference);
     const SafetensorsView& ids = ref.get("generated_ids");
     const SafetensorsView& lg = ref.get("logits");
     std::vector<int32_t> forced;
@@ -127,29 +172,60 @@ int main(int argc, char** argv) {
   CLI::App* prof = app.add_subcommand("profile", "profile decode steps over the KV paths (the default command)");
   prof->add_option("--model", po.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json (default: glm5 on a GPU, glm5-tiny on CPU)");
   prof->add_option("--weights", po.weights, "synthetic | checkpoint folder")->capture_default_str();
-  prof->add_option("--backend", po.backend, "auto | cuda | cpu")->capture_default_str();
-  prof->add_option("--kv-path", kv_path, "cast | gather-cast | fp8 | all")->capture_default_str();
-  prof->add_option("--kv-dtype", kv_dtype, "fp8 | bf16")->capture_default_str();
-  prof->add_option("--batch", po.batch, "requests per step")->capture_default_str();
-  prof->add_option("--context", po.context, "tokens already cached per request (default 32768 on GPU, 256 on CPU)");
-  prof->add_option("--pool-tokens", po.pool_tokens, "KV pool capacity per layer (default 495000 on GPU, 4096 on CPU)");
-  prof->add_option("--steps", po.steps, "measured decode steps")->capture_default_str();
-  prof->add_option("--warmup", po.warmup, "untraced steps first")->capture_default_str();
+  prof->add_option("--backend", po.backend, "auto | cuda | cpu")->capture_default_str()->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  prof->add_option("--kv-path", kv_path, "cast | gather-cast | fp8 | all")->capture_default_str()->check(CLI::IsMember({"cast", "gather-cast", "fp8", "all"}));
+  prof->add_option("--kv-dtype", kv_dtype, "fp8 | bf16")->capture_default_str()->check(CLI::IsMember({"fp8", "bf16"}));
+  prof->add_option("--batch", po.batch, "requests per step")->capture_default_str()->check(CLI::Range(1, 4096));
+  prof->add_option("--context", po.context, "tokens already cached per request (default 32768 on GPU, 256 on CPU)")
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()));
+  prof->add_option("--pool-tokens", po.pool_tokens, "KV pool capacity per layer (default 495000 on GPU, 4096 on CPU)")
+      ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
+  prof->add_option("--steps", po.steps, "measured decode steps")->capture_default_str()->check(CLI::Range(1, 1000));
+  prof->add_option("--warmup", po.warmup, "untraced steps first")->capture_default_str()->check(CLI::Range(0, 1000));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
-  prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")->capture_default_str();
+  prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
   prof->add_option("--out", po.out_dir, "output folder (trace.json, report.json, report.md)")->capture_default_str();
+  prof->parse_complete_callback([prof, &kv_path, &kv_dtype] {
+    if (kv_dtype == "bf16" && prof->count("--kv-path") && kv_path != "all")
+      throw CLI::ValidationError("--kv-path " + kv_path + " contradicts --kv-dtype bf16 (a BF16 KV pool has nothing "
+                                 "to cast: leave --kv-path out or use --kv-dtype fp8)");
+  });
 
   std::string weights_dir, model, prompt, backend = "auto", dkv_dtype = "bf16", dkv_path = "fp8", reference;
   int new_tokens = 8;
   CLI::App* dec = app.add_subcommand("decode", "greedy decode of a prompt: prints the tokens and a logits hash");
   dec->add_option("--weights", weights_dir, "checkpoint folder (or 'synthetic' with --model)")->required();
   dec->add_option("--model", model, "config (default: the checkpoint's config.json)");
-  dec->add_option("--prompt-ids", prompt, "token ids: 1,2,3 or a JSON list file")->required();
-  dec->add_option("--new-tokens", new_tokens, "tokens to generate")->capture_default_str();
-  dec->add_option("--backend", backend, "auto | cuda | cpu")->capture_default_str();
-  dec->add_option("--kv-dtype", dkv_dtype, "bf16 | fp8")->capture_default_str();
-  dec->add_option("--kv-path", dkv_path, "with fp8: cast | gather-cast | fp8")->capture_default_str();
+  dec->add_option("--prompt-ids", prompt, "token ids: 1,2,3 or a JSON list file")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& arg) -> std::string {  // an inline list is usage (exit 2); a file is read later (exit 1)
+            if (names_a_file(arg)) return "";
+            try {
+              parse_ids(arg);
+            } catch (const Error& e) {
+              const std::string m = e.what(), prefix = "--prompt-ids: ";
+              return m.rfind(prefix, 0) == 0 ? m.substr(prefix.size()) : m;
+            }
+            return "";
+          },
+          "IDS", "token id list"));
+  dec->add_option("--new-tokens", new_tokens, "tokens to generate")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  dec->add_option("--backend", backend, "auto | cuda | cpu")->capture_default_str()->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  dec->add_option("--kv-dtype", dkv_dtype, "bf16 | fp8")->capture_default_str()->check(CLI::IsMember({"bf16", "fp8"}));
+  dec->add_option("--kv-path", dkv_path, "with fp8: cast | gather-cast | fp8")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cast", "gather-cast", "fp8"}));
   dec->add_option("--reference", reference, "expected.safetensors: teacher-forced logits comparison");
+  dec->parse_complete_callback([dec, &dkv_path, &dkv_dtype, &weights_dir, &model] {
+    if (dkv_dtype == "bf16" && dec->count("--kv-path"))
+      throw CLI::ValidationError("--kv-path " + dkv_path + " contradicts --kv-dtype bf16 (decode's default: a BF16 KV "
+                                 "pool has nothing to cast; add --kv-dtype fp8)");
+    if (weights_dir == "synthetic" && model.empty())
+      throw CLI::ValidationError("--weights synthetic needs --model (glm5, glm5-tiny, deepseek-v3 or a config.json)");
+  });
 
   std::string trace, aout = "glm5prof-analysis";
   CLI::App* ana = app.add_subcommand("analyze", "hotspots of an existing torch.profiler / Kineto / glm5prof trace");

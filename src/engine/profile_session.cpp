@@ -141,7 +141,18 @@ std::string run_profile(const ProfileOptions& o) {
   check_output_dir(o.out_dir);
 
   const bool cuda = resolve_backend(o.backend) == Backend::Cuda;
-  ModelConfig cfg = resolve_model_config(o.model.empty() ? (cuda ? "glm5" : "glm5-tiny") : o.model);
+  // Without --model a checkpoint folder brings its own config.json (validated like any other); only
+  // synthetic weights fall back to the backend's default model.
+  std::string model = o.model;
+  if (model.empty() && o.weights != "synthetic") {
+    std::error_code ec;
+    require(std::filesystem::exists(o.weights, ec),
+            "--weights '" + o.weights + "': no such checkpoint folder (expected 'synthetic' or a folder with config.json)");
+    require(std::filesystem::is_directory(o.weights, ec),
+            "--weights '" + o.weights + "': not a folder (expected 'synthetic' or a checkpoint folder with config.json)");
+    model = o.weights;
+  }
+  ModelConfig cfg = resolve_model_config(model.empty() ? (cuda ? "glm5" : "glm5-tiny") : model);
   const bool tiny = cfg.hidden_size <= 1024;
   int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
   int64_t pool = o.pool_tokens >= 0 ? o.pool_tokens : (cuda && !tiny ? 495000 : 4096);

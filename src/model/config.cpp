@@ -231,17 +231,36 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   c.topk_group = r.positive_int("topk_group", 1);
   c.routed_scaling_factor = float(r.positive_number("routed_scaling_factor", 1.0));
   c.norm_topk_prob = r.boolean("norm_topk_prob", true);
+  // Checked even when mlp_layer_types overrides it: a value past the last layer is a corrupt config.
+  const int first_dense = r.nonneg_int("first_k_dense_replace", 0);
+  if (first_dense > c.num_hidden_layers)
+    r.fail("first_k_dense_replace", "is " + std::to_string(first_dense) + ", more than num_hidden_layers (" +
+                                         std::to_string(c.num_hidden_layers) + ")");
   if (r.has("mlp_layer_types")) {
     c.layer_is_moe = layer_list(r, "mlp_layer_types", c.num_hidden_layers, "dense", "sparse");
   } else {
     // HF DeepSeek-V3: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0.
-    const int first_dense = r.nonneg_int("first_k_dense_replace", 0);
     const int freq = r.positive_int("moe_layer_freq", 1);
-    if (first_dense > c.num_hidden_layers)
-      r.fail("first_k_dense_replace", "is " + std::to_string(first_dense) + ", more than num_hidden_layers (" +
-                                           std::to_string(c.num_hidden_layers) + ")");
     c.layer_is_moe.resize(c.num_hidden_layers);
     for (int i = 0; i < c.num_hidden_layers; ++i) c.layer_is_moe[i] = i >= first_dense && i % freq == 0;
+  }
+
+  if (c.num_moe_layers() > 0 && c.n_shared_experts < 1)
+    r.fail("n_shared_experts", "must be at least 1 for a model with MoE layers (the engine runs one shared expert "
+                               "beside the routed ones), got " + std::to_string(c.n_shared_experts));
+  // Attention kind per layer (transformers 5 `layer_types`): the engine runs DSA (MLA + lightning
+  // indexer) in every layer of glm_moe_dsa / deepseek_v32 and plain MLA in deepseek_v3.
+  if (r.has("layer_types")) {
+    const std::string kind = c.has_indexer ? "deepseek_sparse_attention" : "full_attention";
+    const json& v = r.at("layer_types");
+    if (!v.is_array()) r.bad("layer_types", "an array of " + std::to_string(c.num_hidden_layers) + " strings \"" + kind + "\"");
+    if (int(v.size()) != c.num_hidden_layers)
+      r.fail("layer_types", "has " + std::to_string(v.size()) + " entries but num_hidden_layers is " +
+                                std::to_string(c.num_hidden_layers));
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!v[i].is_string() || v[i].get<std::string>() != kind)
+        r.fail("layer_types[" + std::to_string(i) + "]", "must be \"" + kind + "\" (the attention " + mt +
+                                                             " layers run), got " + show(v[i]));
   }
 
   // Features the engine does not implement: refuse rather than compute something else.
@@ -266,6 +285,14 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     r.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs), got " + std::to_string(c.qk_rope_head_dim));
   if (c.kv_lora_rank % 16 != 0)
     r.fail("kv_lora_rank", "must be a multiple of 16 (latent KV cache rows), got " + std::to_string(c.kv_lora_rank));
+  if (c.hidden_size % 16 != 0)
+    r.fail("hidden_size", "must be a multiple of 16 (kernels need 16-byte rows), got " + std::to_string(c.hidden_size));
+  if (c.has_indexer && c.index_head_dim % 4 != 0)
+    r.fail("index_head_dim", "must be a positive multiple of 4 (the indexer cache packs 4-element groups), got " +
+                                 std::to_string(c.index_head_dim));
+  if (c.has_indexer && c.index_topk > c.max_position_embeddings)
+    r.fail("index_topk", "is " + std::to_string(c.index_topk) + ", more than max_position_embeddings (" +
+                             std::to_string(c.max_position_embeddings) + ")");
   if (c.has_indexer && c.index_head_dim < c.qk_rope_head_dim)
     r.fail("index_head_dim", "must be at least qk_rope_head_dim (" + std::to_string(c.qk_rope_head_dim) +
                                  ": the indexer ropes its first rope dims), got " + std::to_string(c.index_head_dim));
@@ -288,6 +315,7 @@ ModelConfig load_model_config(const std::string& path) {
   std::string file = path;
   std::error_code ec;
   if (fs::is_directory(path, ec)) file = (fs::path(path) / "config.json").string();
+  if (fs::is_directory(file, ec)) throw Error(file + ": is a directory, expected the model config (config.json)");
   std::ifstream in(file);
   if (!in) throw Error(file + ": cannot open model config (config.json) for reading");
   nlohmann::json j;
@@ -295,6 +323,8 @@ ModelConfig load_model_config(const std::string& path) {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     std::string msg = e.what();
+    // nlohmann's "[json.exception.parse_error.101] " prefix is noise for the user.
+    if (msg.rfind("[json.exception.", 0) == 0 && msg.find("] ") != std::string::npos) msg = msg.substr(msg.find("] ") + 2);
     for (char& ch : msg)
       if (ch == '\n') ch = ' ';
     throw Error(file + ": not valid JSON (" + msg + ")");

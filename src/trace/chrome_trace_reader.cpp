@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -20,7 +22,10 @@ using nlohmann::json;
 
 int64_t as_int(const json& v, int64_t fallback = 0) {
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
-  if (v.is_number_float()) return static_cast<int64_t>(v.get<double>());
+  if (v.is_number_float()) {
+    const double d = v.get<double>();  // out of int64 range (or NaN): the cast would be undefined
+    return std::isfinite(d) && std::fabs(d) < 9e18 ? static_cast<int64_t>(d) : fallback;
+  }
   return fallback;  // strings such as "Spans"
 }
 
@@ -81,27 +86,97 @@ std::vector<size_t> innermost(std::vector<Interval> iv, const std::vector<int64_
   return out;
 }
 
+// Typed access to the fields of traceEvents[index]; every failure is one line naming the trace, the
+// event index and the field, e.g. "trace 'x.json': traceEvents[3].dur: expected a number".
+class EventFields {
+ public:
+  EventFields(const json& e, const std::string& path, size_t index) : e_(e), path_(path), index_(index) {}
+
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
+    throw Error("trace '" + path_ + "': traceEvents[" + std::to_string(index_) + "]." + key + ": " + what);
+  }
+  // A string field; "" when absent or null.
+  std::string str(const char* key) const {
+    auto it = e_.find(key);
+    if (it == e_.end() || it->is_null()) return "";
+    if (!it->is_string()) fail(key, "expected a string, got " + short_dump(*it));
+    return it->get<std::string>();
+  }
+  // A time field in microseconds: a finite number in [0, max_us]. `*fallback` when absent (fallback ==
+  // nullptr: the field is required).
+  double micros(const char* key, double max_us, const double* fallback) const {
+    auto it = e_.find(key);
+    if (it == e_.end() || it->is_null()) {
+      if (fallback) return *fallback;
+      fail(key, "missing (expected a number of microseconds)");
+    }
+    if (!it->is_number()) fail(key, "expected a number of microseconds, got " + short_dump(*it));
+    const double v = it->get<double>();
+    if (!std::isfinite(v)) fail(key, "expected a finite number of microseconds, got " + short_dump(*it));
+    if (v < 0) fail(key, "must not be negative, got " + short_dump(*it));
+    if (v > max_us) fail(key, "is " + short_dump(*it) + " us, beyond the plausible limit of " + limit(max_us) + " us");
+    return v;
+  }
+
+ private:
+  static std::string short_dump(const json& v) {
+    std::string s = v.dump();
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+  }
+  static std::string limit(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+  const json& e_;
+  const std::string& path_;
+  size_t index_;
+};
+
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix, on one line.
+std::string json_error_text(const json::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
+  for (char& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  return m;
+}
+
+// Plausibility limits [us]. A duration over 1e15 us (31 years) is corrupt. Timestamps may be absolute
+// (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15 today), so they get a
+// wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
+constexpr double kMaxDurUs = 1e15;
+constexpr double kMaxTsUs = 4e15;
+constexpr int64_t kMaxBaseNs = 4'000'000'000'000'000'000;
+
 }  // namespace
 
 Timeline read_chrome_trace(const std::string& path) {
   if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0)
     throw Error("trace '" + path + "': .json.gz is not supported yet; gunzip it first");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw Error("trace '" + path + "': is a directory, expected a trace .json file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("trace '" + path + "': cannot open the file");
   json doc;
   try {
     doc = json::parse(in);
   } catch (const json::exception& e) {
-    throw Error("trace '" + path + "': not valid JSON (" + e.what() + ")");
+    throw Error("trace '" + path + "': not valid JSON (" + json_error_text(e) + ")");
   }
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     throw Error("trace '" + path + "': expected a JSON object with a \"traceEvents\" array");
 
   Timeline t;
   t.source = "file";
-  t.base_time_ns = doc.contains("baseTimeNanoseconds") ? as_int(doc["baseTimeNanoseconds"]) : 0;
+  if (doc.contains("baseTimeNanoseconds") && !doc["baseTimeNanoseconds"].is_null()) {
+    const json& b = doc["baseTimeNanoseconds"];
+    if (!b.is_number() || !std::isfinite(b.get<double>()) || b.get<double>() < 0 || b.get<double>() > double(kMaxBaseNs))
+      throw Error("trace '" + path + "': baseTimeNanoseconds: expected a number of nanoseconds in [0, 4e18], got " +
+                  b.dump().substr(0, 40));
+    t.base_time_ns = as_int(b);
+  }
   const int64_t base = t.base_time_ns;
-  auto ns = [base](const json& v) { return base + std::llround(v.is_number() ? v.get<double>() * 1e3 : 0.0); };
 
   if (doc.contains("deviceProperties") && doc["deviceProperties"].is_array()) {
     for (const json& d : doc["deviceProperties"]) {
@@ -124,7 +199,7 @@ Timeline read_chrome_trace(const std::string& path) {
   }
   if (doc.contains("glm5prof") && doc["glm5prof"].is_object()) {
     const json& g = doc["glm5prof"];
-    t.complete = g.value("complete", true);
+    t.complete = g.contains("complete") && g["complete"].is_boolean() ? g["complete"].get<bool>() : true;
     t.records_dropped = arg<uint64_t>(g, "records_dropped", 0);
     t.kernels_launched = arg<uint64_t>(g, "kernels_launched", 0);
     t.kernels_recorded = arg<uint64_t>(g, "kernels_recorded", 0);
@@ -133,12 +208,18 @@ Timeline read_chrome_trace(const std::string& path) {
   }
 
   static const json kEmpty = json::object();
-  for (const json& e : doc["traceEvents"]) {
-    if (!e.is_object() || e.value("ph", "") != "X") continue;
-    const std::string cat = e.value("cat", "");
+  const json& events = doc["traceEvents"];
+  for (size_t index = 0; index < events.size(); ++index) {
+    const json& e = events[index];
+    if (!e.is_object()) continue;
+    const EventFields f(e, path, index);
+    if (f.str("ph") != "X") continue;
+    const std::string cat = f.str("cat");
     const json& args = e.contains("args") && e["args"].is_object() ? e["args"] : kEmpty;
-    const std::string name = e.value("name", "");
-    const int64_t start = ns(e.value("ts", json(0))), end = start + std::llround(e.value("dur", 0.0) * 1e3);
+    const std::string name = f.str("name");
+    const double zero = 0.0;
+    const double ts_us = f.micros("ts", kMaxTsUs, nullptr), dur_us = f.micros("dur", kMaxDurUs, &zero);
+    const int64_t start = base + std::llround(ts_us * 1e3), end = start + std::llround(dur_us * 1e3);
     if (cat == "user_annotation" || cat == "gpu_user_annotation") {
       Range r;
       r.name = name;

@@ -1,0 +1,287 @@
+// Bad inputs through the real executable: a catalogue of broken traces, configs, prompts and option
+// values, each run through glm5prof (GLM5_BINARY_DIR "/glm5prof") under a timeout. Every case must
+// exit with the documented status (README: 1 for a failed run / bad input file, 2 for bad usage),
+// print exactly one line on stderr holding the expected key words, and leave --out without files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/shared_dir.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kBinary = GLM5_BINARY_DIR "/glm5prof";
+
+struct Result {
+  int status = -1;  // exit status; 124 when the timeout killed it
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+class BadInputs : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("glm5_bad_inputs_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::string file(const std::string& name, const std::string& content) {
+    const fs::path p = dir_ / name;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  static std::string folder(const std::string& name) {
+    fs::create_directories(dir_ / name);
+    return (dir_ / name).string();
+  }
+  // The golden glm5-tiny config with `edit` applied, written to <name>.json.
+  static std::string config(const std::string& name, const std::function<void(json&)>& edit) {
+    std::ifstream in(glm5::test::golden_dir() + "/config.json");
+    json j = json::parse(in);
+    edit(j);
+    return file(name + ".json", j.dump());
+  }
+  static std::string trace(const std::string& name, const std::string& events) {
+    return file(name + ".json", "{\"traceEvents\": [" + events + "]}");
+  }
+
+  static Result run(const std::vector<std::string>& args) {
+    static int n = 0;
+    const fs::path out = dir_ / ("stdout." + std::to_string(n)), err = dir_ / ("stderr." + std::to_string(n));
+    ++n;
+    std::string cmd = "timeout 60 " + quote(kBinary);
+    for (const std::string& a : args) cmd += " " + quote(a);
+    cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
+    const int raw = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // Runs `args` (an --out folder is appended for profile / analyze) and checks the contract.
+  static void expect_failure(const std::string& label, std::vector<std::string> args, int status,
+                             const std::vector<std::string>& keywords) {
+    SCOPED_TRACE(label);
+    ++cases_;
+    const bool writes = !args.empty() && (args[0] == "profile" || args[0] == "analyze");
+    const fs::path out = dir_ / ("out_" + label);
+    if (writes) {
+      fs::create_directories(out);
+      args.push_back("--out");
+      args.push_back(out.string());
+    }
+    const Result r = run(args);
+    ASSERT_NE(r.status, 124) << "hung (killed after 60 s)";
+    EXPECT_EQ(r.status, status) << "stderr: " << r.err;
+    EXPECT_FALSE(r.err.empty());
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be one line: " << r.err;
+    EXPECT_EQ(r.err.back(), '\n');
+    for (const std::string& k : keywords) EXPECT_NE(r.err.find(k), std::string::npos) << "'" << k << "' not in: " << r.err;
+    EXPECT_EQ(r.err.find("json.exception"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("basic_filebuf"), std::string::npos) << r.err;
+    if (writes) {
+      std::vector<std::string> left;
+      for (const auto& e : fs::recursive_directory_iterator(out))
+        if (!e.is_directory()) left.push_back(e.path().string());
+      EXPECT_TRUE(left.empty()) << "--out holds " << left.size() << " file(s), e.g. " << (left.empty() ? "" : left[0]);
+    }
+  }
+
+  static fs::path dir_;
+  static int cases_;
+};
+
+fs::path BadInputs::dir_;
+int BadInputs::cases_ = 0;
+
+TEST_F(BadInputs, BinaryExists) { ASSERT_TRUE(fs::exists(kBinary)) << kBinary; }
+
+// analyze: broken traces are bad input files (exit 1), named with the event index and field.
+TEST_F(BadInputs, AnalyzeTraces) {
+  const std::string ok = R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"pid":0,"tid":0})";
+  struct Case {
+    std::string name, events;
+    std::vector<std::string> keys;
+  } cases[] = {
+      {"name_number", R"({"ph":"X","name":5,"ts":"abc","dur":1})", {"traceEvents[0].name: expected a string"}},
+      {"ts_string", R"({"ph":"X","cat":"kernel","name":"k","ts":"12","dur":5})", {"traceEvents[0].ts", "expected a number"}},
+      {"ts_missing", R"({"ph":"X","cat":"kernel","name":"k","dur":5})", {"traceEvents[0].ts", "missing"}},
+      {"dur_negative", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":-5})", {"traceEvents[0].dur", "negative"}},
+      {"dur_huge", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":1e308})", {"traceEvents[0].dur", "plausible"}},
+      {"ts_huge", R"({"ph":"X","cat":"kernel","name":"k","ts":1e308,"dur":1})", {"traceEvents[0].ts", "plausible"}},
+      {"ts_negative", R"({"ph":"X","cat":"kernel","name":"k","ts":-1,"dur":1})", {"traceEvents[0].ts", "negative"}},
+      {"ph_number", R"({"ph":1,"name":"k","ts":0,"dur":1})", {"traceEvents[0].ph: expected a string"}},
+      {"cat_array", R"({"ph":"X","cat":[1],"name":"k","ts":0,"dur":1})", {"traceEvents[0].cat: expected a string"}},
+      {"second_event_dur", ok + R"(,{"ph":"X","cat":"kernel","name":"k","ts":0,"dur":"x"})", {"traceEvents[1].dur"}},
+  };
+  for (const Case& c : cases) {
+    const std::string path = trace("t_" + c.name, c.events);
+    std::vector<std::string> keys = c.keys;
+    keys.push_back(path);
+    expect_failure("analyze_" + c.name, {"analyze", path}, 1, keys);
+  }
+  const std::string base = file("t_base.json", R"({"baseTimeNanoseconds":"x","traceEvents":[]})");
+  expect_failure("analyze_base", {"analyze", base}, 1, {base, "baseTimeNanoseconds"});
+  const std::string dir = folder("a_folder");
+  expect_failure("analyze_dir", {"analyze", dir}, 1, {dir, "is a directory"});
+  expect_failure("analyze_missing", {"analyze", (dir_ / "none.json").string()}, 1, {"none.json", "cannot open"});
+  const std::string bad = file("t_invalid.json", "{\"traceEvents\": [");
+  expect_failure("analyze_invalid", {"analyze", bad}, 1, {bad, "not valid JSON"});
+  const std::string empty = file("t_empty.json", "");
+  expect_failure("analyze_empty", {"analyze", empty}, 1, {empty, "not valid JSON"});
+  const std::string arr = file("t_array.json", "[1,2]");
+  expect_failure("analyze_array", {"analyze", arr}, 1, {arr, "traceEvents"});
+  const std::string gz = file("t.json.gz", "x");
+  expect_failure("analyze_gz", {"analyze", gz}, 1, {gz, "gunzip"});
+}
+
+// Configs the engine cannot run: one line naming the file and the key (exit 1).
+TEST_F(BadInputs, ModelConfigs) {
+  if (!fs::exists(glm5::test::golden_dir() + "/config.json")) GTEST_SKIP() << "no golden config";
+  struct Case {
+    std::string name;
+    std::function<void(json&)> edit;
+    std::vector<std::string> keys;
+  } cases[] = {
+      {"index_head_dim_odd", [](json& j) { j["index_head_dim"] = 34; }, {"'index_head_dim'", "multiple of 4"}},
+      {"index_head_dim_small", [](json& j) { j["index_head_dim"] = 16; }, {"'index_head_dim'", "qk_rope_head_dim"}},
+      {"shared_experts_0", [](json& j) { j["n_shared_experts"] = 0; }, {"'n_shared_experts'", "at least 1"}},
+      {"shared_experts_missing", [](json& j) { j.erase("n_shared_experts"); }, {"'n_shared_experts'"}},
+      {"layer_types", [](json& j) { j["layer_types"] = {"x", "x", "x", "x"}; }, {"'layer_types[0]'", "\"x\""}},
+      {"layer_types_short", [](json& j) { j["layer_types"] = {"deepseek_sparse_attention"}; }, {"'layer_types'", "1 entries"}},
+      {"mlp_layer_types", [](json& j) { j["mlp_layer_types"][1] = "moe"; }, {"'mlp_layer_types[1]'", "\"moe\""}},
+      {"indexer_types", [](json& j) { j["indexer_types"][2] = "half"; }, {"'indexer_types[2]'", "\"half\""}},
+      {"first_k_dense", [](json& j) { j["first_k_dense_replace"] = 99; }, {"'first_k_dense_replace'", "num_hidden_layers"}},
+      {"index_topk", [](json& j) { j["index_topk"] = 1000000; }, {"'index_topk'", "max_position_embeddings"}},
+      {"hidden_250", [](json& j) { j["hidden_size"] = 250; }, {"'hidden_size'", "multiple of 16"}},
+      {"hidden_7", [](json& j) { j["hidden_size"] = 7; }, {"'hidden_size'", "multiple of 16"}},
+      {"hidden_string", [](json& j) { j["hidden_size"] = "256"; }, {"'hidden_size'", "positive integer"}},
+  };
+  for (const Case& c : cases) {
+    const std::string path = config("c_" + c.name, c.edit);
+    std::vector<std::string> keys = c.keys;
+    keys.push_back(path);
+    expect_failure("config_" + c.name, {"profile", "--backend", "cpu", "--model", path}, 1, keys);
+  }
+  // config.json that is a folder; a checkpoint folder whose config.json is bad, given as --weights only.
+  const std::string dir = folder("ckpt_dir_config");
+  folder("ckpt_dir_config/config.json");
+  expect_failure("config_is_dir", {"profile", "--backend", "cpu", "--model", dir}, 1, {"config.json", "is a directory"});
+  const std::string ck = folder("ckpt_bad");
+  const std::string cfg = config("ckpt_bad/config", [](json& j) { j["hidden_size"] = 250; });
+  expect_failure("weights_config", {"profile", "--backend", "cpu", "--weights", ck}, 1, {cfg, "'hidden_size'"});
+  expect_failure("weights_missing", {"profile", "--backend", "cpu", "--weights", (dir_ / "nope").string()}, 1,
+                 {"--weights", "no such checkpoint folder"});
+}
+
+// Option values out of range or not among the choices: bad usage, rejected by CLI11 (exit 2).
+TEST_F(BadInputs, OptionValues) {
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    std::vector<std::string> keys;
+  } cases[] = {
+      {"batch_0", {"profile", "--batch", "0"}, {"--batch"}},
+      {"batch_str", {"profile", "--batch", "abc"}, {"--batch"}},
+      {"steps_m1", {"profile", "--steps", "-1"}, {"--steps"}},
+      {"warmup_m1", {"profile", "--warmup", "-1"}, {"--warmup"}},
+      {"context_m1", {"profile", "--context", "-1"}, {"--context"}},
+      {"pool_0", {"profile", "--pool-tokens", "0"}, {"--pool-tokens"}},
+      {"kv_path_foo", {"profile", "--kv-path", "foo"}, {"--kv-path", "foo"}},
+      {"kv_dtype_int4", {"profile", "--kv-dtype", "int4"}, {"--kv-dtype", "int4"}},
+      {"backend_tpu", {"profile", "--backend", "tpu"}, {"--backend", "tpu"}},
+      {"share_maybe", {"profile", "--share-mlp", "maybe"}, {"--share-mlp", "maybe"}},
+      {"bf16_cast", {"profile", "--kv-dtype", "bf16", "--kv-path", "cast"}, {"--kv-path cast", "contradicts", "bf16"}},
+      {"unknown_option", {"profile", "--frobnicate"}, {"--frobnicate"}},
+      {"dec_new_tokens_0",
+       {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1,2", "--new-tokens", "0"},
+       {"--new-tokens"}},
+      {"dec_backend", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1", "--backend", "tpu"},
+       {"--backend"}},
+      {"dec_kv_path", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1", "--kv-dtype", "fp8",
+                       "--kv-path", "all"},
+       {"--kv-path"}},
+      {"dec_bf16_cast", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1", "--kv-path", "cast"},
+       {"--kv-path cast", "contradicts", "bf16"}},
+      {"dec_synthetic_no_model", {"decode", "--weights", "synthetic", "--prompt-ids", "1,2"},
+       {"--weights synthetic needs --model"}},
+      {"dec_negative_id", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1,-2"},
+       {"--prompt-ids", "-2 is negative"}},
+      {"dec_not_ids", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "abc"},
+       {"--prompt-ids", "'abc'"}},
+      {"dec_float_id", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1,2.5"},
+       {"--prompt-ids", "2.5"}},
+      {"dec_no_prompt", {"decode", "--weights", "synthetic", "--model", "glm5-tiny"}, {"--prompt-ids"}},
+  };
+  for (const Case& c : cases) expect_failure(c.name, c.args, 2, c.keys);
+}
+
+// decode: prompt files and references are bad input files (exit 1).
+TEST_F(BadInputs, DecodeInputs) {
+  const std::vector<std::string> synth = {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids"};
+  auto with = [&](const std::string& ids) {
+    std::vector<std::string> a = synth;
+    a.push_back(ids);
+    return a;
+  };
+  const std::string dir = folder("prompt_dir");
+  expect_failure("prompt_dir", with(dir), 1, {dir, "is a directory"});
+  const std::string obj = file("p_obj.json", R"({"ids": [1, 2]})");
+  expect_failure("prompt_object", with(obj), 1, {obj, "expected a JSON list"});
+  const std::string bad = file("p_bad.json", "[1, 2");
+  expect_failure("prompt_invalid", with(bad), 1, {bad, "not valid JSON"});
+  const std::string neg = file("p_neg.json", "[1, -2]");
+  expect_failure("prompt_negative", with(neg), 1, {neg, "-2 is negative"});
+  const std::string empty = file("p_empty.json", "[]");
+  expect_failure("prompt_empty", with(empty), 1, {empty, "empty"});
+  expect_failure("prompt_vocab", with("600"), 1, {"600", "vocabulary"});
+
+  const std::string golden = glm5::test::golden_dir();
+  if (!fs::exists(golden + "/expected.safetensors")) GTEST_SKIP() << "no golden reference";
+  expect_failure("reference_prompt",
+                 {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/expected.safetensors"},
+                 1, {"--reference", "prompt_ids", "differ"});
+  expect_failure("reference_dir", {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", dir}, 1,
+                 {"--reference", "is a directory"});
+  expect_failure("reference_not_st",
+                 {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/config.json"}, 1,
+                 {"config.json"});
+}
+
+TEST_F(BadInputs, CatalogueIsLarge) {
+  // Runs last in file order: the catalogue above holds at least 30 bad inputs.
+  if (cases_ == 0) GTEST_SKIP() << "run with the whole suite to count the catalogue";
+  EXPECT_GE(cases_, 30);
+}
+
+}  // namespace
