@@ -92,7 +92,6 @@ class BadInputs : public ::testing::Test {
   static void expect_failure(const std::string& label, std::vector<std::string> args, int status,
                              const std::vector<std::string>& keywords) {
     SCOPED_TRACE(label);
-    ++cases_;
     const bool writes = !args.empty() && (args[0] == "profile" || args[0] == "analyze");
     const fs::path out = dir_ / ("out_" + label);
     if (writes) {
@@ -118,11 +117,9 @@ class BadInputs : public ::testing::Test {
   }
 
   static fs::path dir_;
-  static int cases_;
 };
 
 fs::path BadInputs::dir_;
-int BadInputs::cases_ = 0;
 
 TEST_F(BadInputs, BinaryExists) { ASSERT_TRUE(fs::exists(kBinary)) << kBinary; }
 
@@ -276,12 +273,6 @@ TEST_F(BadInputs, DecodeInputs) {
   expect_failure("reference_not_st",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/config.json"}, 1,
                  {"config.json"});
-}
-
-TEST_F(BadInputs, CatalogueIsLarge) {
-  // Runs last in file order: the catalogue above holds at least 30 bad inputs.
-  if (cases_ == 0) GTEST_SKIP() << "run with the whole suite to count the catalogue";
-  EXPECT_GE(cases_, 30);
 }
 
 }  // namespace
