@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench.h"
 #include "common/buffer.h"
 #include "common/error.h"
 #include "engine/greedy_decode.h"
@@ -232,6 +233,8 @@ int main(int argc, char** argv) {
   ana->add_option("trace", trace, "trace .json")->required();
   ana->add_option("--out", aout, "output folder")->capture_default_str();
 
+  BenchCli bench = add_bench_subcommand(app);  // glm5prof bench kernels (cli/bench.cpp)
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -245,6 +248,7 @@ int main(int argc, char** argv) {
   try {
     if (*dec) return run_decode(weights_dir, model, prompt, new_tokens, backend, dkv_dtype, dkv_path, reference);
     if (*ana) return run_analyze(trace, aout);
+    if (bench.selected()) return bench.run();
     // profile (also with no subcommand: the embedded default)
     require(kv_dtype == "fp8" || kv_dtype == "bf16", "--kv-dtype must be fp8 or bf16, got '" + kv_dtype + "'");
     if (prof->count("--context")) require(po.context >= 0, "--context must be >= 0, got " + std::to_string(po.context));

@@ -1,0 +1,45 @@
+// `glm5prof bench kernels [--out FILE.json]`: see engine/kernel_bench.h for what is measured and how.
+#include "cli/bench.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "common/error.h"
+#include "trace/atomic_file.h"
+
+namespace glm5 {
+
+BenchCli add_bench_subcommand(CLI::App& app) {
+  BenchCli cli;
+  cli.state = std::make_shared<BenchCliState>();
+  cli.bench = app.add_subcommand("bench", "benchmarks (bench kernels: the KV-path kernels against measured ceilings)");
+  cli.bench->require_subcommand(1);
+  cli.kernels = cli.bench->add_subcommand(
+      "kernels", "kv_cast, kv_gather_cast, mla_decode fp8/bf16, indexer_score, topk: median time, GB/s, TFLOP/s, "
+                 "roofline fraction vs copy bandwidth and BF16 GEMM peak measured in the same run");
+  KernelBenchOptions& o = cli.state->options;
+  cli.kernels->add_option("--out", cli.state->out_json, "write the records as a JSON list to this file");
+  cli.kernels->add_option("--reps", o.reps, "timed launches per shape (median reported)")->capture_default_str();
+  cli.kernels->add_option("--warmup", o.warmup, "untimed launches first")->capture_default_str();
+  cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
+      ->capture_default_str();
+  cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
+  return cli;
+}
+
+int BenchCli::run() const {
+  const BenchCliState& s = *state;
+  if (!s.out_json.empty()) {  // fail in the first second, not after the run
+    const std::filesystem::path parent = std::filesystem::path(s.out_json).parent_path();
+    require_writable_dir(parent.empty() ? "." : parent.string());
+  }
+  const std::vector<KernelBenchRecord> records = run_kernel_bench(s.options);
+  if (!s.out_json.empty()) {
+    write_file_atomic(s.out_json, kernel_bench_json(records).dump(2) + "\n");
+    std::fprintf(stderr, "bench kernels: %zu records written to %s\n", records.size(), s.out_json.c_str());
+  }
+  std::printf("%s", kernel_bench_table(records).c_str());
+  return 0;
+}
+
+}  // namespace glm5

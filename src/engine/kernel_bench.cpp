@@ -1,0 +1,676 @@
+// Kernel benchmark of kernel_bench.h: ceilings (copy, BF16 GEMM), then the KV-path kernels, each
+// checked against its CPU twin before it is timed.
+#include "engine/kernel_bench.h"
+
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/dtype.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "kernels/indexer.h"
+#include "kernels/kv_cache.h"
+#include "kernels/kv_cast.h"
+#include "kernels/kv_layout.h"
+#include "kernels/mla_decode.h"
+
+namespace glm5 {
+namespace {
+
+constexpr size_t kFlushBytes = size_t(256) << 20;  // > 5x the H200's 50 MB L2
+constexpr int kTopk = 2048;
+constexpr int kIndexerHeads = 32, kIndexerDim = 128;
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
+template <class T>
+Buffer to_device(const std::vector<T>& v, const char* label) {
+  Buffer b(Where::Device, std::max<size_t>(v.size() * sizeof(T), 1), label);
+  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+template <class T>
+std::vector<T> to_host(const Buffer& b, size_t n) {
+  std::vector<T> v(n);
+  b.download(v.data(), n * sizeof(T));
+  return v;
+}
+
+std::string sci(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+// Times `launch` on `stream`: `warmup` untimed launches, then `reps` launches each preceded by a
+// memset of the flush buffer (outside the events). Returns the sorted times in microseconds.
+class Timer {
+ public:
+  Timer(cudaStream_t stream, int warmup, int reps) : stream_(stream), warmup_(warmup), reps_(reps) {
+    flush_ = Buffer(Where::Device, kFlushBytes, "bench L2 flush buffer");
+    CUDA_CHECK(cudaEventCreate(&start_));
+    CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Timer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+
+  std::vector<double> time(const std::function<void()>& launch) {
+    for (int i = 0; i < warmup_; ++i) launch();
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::vector<double> us;
+    for (int r = 0; r < reps_; ++r) {
+      CUDA_CHECK(cudaMemsetAsync(flush_.data(), r & 0xff, kFlushBytes, stream_));
+      CUDA_CHECK(cudaEventRecord(start_, stream_));
+      launch();
+      CUDA_CHECK(cudaEventRecord(stop_, stream_));
+      CUDA_CHECK(cudaEventSynchronize(stop_));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+      us.push_back(1000.0 * ms);
+    }
+    std::sort(us.begin(), us.end());
+    return us;
+  }
+
+ private:
+  cudaStream_t stream_;
+  int warmup_, reps_;
+  Buffer flush_;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+double median(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+struct Ceilings {
+  double copy_gbps = 0, bf16_tflops = 0;
+};
+
+KernelBenchRecord make_record(const std::string& kernel, const std::vector<double>& us, double bytes, double flops,
+                              const Ceilings& c) {
+  KernelBenchRecord r;
+  r.kernel = kernel;
+  r.median_us = median(us);
+  r.min_us = us.front();
+  r.max_us = us.back();
+  r.reps = int(us.size());
+  r.bytes = bytes;
+  r.flops = flops;
+  const double s = r.median_us * 1e-6;
+  r.achieved_gbps = bytes / s / 1e9;
+  r.tflops = flops / s / 1e12;
+  r.copy_gbps_measured = c.copy_gbps;
+  r.bf16_tflops_measured = c.bf16_tflops;
+  const double floor_s = std::max(c.copy_gbps > 0 ? bytes / (c.copy_gbps * 1e9) : 0.0,
+                                  c.bf16_tflops > 0 ? flops / (c.bf16_tflops * 1e12) : 0.0);
+  r.roofline_fraction = floor_s / s;
+  return r;
+}
+
+void progress(const KernelBenchRecord& r) {
+  std::fprintf(stderr, "  %-16s B=%-4d H=%-3d ctx=%-7lld pool=%-7lld %10.1f us %8.0f GB/s %7.1f TFLOP/s %5.1f%%\n",
+               r.kernel.c_str(), r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.median_us,
+               r.achieved_gbps, r.tflops, 100.0 * r.roofline_fraction);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ceilings
+
+void check_lt(cublasStatus_t st, const char* what) {
+  require(st == CUBLAS_STATUS_SUCCESS, std::string("bench gemm_bf16: ") + what + " failed with cuBLAS status " +
+                                           std::to_string(int(st)));
+}
+
+// `n` bf16 values ~ N(0,1)-like from (seed, stream), generated once as a 1 Mi pattern and repeated.
+void fill_bf16_device(void* dst, size_t n, uint64_t seed, uint64_t stream) {
+  const size_t pattern = std::min<size_t>(n, size_t(1) << 20);
+  std::vector<uint16_t> h(pattern);
+  for (size_t i = 0; i < pattern; ++i) h[i] = float_to_bf16_bits(rng_normal(seed, stream, i));
+  for (size_t off = 0; off < n; off += pattern) {
+    const size_t len = std::min(pattern, n - off);
+    CUDA_CHECK(cudaMemcpy(static_cast<uint16_t*>(dst) + off, h.data(), len * 2, cudaMemcpyHostToDevice));
+  }
+}
+
+Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelBenchRecord>& out) {
+  Ceilings c;
+  {
+    const size_t bytes = size_t(1) << 30;
+    Buffer src(Where::Device, bytes, "bench copy source"), dst(Where::Device, bytes, "bench copy destination");
+    CUDA_CHECK(cudaMemset(src.data(), 0x5a, bytes));
+    std::vector<double> us = timer.time(
+        [&] { CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream)); });
+    c.copy_gbps = 2.0 * bytes / (median(us) * 1e-6) / 1e9;
+    KernelBenchRecord r = make_record("copy_d2d", us, 2.0 * bytes, 0, c);
+    r.check = "cudaMemcpyAsync D2D of 1 GiB; bytes = read + written";
+    out.push_back(r);
+  }
+  {
+    const int n = 8192;
+    const size_t elems = size_t(n) * n;
+    Buffer a(Where::Device, elems * 2, "bench gemm A"), b(Where::Device, elems * 2, "bench gemm B"),
+        d(Where::Device, elems * 2, "bench gemm D");
+    const size_t ws_bytes = size_t(64) << 20;
+    Buffer ws(Where::Device, ws_bytes, "bench gemm workspace");
+    const uint64_t seed = fresh_seed();
+    fill_bf16_device(a.data(), elems, seed, 1);
+    fill_bf16_device(b.data(), elems, seed, 2);
+    cublasLtHandle_t h = nullptr;
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    std::vector<double> us;
+    try {
+      check_lt(cublasLtCreate(&h), "cublasLtCreate");
+      check_lt(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;  // D[m,n] = A[k,m]^T B[k,n], column-major
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "set TRANSA");
+      check_lt(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "set TRANSB");
+      check_lt(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, n, n), "layout A");
+      check_lt(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, n, n), "layout B");
+      check_lt(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n), "layout D");
+      check_lt(cublasLtMatmulPreferenceCreate(&pref), "preference");
+      check_lt(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                    sizeof ws_bytes),
+               "set workspace");
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      check_lt(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &found), "heuristic");
+      require(found > 0, "bench gemm_bf16: cuBLASLt found no algorithm for a BF16 8192^3 GEMM");
+      const float alpha = 1.f, beta = 0.f;
+      us = timer.time([&] {
+        check_lt(cublasLtMatmul(h, op, &alpha, a.data(), la, b.data(), lb, &beta, d.data(), ld, d.data(), ld, &res.algo,
+                                ws.data(), ws_bytes, stream),
+                 "cublasLtMatmul");
+      });
+    } catch (...) {
+      if (pref) cublasLtMatmulPreferenceDestroy(pref);
+      if (ld) cublasLtMatrixLayoutDestroy(ld);
+      if (lb) cublasLtMatrixLayoutDestroy(lb);
+      if (la) cublasLtMatrixLayoutDestroy(la);
+      if (op) cublasLtMatmulDescDestroy(op);
+      if (h) cublasLtDestroy(h);
+      throw;
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatmulDescDestroy(op);
+    cublasLtDestroy(h);
+    const double flops = 2.0 * n * double(n) * n;
+    c.bf16_tflops = flops / (median(us) * 1e-6) / 1e12;
+    KernelBenchRecord r = make_record("gemm_bf16", us, 3.0 * elems * 2, flops, c);
+    r.check = "cuBLASLt BF16 8192x8192x8192, fp32 accumulation, BF16 out";
+    out.push_back(r);
+  }
+  for (auto& r : out) {  // the copy record was made before the GEMM ceiling was known
+    r.bf16_tflops_measured = c.bf16_tflops;
+    r.roofline_fraction = std::max(r.bytes / (c.copy_gbps * 1e9), r.flops / (c.bf16_tflops * 1e12)) / (r.median_us * 1e-6);
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// KV casts
+
+void check_casts(cudaStream_t stream) {
+  const uint64_t seed = fresh_seed();
+  const LatentLayout l = make_latent_layout(512, 64, true);
+  const int rows = 1000, W = l.latent_dim + l.rope_dim;
+  std::vector<uint8_t> pool(size_t(rows) * l.row_bytes);
+  kv_fill_random_cpu({pool.data(), l, nullptr, {}, 0, rows, seed});
+  Buffer d_pool = to_device(pool, "check pool");
+  std::vector<uint16_t> want(size_t(rows) * W);
+  kv_cast_cpu({pool.data(), l, want.data(), rows});
+  Buffer d_out(Where::Device, want.size() * 2, "check bf16 pool");
+  kv_cast_cuda({d_pool.as<uint8_t>(), l, d_out.as<uint16_t>(), rows}, stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint16_t> got = to_host<uint16_t>(d_out, want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    require(got[i] == want[i], "bench kv_cast: GPU value " + std::to_string(i % W) + " of row " +
+                                   std::to_string(i / W) + " differs from the CPU twin (seed " + std::to_string(seed) +
+                                   "); not timed");
+  std::vector<int32_t> idx(777);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 11 == 3 ? -1 : int32_t(rng_uniform(seed, 5, i) * rows);
+  std::vector<uint16_t> gwant(idx.size() * W);
+  std::vector<int32_t> cwant(idx.size());
+  kv_gather_cast_cpu({pool.data(), l, idx.data(), gwant.data(), cwant.data(), int64_t(idx.size())});
+  Buffer d_idx = to_device(idx, "check indices"), d_cidx(Where::Device, idx.size() * 4, "check compact");
+  kv_gather_cast_cuda({d_pool.as<uint8_t>(), l, d_idx.as<int32_t>(), d_out.as<uint16_t>(), d_cidx.as<int32_t>(),
+                       int64_t(idx.size())},
+                      stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<uint16_t> ggot = to_host<uint16_t>(d_out, gwant.size());
+  std::vector<int32_t> cgot = to_host<int32_t>(d_cidx, idx.size());
+  require(cgot == cwant, "bench kv_gather_cast: compact indices differ from the CPU twin (seed " +
+                             std::to_string(seed) + "); not timed");
+  for (size_t i = 0; i < gwant.size(); ++i)
+    require(ggot[i] == gwant[i], "bench kv_gather_cast: GPU value " + std::to_string(i % W) + " of gathered row " +
+                                     std::to_string(i / W) + " differs from the CPU twin (seed " +
+                                     std::to_string(seed) + "); not timed");
+}
+
+// Random pool slots for `B` requests of `topk` each (distinct within a request when the pool allows).
+std::vector<int32_t> random_indices(int B, int topk, int64_t rows, uint64_t seed) {
+  std::vector<int32_t> idx(size_t(B) * topk);
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int64_t> u(0, rows - 1);
+  std::vector<int32_t> perm;
+  for (int b = 0; b < B; ++b) {
+    if (rows >= 4 * topk) {
+      for (int j = 0; j < topk; ++j) idx[size_t(b) * topk + j] = int32_t(u(g));
+    } else {
+      perm.resize(rows);
+      for (int64_t i = 0; i < rows; ++i) perm[i] = int32_t(i);
+      std::shuffle(perm.begin(), perm.end(), g);
+      for (int j = 0; j < topk; ++j) idx[size_t(b) * topk + j] = perm[j % rows];
+    }
+  }
+  return idx;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MLA decode
+
+struct MlaInputs {
+  Buffer q_latent, q_rope, indices, out, lse, workspace;
+};
+
+MlaDecodeParams mla_params(const MlaInputs& in, const uint8_t* kv, const LatentLayout& l, int B, int H, int topk) {
+  MlaDecodeParams p;
+  p.q_latent = in.q_latent.as<float>();
+  p.q_rope = in.q_rope.as<float>();
+  p.q_rope_row_stride = H * l.rope_dim;
+  p.q_rope_head_stride = l.rope_dim;
+  p.kv = kv;
+  p.layout = l;
+  p.indices = in.indices.as<int32_t>();
+  p.out = in.out.as<float>();
+  p.lse = in.lse.as<float>();
+  p.B = B;
+  p.H = H;
+  p.topk = topk;
+  p.scale = 1.f / std::sqrt(float(l.latent_dim + l.rope_dim));
+  p.workspace = in.workspace.bytes() > 1 ? in.workspace.as<float>() : nullptr;
+  p.workspace_bytes = p.workspace ? in.workspace.bytes() : 0;
+  return p;
+}
+
+MlaInputs make_mla_inputs(int B, int H, int topk, const LatentLayout& l, const std::vector<int32_t>& idx,
+                          uint64_t seed) {
+  std::vector<float> ql(size_t(B) * H * l.latent_dim), qr(size_t(B) * H * l.rope_dim);
+  for (size_t i = 0; i < ql.size(); ++i) ql[i] = rng_normal(seed, 41, i);
+  for (size_t i = 0; i < qr.size(); ++i) qr[i] = rng_normal(seed, 42, i);
+  MlaInputs in;
+  in.q_latent = to_device(ql, "bench q_latent");
+  in.q_rope = to_device(qr, "bench q_rope");
+  in.indices = to_device(idx, "bench indices");
+  in.out = Buffer(Where::Device, size_t(B) * H * l.latent_dim * 4, "bench mla out");
+  in.lse = Buffer(Where::Device, size_t(B) * H * 4, "bench mla lse");
+  in.workspace = Buffer(Where::Device, std::max<size_t>(mla_decode_workspace_bytes(B, H, topk, l.latent_dim), 1),
+                        "bench mla split-K workspace");
+  return in;
+}
+
+// fp8 and bf16 (cast pool) mla_decode vs the CPU twin on a small pool, both head counts.
+std::string check_mla(cudaStream_t stream) {
+  double worst = 0;
+  for (int H : {64, 16}) {
+    const uint64_t seed = fresh_seed();
+    const LatentLayout l = make_latent_layout(512, 64, true);
+    const int rows = 4096, B = 3, topk = 512;
+    std::vector<uint8_t> pool(size_t(rows) * l.row_bytes);
+    kv_fill_random_cpu({pool.data(), l, nullptr, {}, 0, rows, seed});
+    std::vector<int32_t> idx = random_indices(B, topk, rows, seed);
+    for (size_t i = 0; i < idx.size(); i += 13) idx[i] = -1;
+    MlaInputs in = make_mla_inputs(B, H, topk, l, idx, seed);
+    std::vector<float> ql = to_host<float>(in.q_latent, size_t(B) * H * l.latent_dim);
+    std::vector<float> qr = to_host<float>(in.q_rope, size_t(B) * H * l.rope_dim);
+    std::vector<float> want(size_t(B) * H * l.latent_dim), want_lse(size_t(B) * H);
+    MlaDecodeParams hp;
+    hp.q_latent = ql.data();
+    hp.q_rope = qr.data();
+    hp.q_rope_row_stride = H * l.rope_dim;
+    hp.q_rope_head_stride = l.rope_dim;
+    hp.kv = pool.data();
+    hp.layout = l;
+    hp.indices = idx.data();
+    hp.out = want.data();
+    hp.lse = want_lse.data();
+    hp.B = B;
+    hp.H = H;
+    hp.topk = topk;
+    hp.scale = 1.f / std::sqrt(float(l.latent_dim + l.rope_dim));
+    mla_decode_cpu(hp);
+    Buffer d_pool = to_device(pool, "check pool");
+    Buffer d_bf16(Where::Device, size_t(rows) * 2 * (l.latent_dim + l.rope_dim), "check bf16 pool");
+    kv_cast_cuda({d_pool.as<uint8_t>(), l, d_bf16.as<uint16_t>(), rows}, stream);
+    for (bool fp8 : {true, false}) {
+      const LatentLayout kl = fp8 ? l : bf16_layout_of(l);
+      MlaDecodeParams p = mla_params(in, fp8 ? d_pool.as<uint8_t>() : d_bf16.as<uint8_t>(), kl, B, H, topk);
+      mla_decode_cuda(p, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<float> got = to_host<float>(in.out, want.size()), got_lse = to_host<float>(in.lse, want_lse.size());
+      double max_abs = 0, max_ref = 0, max_lse = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
+        max_ref = std::max(max_ref, double(std::fabs(want[i])));
+      }
+      for (size_t i = 0; i < want_lse.size(); ++i) max_lse = std::max(max_lse, double(std::fabs(got_lse[i] - want_lse[i])));
+      const double rel = max_abs / std::max(1.0, max_ref);
+      require(rel <= 2e-5 && max_lse <= 2e-5, std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + " H=" +
+                                                  std::to_string(H) + ": max abs error " + sci(max_abs) +
+                                                  " (max |out| " + sci(max_ref) + "), lse error " + sci(max_lse) +
+                                                  " vs the CPU twin, expected <= 2e-5 (seed " + std::to_string(seed) +
+                                                  "); not timed");
+      worst = std::max(worst, std::max(rel, max_lse));
+    }
+  }
+  return "max rel err " + sci(worst) + " vs CPU twin (B=3, topk 512, H 64 and 16)";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Indexer
+
+std::vector<int32_t> shuffled_pages(int B, int max_pages, uint64_t seed) {
+  std::vector<int32_t> pages(size_t(B) * max_pages);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
+  std::mt19937_64 g(seed);
+  std::shuffle(pages.begin(), pages.end(), g);
+  return pages;
+}
+
+std::string check_indexer(cudaStream_t stream) {
+  const uint64_t seed = fresh_seed();
+  const int B = 2, max_pages = 20, Hi = kIndexerHeads, D = kIndexerDim;
+  const IndexerLayout il{D, true};
+  std::vector<int32_t> bt = shuffled_pages(B, max_pages, seed);
+  const int slots_n = B * max_pages * kPageSize;
+  std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
+  std::vector<float> keys(size_t(slots_n) * D);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 21, i);
+  std::vector<int32_t> slots(slots_n);
+  for (int s = 0; s < slots_n; ++s) slots[s] = s;
+  indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
+  std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
+  std::vector<int32_t> seq = {1000, 1280};
+  const size_t n_scores = size_t(B) * max_pages * kPageSize;
+  std::vector<float> want(n_scores);
+  IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .head_weight_scale = 1.f / std::sqrt(float(Hi)),
+                       .key_cache = cache.data(), .layout = il, .block_table = bt.data(), .max_pages = max_pages,
+                       .seq_lens = seq.data(), .scores = want.data(), .B = B, .Hi = Hi,
+                       .softmax_scale = 1.f / std::sqrt(float(D))};
+  indexer_score_cpu(p);
+  Buffer dq = to_device(q, "check q"), dw = to_device(w, "check w"), dc = to_device(cache, "check cache"),
+         db = to_device(bt, "check block table"), ds = to_device(seq, "check seq"),
+         dout(Where::Device, n_scores * 4, "check scores");
+  p.q = dq.as<float>();
+  p.head_weights = dw.as<float>();
+  p.key_cache = dc.as<uint8_t>();
+  p.block_table = db.as<int32_t>();
+  p.seq_lens = ds.as<int32_t>();
+  p.scores = dout.as<float>();
+  indexer_score_cuda(p, stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<float> got = to_host<float>(dout, n_scores);
+  double max_abs = 0, max_ref = 0;
+  for (size_t i = 0; i < n_scores; ++i) {
+    if (std::isinf(want[i])) {
+      require(got[i] == want[i], "bench indexer_score: position " + std::to_string(i) +
+                                     " should be -inf (past seq_len); not timed");
+      continue;
+    }
+    max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
+    max_ref = std::max(max_ref, double(std::fabs(want[i])));
+  }
+  const double rel = max_abs / std::max(1.0, max_ref);
+  require(rel <= 1e-5, "bench indexer_score: max abs error " + sci(max_abs) + " (max |score| " + sci(max_ref) +
+                           ") vs the CPU twin, expected <= 1e-5 relative (seed " + std::to_string(seed) +
+                           "); not timed");
+
+  // topk: long random rows, a heavy-tie row (7 values), an all-equal row (the shared-memory overflow
+  // path), a short row (seq_len <= k).
+  const int tk_pages = 2048, stride = tk_pages * kPageSize;  // 131,072 positions
+  std::vector<int32_t> tseq = {131072, 70000, 50000, 2049, 1000};
+  const int TB = int(tseq.size());
+  std::vector<int32_t> tbt = shuffled_pages(TB, tk_pages, seed);
+  std::vector<float> s(size_t(TB) * stride);
+  for (size_t i = 0; i < s.size(); ++i) s[i] = rng_normal(seed, 31, i);
+  for (int i = 0; i < stride; ++i) {
+    s[size_t(1) * stride + i] = std::floor(rng_uniform(seed, 32, i) * 7.f) - 3.f;
+    s[size_t(2) * stride + i] = i % 3 == 0 ? -0.f : 0.f;
+  }
+  std::vector<int32_t> twant(size_t(TB) * kTopk);
+  topk_cpu({s.data(), stride, tseq.data(), tbt.data(), tk_pages, twant.data(), TB, kTopk});
+  Buffer dsc = to_device(s, "check topk scores"), dsq = to_device(tseq, "check topk seq"),
+         dbt = to_device(tbt, "check topk block table"), dsl(Where::Device, twant.size() * 4, "check topk slots");
+  topk_cuda({dsc.as<float>(), stride, dsq.as<int32_t>(), dbt.as<int32_t>(), tk_pages, dsl.as<int32_t>(), TB, kTopk},
+            stream);
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  std::vector<int32_t> tgot = to_host<int32_t>(dsl, twant.size());
+  for (size_t i = 0; i < twant.size(); ++i)
+    require(tgot[i] == twant[i], "bench topk: request " + std::to_string(i / kTopk) + " rank " +
+                                     std::to_string(i % kTopk) + " slot " + std::to_string(tgot[i]) +
+                                     ", CPU twin " + std::to_string(twant[i]) + " (seed " + std::to_string(seed) +
+                                     "); not timed");
+  return "indexer_score max rel err " + sci(rel) + "; topk identical to CPU twin (ctx up to 131072, ties)";
+}
+
+}  // namespace
+
+std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
+  require(cuda_available(), "bench kernels: no CUDA device (the benchmark times GPU kernels)");
+  require(opt.reps >= 1, "bench kernels: --reps = " + std::to_string(opt.reps) + ", expected >= 1");
+  require(opt.warmup >= 0, "bench kernels: --warmup = " + std::to_string(opt.warmup) + ", expected >= 0");
+  require(opt.pool_tokens >= 4 * kTopk, "bench kernels: --pool-tokens = " + std::to_string(opt.pool_tokens) +
+                                            ", expected >= " + std::to_string(4 * kTopk));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  struct StreamGuard {
+    cudaStream_t s;
+    ~StreamGuard() { cudaStreamDestroy(s); }
+  } guard{stream};
+  std::vector<KernelBenchRecord> out;
+  Timer timer(stream, opt.warmup, opt.reps);
+  std::fprintf(stderr, "bench kernels: ceilings\n");
+  const Ceilings c = measure_ceilings(stream, timer, out);
+  for (const auto& r : out) progress(r);
+
+  const std::vector<int> batches = opt.quick ? std::vector<int>{1, 64} : std::vector<int>{1, 8, 32, 64, 128};
+  const LatentLayout l = make_latent_layout(512, 64, true);
+  const LatentLayout lb = bf16_layout_of(l);
+  const int64_t rows = opt.pool_tokens;
+  const uint64_t seed = fresh_seed();
+
+  // --- casts and MLA decode share one FP8 pool and its BF16 cast ---
+  std::fprintf(stderr, "bench kernels: kv_cast, kv_gather_cast, mla_decode (pool %lld tokens)\n", (long long)rows);
+  check_casts(stream);
+  const std::string cast_check = "bit-identical to CPU twin (1000 rows, 777 gathers)";
+  const std::string mla_check = check_mla(stream);
+  {
+    Buffer pool(Where::Device, size_t(rows) * l.row_bytes, "bench FP8 pool");
+    Buffer bf16(Where::Device, size_t(rows) * lb.row_bytes, "bench BF16 pool");
+    kv_fill_random_cuda({pool.as<uint8_t>(), l, nullptr, {}, 0, rows, seed}, stream);
+    {
+      KvCastParams p{pool.as<uint8_t>(), l, bf16.as<uint16_t>(), rows};
+      std::vector<double> us = timer.time([&] { kv_cast_cuda(p, stream); });
+      KernelBenchRecord r = make_record("kv_cast", us, double(rows) * (l.row_bytes + lb.row_bytes), 0, c);
+      r.pool_tokens = rows;
+      r.check = cast_check;
+      progress(r);
+      out.push_back(r);
+    }
+    for (int B : batches) {
+      const int64_t count = int64_t(B) * kTopk;
+      std::vector<int32_t> idx = random_indices(B, kTopk, rows, seed + B);
+      Buffer d_idx = to_device(idx, "bench indices"), d_cidx(Where::Device, count * 4, "bench compact indices"),
+             compact(Where::Device, count * lb.row_bytes, "bench compact BF16 rows");
+      KvGatherCastParams p{pool.as<uint8_t>(), l, d_idx.as<int32_t>(), compact.as<uint16_t>(), d_cidx.as<int32_t>(),
+                           count};
+      std::vector<double> us = timer.time([&] { kv_gather_cast_cuda(p, stream); });
+      KernelBenchRecord r = make_record("kv_gather_cast", us, double(count) * (l.row_bytes + lb.row_bytes + 8), 0, c);
+      r.batch = B;
+      r.topk = kTopk;
+      r.pool_tokens = rows;
+      r.check = cast_check;
+      progress(r);
+      out.push_back(r);
+    }
+    for (bool fp8 : {true, false}) {
+      for (int H : {64, 16}) {
+        for (int B : batches) {
+          std::vector<int32_t> idx = random_indices(B, kTopk, rows, seed + 7 * B + H);
+          MlaInputs in = make_mla_inputs(B, H, kTopk, l, idx, seed + B);
+          const LatentLayout kl = fp8 ? l : lb;
+          MlaDecodeParams p = mla_params(in, fp8 ? pool.as<uint8_t>() : bf16.as<uint8_t>(), kl, B, H, kTopk);
+          std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
+          const double L = l.latent_dim, R = l.rope_dim;
+          const double bytes = double(B) * kTopk * (kl.row_bytes + 4) + double(B) * H * (L + R) * 4 +
+                               double(B) * H * (L + 1) * 4;
+          const double flops = 2.0 * B * H * kTopk * (2 * L + R);
+          KernelBenchRecord r = make_record(fp8 ? "mla_decode_fp8" : "mla_decode_bf16", us, bytes, flops, c);
+          r.batch = B;
+          r.heads = H;
+          r.topk = kTopk;
+          r.pool_tokens = rows;
+          r.check = mla_check + "; split-K workspace " + std::to_string(p.workspace_bytes) + " B";
+          progress(r);
+          out.push_back(r);
+        }
+      }
+    }
+  }
+
+  // --- indexer scores and top-k over long contexts ---
+  std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
+  const std::string idx_check = check_indexer(stream);
+  const IndexerLayout il{kIndexerDim, true};
+  for (int64_t ctx : {int64_t(32768), int64_t(131072)}) {
+    for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 32}) {
+      const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
+      const int64_t pages = int64_t(B) * max_pages;
+      Buffer cache(Where::Device, size_t(pages) * il.page_bytes(), "bench indexer key cache");
+      {  // fill 1024 pages with real FP8 keys, then repeat them over the cache
+        const int64_t fill_pages = std::min<int64_t>(pages, 1024), fill_rows = fill_pages * kPageSize;
+        Buffer small_pool(Where::Device, size_t(fill_rows) * l.row_bytes, "bench fill pool");
+        kv_fill_random_cuda({small_pool.as<uint8_t>(), l, cache.as<uint8_t>(), il, 0, fill_rows, seed}, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        const size_t chunk = size_t(fill_pages) * il.page_bytes();
+        for (int64_t pg = fill_pages; pg < pages; pg += fill_pages) {
+          const size_t len = size_t(std::min(fill_pages, pages - pg)) * il.page_bytes();
+          CUDA_CHECK(cudaMemcpy(cache.as<uint8_t>() + size_t(pg) * il.page_bytes(), cache.data(), std::min(len, chunk),
+                                cudaMemcpyDeviceToDevice));
+        }
+      }
+      std::vector<int32_t> bt = shuffled_pages(B, max_pages, seed + ctx);
+      std::vector<int32_t> seq(B, int32_t(ctx));
+      std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
+      for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
+      Buffer dq = to_device(q, "bench indexer q"), dw = to_device(w, "bench indexer weights"),
+             dbt = to_device(bt, "bench block table"), dseq = to_device(seq, "bench seq lens"),
+             scores(Where::Device, size_t(B) * ctx * 4, "bench scores"),
+             slots(Where::Device, size_t(B) * kTopk * 4, "bench top-k slots");
+      IndexerScoreParams sp{.q = dq.as<float>(), .head_weights = dw.as<float>(),
+                            .head_weight_scale = 1.f / std::sqrt(float(Hi)), .key_cache = cache.as<uint8_t>(),
+                            .layout = il, .block_table = dbt.as<int32_t>(), .max_pages = max_pages,
+                            .seq_lens = dseq.as<int32_t>(), .scores = scores.as<float>(), .B = B, .Hi = Hi,
+                            .softmax_scale = 1.f / std::sqrt(float(D))};
+      {
+        std::vector<double> us = timer.time([&] { indexer_score_cuda(sp, stream); });
+        const double bytes = double(B) * ctx * (il.bytes_per_token() + 4) + double(pages) * 4 +
+                             double(B) * Hi * (D + 1) * 4;
+        KernelBenchRecord r = make_record("indexer_score", us, bytes, 2.0 * B * ctx * Hi * D, c);
+        r.batch = B;
+        r.heads = Hi;
+        r.context = ctx;
+        r.check = idx_check;
+        progress(r);
+        out.push_back(r);
+      }
+      {
+        TopkParams tp{scores.as<float>(), int(ctx), dseq.as<int32_t>(), dbt.as<int32_t>(), max_pages,
+                      slots.as<int32_t>(), B, kTopk};
+        std::vector<double> us = timer.time([&] { topk_cuda(tp, stream); });
+        KernelBenchRecord r = make_record("topk", us, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);
+        r.batch = B;
+        r.topk = kTopk;
+        r.context = ctx;
+        r.check = idx_check;
+        progress(r);
+        out.push_back(r);
+      }
+    }
+  }
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+  return out;
+}
+
+nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : records)
+    list.push_back({{"kernel", r.kernel},
+                    {"batch", r.batch},
+                    {"heads", r.heads},
+                    {"topk", r.topk},
+                    {"context", r.context},
+                    {"pool_tokens", r.pool_tokens},
+                    {"median_us", r.median_us},
+                    {"min_us", r.min_us},
+                    {"max_us", r.max_us},
+                    {"reps", r.reps},
+                    {"bytes", r.bytes},
+                    {"flops", r.flops},
+                    {"achieved_gbps", r.achieved_gbps},
+                    {"tflops", r.tflops},
+                    {"roofline_fraction", r.roofline_fraction},
+                    {"copy_gbps_measured", r.copy_gbps_measured},
+                    {"bf16_tflops_measured", r.bf16_tflops_measured},
+                    {"check", r.check}});
+  return list;
+}
+
+std::string kernel_bench_table(const std::vector<KernelBenchRecord>& records) {
+  std::string s;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %5s %5s %8s %8s %11s %9s %9s %9s\n", "kernel", "batch", "heads", "context",
+                "pool", "median_us", "GB/s", "TFLOP/s", "roofline");
+  s += line;
+  for (const auto& r : records) {
+    std::snprintf(line, sizeof line, "%-16s %5d %5d %8lld %8lld %11.1f %9.0f %9.1f %8.1f%%\n", r.kernel.c_str(),
+                  r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.median_us, r.achieved_gbps,
+                  r.tflops, 100.0 * r.roofline_fraction);
+    s += line;
+  }
+  if (!records.empty()) {
+    std::snprintf(line, sizeof line, "ceilings measured in this run: copy %.0f GB/s, BF16 GEMM %.1f TFLOP/s\n",
+                  records.front().copy_gbps_measured, records.front().bf16_tflops_measured);
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace glm5
