@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench.h"
+#include "cli/diff_cli.h"
 #include "common/buffer.h"
 #include "common/error.h"
 #include "engine/greedy_decode.h"
@@ -234,6 +235,8 @@ int main(int argc, char** argv) {
   ana->add_option("--out", aout, "output folder")->capture_default_str();
 
   BenchCli bench = add_bench_subcommand(app);  // glm5prof bench kernels (cli/bench.cpp)
+  DiffCliArgs diff_args;
+  CLI::App* dif = add_diff_subcommand(app, diff_args);  // glm5prof diff BASE NEW (cli/diff_cli.cpp)
 
   try {
     app.parse(argc, argv);
@@ -249,6 +252,7 @@ int main(int argc, char** argv) {
     if (*dec) return run_decode(weights_dir, model, prompt, new_tokens, backend, dkv_dtype, dkv_path, reference);
     if (*ana) return run_analyze(trace, aout);
     if (bench.selected()) return bench.run();
+    if (*dif) return run_diff_cli(diff_args);
     // profile (also with no subcommand: the embedded default)
     require(kv_dtype == "fp8" || kv_dtype == "bf16", "--kv-dtype must be fp8 or bf16, got '" + kv_dtype + "'");
     if (prof->count("--context")) require(po.context >= 0, "--context must be >= 0, got " + std::to_string(po.context));

@@ -1,0 +1,313 @@
+#include "analysis/diff.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace glm5 {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The part of a report run the diff reads.
+struct RunView {
+  std::string name;
+  std::vector<double> step_samples;      // per-step time [us]
+  double step_median = 0;
+  std::map<std::string, double> ops;     // op -> us per step
+  std::map<int, double> layers;          // layer -> us per step
+  std::map<std::string, double> kernels; // kernel -> us per step (from the top-kernel list)
+};
+
+double number(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number())
+    throw Error(where + ": field '" + key + "' missing or not a number");
+  double v = it->get<double>();
+  if (!std::isfinite(v)) throw Error(where + ": field '" + key + "' is not finite");
+  return v;
+}
+
+const json& array(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) throw Error(where + ": field '" + key + "' missing or not a list");
+  return *it;
+}
+
+std::vector<RunView> read_runs(const json& report, const std::string& who) {
+  if (!report.is_object()) throw Error(who + ": not a glm5prof report (expected a JSON object)");
+  const json& runs = array(report, "runs", who);
+  std::vector<RunView> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const json& r = runs[i];
+    std::string where = who + ": runs[" + std::to_string(i) + "]";
+    if (!r.is_object()) throw Error(where + ": expected an object");
+    RunView v;
+    v.name = r.value("name", "run" + std::to_string(i));
+    auto st = r.find("steps");
+    if (st == r.end() || !st->is_object()) throw Error(where + ": field 'steps' missing or not an object");
+    v.step_median = number(*st, "median_us", where + ".steps");
+    for (const json& s : array(*st, "samples", where + ".steps")) v.step_samples.push_back(number(s, "time_us", where + ".steps.samples"));
+    for (const json& o : array(r, "ops", where)) v.ops[o.value("op", "")] += number(o, "time_us", where + ".ops");
+    for (const json& c : array(r, "layer_ops", where)) {
+      int layer = int(number(c, "layer", where + ".layer_ops"));
+      if (layer >= 0) v.layers[layer] += number(c, "time_us", where + ".layer_ops");
+    }
+    double nsteps = std::max<size_t>(1, v.step_samples.size());
+    for (const json& k : array(r, "top_kernels", where))
+      v.kernels[k.value("name", "")] += number(k, "total_us", where + ".top_kernels") / nsteps;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+double pct(double base, double now) { return base > 0 ? 100.0 * (now - base) / base : 0.0; }
+
+bool gated(const DiffOptions& o, const std::string& group) {
+  return std::find(o.gate.begin(), o.gate.end(), group) != o.gate.end();
+}
+
+// Effect-size verdict for metrics without samples.
+std::string effect_verdict(const DiffOptions& o, double base, double now) {
+  double d = pct(base, now), a = std::fabs(now - base);
+  if (a < o.min_abs_us || std::fabs(d) < o.threshold_pct) return "unchanged";
+  return d > 0 ? "regression" : "improvement";
+}
+
+void compare_maps(const DiffOptions& o, const std::string& run, const std::string& group, double step_us,
+                  const std::map<std::string, double>& base, const std::map<std::string, double>& now,
+                  bool detect_presence, double presence_floor_base, double presence_floor_now, DiffResult& out) {
+  std::set<std::string> names;
+  for (auto& [k, v] : base) names.insert(k);
+  for (auto& [k, v] : now) names.insert(k);
+  for (const std::string& n : names) {
+    auto b = base.find(n), w = now.find(n);
+    double bv = b == base.end() ? 0 : b->second, nv = w == now.end() ? 0 : w->second;
+    double share = step_us > 0 ? std::max(bv, nv) / step_us : 0;
+    MetricDiff m{run, group, n, bv, nv, pct(bv, nv), -1, false, ""};
+    if (detect_presence && b == base.end() && nv > presence_floor_base && share >= o.min_share) {
+      m.group = "appeared";
+      m.verdict = "appeared";
+      m.gated = gated(o, "appeared");
+    } else if (detect_presence && w == now.end() && bv > presence_floor_now && share >= o.min_share) {
+      m.group = "vanished";
+      m.verdict = "vanished";
+    } else {
+      if (share < o.min_share) continue;
+      m.verdict = effect_verdict(o, bv, nv);
+      m.gated = gated(o, group);
+    }
+    out.metrics.push_back(m);
+  }
+}
+
+double smallest(const std::map<std::string, double>& m) {
+  double s = INFINITY;
+  for (auto& [k, v] : m) s = std::min(s, v);
+  return std::isfinite(s) ? s : 0;
+}
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+double mann_whitney_greater_p(const std::vector<double>& a, const std::vector<double>& b) {
+  const size_t n = a.size(), m = b.size();
+  if (n == 0 || m == 0) return 1.0;
+  double u = 0;  // pairs where b beats a, ties count one half
+  for (double x : a)
+    for (double y : b) u += y > x ? 1.0 : (y == x ? 0.5 : 0.0);
+  if (n * m <= 2500) {
+    // Exact null distribution of U: ways[k][s] = subsets of size k of ranks 1..N with rank sum s.
+    const size_t N = n + m, max_sum = N * (N + 1) / 2;
+    std::vector<std::vector<double>> ways(m + 1, std::vector<double>(max_sum + 1, 0.0));
+    ways[0][0] = 1;
+    for (size_t r = 1; r <= N; ++r)
+      for (size_t k = std::min(r, m); k >= 1; --k)
+        for (size_t s = max_sum; s >= r; --s) ways[k][s] += ways[k - 1][s - r];
+    double total = 0, tail = 0;
+    const double w_obs = std::floor(u + 1e-9) + double(m * (m + 1) / 2);  // rank sum of b for U = floor(u)
+    for (size_t s = 0; s <= max_sum; ++s) {
+      total += ways[m][s];
+      if (double(s) >= w_obs) tail += ways[m][s];
+    }
+    return total > 0 ? tail / total : 1.0;
+  }
+  const double mu = double(n * m) / 2, sigma = std::sqrt(double(n * m) * double(n + m + 1) / 12.0);
+  const double z = (u - 0.5 - mu) / sigma;
+  return 0.5 * std::erfc(z / std::sqrt(2.0));
+}
+
+DiffOptions load_diff_options(const std::string& path, DiffOptions o) {
+  std::ifstream f(path);
+  if (!f) throw Error("diff config '" + path + "': cannot be read");
+  json j;
+  try {
+    j = json::parse(f);
+  } catch (const json::exception& e) {
+    throw Error("diff config '" + path + "': not valid JSON (" + std::string(e.what()) + ")");
+  }
+  if (!j.is_object()) throw Error("diff config '" + path + "': expected a JSON object");
+  auto num = [&](const char* key, double& dst, double lo, double hi) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number() || j[key].get<double>() < lo || j[key].get<double>() > hi)
+      throw Error("diff config '" + path + "': '" + key + "' must be a number in [" + fmt("%g", lo) + ", " +
+                  fmt("%g", hi) + "]");
+    dst = j[key].get<double>();
+  };
+  num("threshold_pct", o.threshold_pct, 0, 1000);
+  num("alpha", o.alpha, 1e-9, 1);
+  num("min_abs_us", o.min_abs_us, 0, 1e9);
+  num("min_share", o.min_share, 0, 1);
+  if (j.contains("gate")) {
+    if (!j["gate"].is_array()) throw Error("diff config '" + path + "': 'gate' must be a list");
+    o.gate.clear();
+    for (const json& g : j["gate"]) {
+      static const std::set<std::string> known = {"step", "op", "layer", "kernel", "appeared"};
+      if (!g.is_string() || !known.count(g.get<std::string>()))
+        throw Error("diff config '" + path + "': 'gate' entries must be step, op, layer, kernel or appeared, got " + g.dump());
+      o.gate.push_back(g.get<std::string>());
+    }
+  }
+  return o;
+}
+
+DiffResult diff_reports(const json& base_j, const json& now_j, const DiffOptions& o, const std::string& base_name,
+                        const std::string& now_name) {
+  std::vector<RunView> base = read_runs(base_j, base_name), now = read_runs(now_j, now_name);
+  DiffResult d;
+  std::vector<std::pair<const RunView*, const RunView*>> pairs;
+  if (base.size() == 1 && now.size() == 1) {
+    pairs.push_back({&base[0], &now[0]});
+    if (base[0].name != now[0].name) d.notes.push_back("compared run '" + now[0].name + "' with base run '" + base[0].name + "'");
+  } else {
+    for (const RunView& n : now) {
+      auto it = std::find_if(base.begin(), base.end(), [&](const RunView& b) { return b.name == n.name; });
+      if (it == base.end()) d.notes.push_back("run '" + n.name + "' has no base run");
+      else pairs.push_back({&*it, &n});
+    }
+    for (const RunView& b : base)
+      if (std::none_of(now.begin(), now.end(), [&](const RunView& n) { return n.name == b.name; }))
+        d.notes.push_back("base run '" + b.name + "' is missing from the new report");
+  }
+  for (auto [b, n] : pairs) {
+    MetricDiff s{n->name, "step", "step median", b->step_median, n->step_median, pct(b->step_median, n->step_median),
+                 -1, gated(o, "step"), ""};
+    const bool big = std::fabs(s.delta_pct) >= o.threshold_pct && std::fabs(s.new_us - s.base_us) >= o.min_abs_us;
+    if (b->step_samples.size() >= 2 && n->step_samples.size() >= 2) {
+      const bool slower = s.new_us > s.base_us;
+      s.p_value = slower ? mann_whitney_greater_p(b->step_samples, n->step_samples)
+                         : mann_whitney_greater_p(n->step_samples, b->step_samples);
+      s.verdict = !big ? "unchanged" : s.p_value >= o.alpha ? "noise" : slower ? "regression" : "improvement";
+    } else {
+      s.verdict = effect_verdict(o, s.base_us, s.new_us);
+      d.notes.push_back("run '" + n->name + "': fewer than 2 step samples on a side; step verdict by effect size only");
+    }
+    d.metrics.push_back(s);
+    const double step = std::max(b->step_median, n->step_median);
+    compare_maps(o, n->name, "op", step, b->ops, n->ops, true, 0, 0, d);
+    std::map<std::string, double> bl, nl;
+    for (auto& [l, v] : b->layers) bl["layer " + std::to_string(l)] = v;
+    for (auto& [l, v] : n->layers) nl["layer " + std::to_string(l)] = v;
+    compare_maps(o, n->name, "layer", step, bl, nl, false, 0, 0, d);
+    // A kernel missing from one top list may only have fallen below its cutoff: call it appeared or
+    // vanished only when it is larger than the smallest kernel the other list kept.
+    compare_maps(o, n->name, "kernel", step, b->kernels, n->kernels, true, smallest(b->kernels), smallest(n->kernels), d);
+  }
+  auto rank = [](const MetricDiff& m) {
+    static const std::map<std::string, int> order = {{"step", 0}, {"appeared", 1}, {"vanished", 2}, {"op", 3}, {"layer", 4}, {"kernel", 5}};
+    return order.at(m.group);
+  };
+  std::stable_sort(d.metrics.begin(), d.metrics.end(), [&](const MetricDiff& a, const MetricDiff& b) { return rank(a) < rank(b); });
+  for (const MetricDiff& m : d.metrics)
+    if (m.gated && (m.verdict == "regression" || m.verdict == "appeared")) d.regression = true;
+  return d;
+}
+
+std::string diff_to_markdown(const DiffResult& d, const DiffOptions& o) {
+  std::ostringstream s;
+  int regressions = 0;
+  for (const MetricDiff& m : d.metrics) regressions += m.gated && (m.verdict == "regression" || m.verdict == "appeared");
+  s << "# glm5prof diff\n\n";
+  s << (d.regression ? "**REGRESSION**: " + std::to_string(regressions) + " gated metric(s) got worse.\n\n"
+                     : std::string("**No regression** in the gated metrics.\n\n"));
+  s << "Gate: " << o.threshold_pct << "% and " << o.min_abs_us << " us minimum change; step samples one-sided "
+    << "Mann-Whitney p < " << o.alpha << "; gated groups:";
+  for (const std::string& g : o.gate) s << " " << g;
+  s << ".\n\n";
+  for (const std::string& n : d.notes) s << "- note: " << n << "\n";
+  if (!d.notes.empty()) s << "\n";
+  s << "| run | group | metric | base [us] | new [us] | change | p | verdict |\n|---|---|---|---:|---:|---:|---:|---|\n";
+  int shown = 0;
+  for (const MetricDiff& m : d.metrics) {
+    bool notable = m.group == "step" || m.verdict != "unchanged";
+    if (!notable || ++shown > 60) continue;
+    s << "| " << m.run << " | " << m.group << " | `" << m.metric << "` | " << fmt("%.1f", m.base_us) << " | "
+      << fmt("%.1f", m.new_us) << " | " << fmt("%+.1f%%", m.delta_pct) << " | "
+      << (m.p_value >= 0 ? fmt("%.3g", m.p_value) : std::string("-")) << " | "
+      << (m.gated && (m.verdict == "regression" || m.verdict == "appeared") ? "**" + m.verdict + "**" : m.verdict) << " |\n";
+  }
+  return s.str();
+}
+
+json diff_to_json(const DiffResult& d, const DiffOptions& o) {
+  json metrics = json::array();
+  for (const MetricDiff& m : d.metrics)
+    metrics.push_back({{"run", m.run}, {"group", m.group}, {"metric", m.metric}, {"base_us", m.base_us},
+                       {"new_us", m.new_us}, {"delta_pct", m.delta_pct},
+                       {"p_value", m.p_value >= 0 ? json(m.p_value) : json(nullptr)}, {"gated", m.gated},
+                       {"verdict", m.verdict}});
+  return {{"schema_version", "glm5prof.diff/1"},
+          {"regression", d.regression},
+          {"options", {{"threshold_pct", o.threshold_pct}, {"alpha", o.alpha}, {"min_abs_us", o.min_abs_us},
+                       {"min_share", o.min_share}, {"gate", o.gate}}},
+          {"notes", d.notes},
+          {"metrics", metrics}};
+}
+
+std::string diff_to_junit(const DiffResult& d) {
+  auto esc = [](const std::string& x) {
+    std::string r;
+    for (char c : x) {
+      switch (c) {
+        case '&': r += "&amp;"; break;
+        case '<': r += "&lt;"; break;
+        case '>': r += "&gt;"; break;
+        case '"': r += "&quot;"; break;
+        default: r += c;
+      }
+    }
+    return r;
+  };
+  std::ostringstream cases;
+  int n = 0, failures = 0;
+  for (const MetricDiff& m : d.metrics) {
+    if (!m.gated) continue;
+    ++n;
+    cases << "  <testcase classname=\"glm5prof." << esc(m.run) << "." << esc(m.group) << "\" name=\"" << esc(m.metric) << "\">\n";
+    if (m.verdict == "regression" || m.verdict == "appeared") {
+      ++failures;
+      cases << "    <failure message=\"" << esc(m.verdict + ": " + fmt("%.1f", m.base_us) + " -> " + fmt("%.1f", m.new_us) +
+                                             " us (" + fmt("%+.1f%%", m.delta_pct) + ")" +
+                                             (m.p_value >= 0 ? ", p = " + fmt("%.3g", m.p_value) : std::string())) << "\"/>\n";
+    }
+    cases << "  </testcase>\n";
+  }
+  std::ostringstream s;
+  s << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuite name=\"glm5prof diff\" tests=\"" << n << "\" failures=\""
+    << failures << "\">\n" << cases.str() << "</testsuite>\n";
+  return s.str();
+}
+
+}  // namespace glm5
