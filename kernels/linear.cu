@@ -84,7 +84,7 @@ struct LinearContext::Impl {
   void* workspace = nullptr;
   uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
   size_t staging_elems = 0;
-  std::map<std::tuple<int, int, int, uint32_t, uint32_t>, LinearPlan> plans;
+  std::map<std::tuple<int, int, int, int, uint32_t, uint32_t>, LinearPlan> plans;
 
   // Handle and workspace are made on first use, so a LinearContext costs nothing on a CPU run.
   void init() {
@@ -103,8 +103,8 @@ struct LinearContext::Impl {
     return staging;
   }
 
-  const LinearPlan& plan(int m, int n, int k, uint32_t align_w, uint32_t align_y) {
-    auto key = std::make_tuple(m, n, k, align_w, align_y);
+  const LinearPlan& plan(int m, int n, int k, int ldw, uint32_t align_w, uint32_t align_y) {
+    auto key = std::make_tuple(m, n, k, ldw, align_w, align_y);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
     LinearPlan pl;
@@ -112,7 +112,7 @@ struct LinearContext::Impl {
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_16BF, k, n, k));  // W: column-major [k, n]
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_16BF, k, n, ldw));  // W: column-major [k, n], ld ldw
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_16BF, k, m, k));  // x: column-major [k, m]
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));   // y: column-major [n, m]
     cublasLtMatmulPreference_t pref = nullptr;
@@ -168,7 +168,7 @@ void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream)
     split_bf16_kernel<<<grid_for(mk), 256, 0, stream>>>(p.x, reinterpret_cast<__nv_bfloat16*>(x2), mk);
     CUDA_CHECK_LAUNCH();
     float* y2 = impl.split_out_for(size_t(2 * mn));
-    const LinearPlan& pl = impl.plan(2 * p.m, p.n, p.k, alignment_of(p.w), 256);
+    const LinearPlan& pl = impl.plan(2 * p.m, p.n, p.k, p.w_stride(), alignment_of(p.w), 256);
     const float alpha = 1.f, beta = 0.f;
     CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl.desc, &alpha, p.w, pl.a, x2, pl.b, &beta, y2, pl.c, y2, pl.c, &pl.algo,
                                   impl.workspace, kWorkspaceBytes, stream));
@@ -178,7 +178,7 @@ void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream)
   }
   uint16_t* x_bf16 = impl.staging_for(size_t(p.m) * p.k);
   f32_to_bf16_cuda(p.x, x_bf16, int64_t(p.m) * p.k, stream);
-  const LinearPlan& pl = impl.plan(p.m, p.n, p.k, alignment_of(p.w), alignment_of(p.y));
+  const LinearPlan& pl = impl.plan(p.m, p.n, p.k, p.w_stride(), alignment_of(p.w), alignment_of(p.y));
   const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
   CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl.desc, &alpha, p.w, pl.a, x_bf16, pl.b, &beta, p.y, pl.c, p.y, pl.c,
                                 &pl.algo, impl.workspace, kWorkspaceBytes, stream));

@@ -22,6 +22,10 @@ struct LinearParams {
   // bits instead of 8), as one GEMM over 2m rows (the weight is read once) plus a small sum kernel:
   // the GPU engine then tracks the fp32 CPU reference (see ActivationPrecision in decode_engine.h).
   bool split_bf16 = false;
+  // Elements between rows of w (0: k). A tensor-parallel shard that takes columns [c0, c0 + k) of a
+  // [n, K] weight passes w + c0 and ldw = K (row-parallel o_proj / down_proj of DESIGN.md's --tp).
+  int ldw = 0;
+  int w_stride() const { return ldw > 0 ? ldw : k; }
 };
 
 // Throws glm5::Error naming `op` and the field unless x, w, y are non-null, m, n, k > 0 and w_dtype

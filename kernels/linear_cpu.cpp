@@ -14,6 +14,7 @@ void validate_linear_params(const LinearParams& p, const char* op, bool allow_f3
   require(p.m > 0, where + "m = " + std::to_string(p.m) + ", expected > 0");
   require(p.n > 0, where + "n = " + std::to_string(p.n) + ", expected > 0");
   require(p.k > 0, where + "k = " + std::to_string(p.k) + ", expected > 0");
+  require(p.ldw == 0 || p.ldw >= p.k, where + "ldw = " + std::to_string(p.ldw) + ", expected 0 or >= k");
   const bool dtype_ok = p.w_dtype == DType::BF16 || (allow_f32_weight && p.w_dtype == DType::F32);
   require(dtype_ok, where + "w_dtype = " + dtype_name(p.w_dtype) +
                         (allow_f32_weight ? ", expected F32 or BF16" : ", expected BF16"));
@@ -28,7 +29,7 @@ void linear_cpu(const LinearParams& p) {
     const float* x = p.x + size_t(i) * p.k;
     float* y = p.y + size_t(i) * p.n;
     for (int j = 0; j < p.n; ++j) {
-      const size_t row = size_t(j) * p.k;
+      const size_t row = size_t(j) * p.w_stride();
       double sum = 0.0;
       if (bf16) {
         for (int c = 0; c < p.k; ++c) sum += double(x[c]) * double(bf16_bits_to_float(wb[row + c]));

@@ -54,7 +54,7 @@ template <bool kVec>
 __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
   const int pair = blockIdx.x;  // b * k + j
   const int b = pair / p.k;
-  const int e = p.topk_ids[pair];
+  const int e = p.topk_ids[pair] - p.expert_begin;  // local expert; outside [0, E): another rank's
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* act = p.act + size_t(pair) * p.inter;
   const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
@@ -86,7 +86,7 @@ __global__ void moe_down_kernel(MoeExpertsParams p) {
     if (d >= p.hidden) break;
     float sum = 0.f;
     for (int j = 0; j < p.k; ++j) {
-      const int e = p.topk_ids[b * p.k + j];
+      const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
       if (e < 0 || e >= p.E) continue;
       const float* act = p.act + (size_t(b) * p.k + j) * p.inter;
       const uint16_t* w = static_cast<const uint16_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;

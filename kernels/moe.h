@@ -43,6 +43,11 @@ struct MoeExpertsParams {
   float* act;                // [B, k, inter] scratch
   float* out;                // [B, hidden] (overwritten)
   int B = 0, E = 0, k = 0, hidden = 0, inter = 0;
+  // Expert parallelism (--tp N): the weights hold global experts [expert_begin, expert_begin + E) of
+  // num_experts_total; a slot routed to another rank's expert contributes nothing here (its rank adds
+  // it, and the all-reduce sums the ranks). 0 = E: all experts local.
+  int expert_begin = 0;
+  int num_experts_total = 0;
 };
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,
 // inter > 0 and w_dtype is BF16 (or F32 when allow_f32_weight: the CPU twin). Expert ids are not

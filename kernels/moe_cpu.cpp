@@ -119,9 +119,12 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
     float* out = p.out + size_t(b) * p.hidden;
     for (int d = 0; d < p.hidden; ++d) out[d] = 0.0f;
     for (int j = 0; j < p.k; ++j) {
-      const int e = p.topk_ids[size_t(b) * p.k + j];
-      require(e >= 0 && e < p.E, "moe_experts_cpu: topk_ids[" + std::to_string(b) + "," + std::to_string(j) +
-                                     "] = " + std::to_string(e) + ", expected 0 <= id < E = " + std::to_string(p.E));
+      const int total = p.num_experts_total > 0 ? p.num_experts_total : p.E;
+      const int id = p.topk_ids[size_t(b) * p.k + j];
+      require(id >= 0 && id < total, "moe_experts_cpu: topk_ids[" + std::to_string(b) + "," + std::to_string(j) +
+                                         "] = " + std::to_string(id) + ", expected 0 <= id < " + std::to_string(total));
+      const int e = id - p.expert_begin;
+      if (e < 0 || e >= p.E) continue;  // another rank's expert
       float* act = p.act + (size_t(b) * p.k + j) * p.inter;
       for (int i = 0; i < p.inter; ++i) {
         const float g = float(dot_row(x, p.w_gate, p.w_dtype, size_t(e) * p.inter + i, p.hidden));

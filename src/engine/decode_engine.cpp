@@ -14,6 +14,7 @@
 #include "kernels/moe.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
+#include "engine/comm.h"
 
 // Runs the op on the engine's backend: the CPU twin with host pointers or the CUDA launcher.
 #define GLM5_RUN(family, params) (cuda_ ? family##_cuda((params), stream_) : family##_cpu(params))
@@ -32,6 +33,7 @@ struct DecodeEngine::LayerWeights {
   const float* router_bias = nullptr;
   const void *e_gate = nullptr, *e_up = nullptr, *e_down = nullptr;
   DType e_dt = DType::F32;
+  int expert_begin = 0, experts = 0;  // this rank's routed experts (expert parallel)
 };
 
 namespace {
@@ -61,9 +63,24 @@ const float* DecodeEngine::vec(const std::string& name) const {
 
 // [gate; up] stacked into one [2I, H] matrix so one projection feeds silu_mul (the production
 // layout). Shared tensors (share_mlp_weights) are fused once.
-DecodeEngine::Mat DecodeEngine::fused_gate_up(const std::string& gate, const std::string& up) {
-  Mat g = mat(gate), u = mat(up);
-  require(g.dt == u.dt && g.n == u.n && g.k == u.k, "weights: " + gate + " and " + up + " differ in shape or dtype");
+DecodeEngine::Mat DecodeEngine::row_shard(const Mat& m, int row0, int rows) {
+  Mat s = m;
+  s.p = static_cast<const char*>(m.p) + size_t(row0) * (m.ld ? m.ld : m.k) * dtype_size(m.dt);
+  s.n = rows;
+  return s;
+}
+
+DecodeEngine::Mat DecodeEngine::col_shard(const Mat& m, int col0, int cols) {
+  Mat s = m;
+  s.p = static_cast<const char*>(m.p) + size_t(col0) * dtype_size(m.dt);
+  s.ld = m.ld ? m.ld : m.k;
+  s.k = cols;
+  return s;
+}
+
+DecodeEngine::Mat DecodeEngine::fused_gate_up(const std::string& gate, const std::string& up, int row0, int rows) {
+  Mat g = row_shard(mat(gate), row0, rows), u = row_shard(mat(up), row0, rows);
+  require(g.dt == u.dt && g.k == u.k, "weights: " + gate + " and " + up + " differ in shape or dtype");
   auto it = fused_.find(g.p);
   if (it == fused_.end()) {
     size_t half = size_t(g.n) * g.k * dtype_size(g.dt);
@@ -109,7 +126,21 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     linear_ctx_ = std::make_unique<LinearContext>();
   }
   const ModelConfig& c = cfg_;
-  // Resolve every layer's tensors once.
+  if (opt.comm) {
+    tp_ = opt.comm->size();
+    rank_ = opt.comm->rank();
+  }
+  auto divisible = [&](int n, const char* what) {
+    require(n % tp_ == 0, "--tp " + std::to_string(tp_) + " must divide " + what + " = " + std::to_string(n));
+    return n / tp_;
+  };
+  heads_ = divisible(c.num_attention_heads, "num_attention_heads");
+  const int h0 = rank_ * heads_;
+  const int dense_inter = divisible(c.intermediate_size, "intermediate_size");
+  const int shared_inter = divisible(c.moe_intermediate_size * std::max(1, c.n_shared_experts),
+                                     "moe_intermediate_size x n_shared_experts");
+  const int local_experts = c.n_routed_experts > 0 ? divisible(c.n_routed_experts, "n_routed_experts") : 0;
+  // Resolve every layer's tensors (this rank's shard of them) once.
   layers_.resize(c.num_hidden_layers);
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     LayerWeights& L = layers_[l];
@@ -118,11 +149,12 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     L.post_norm = vec(p + "post_attention_layernorm.weight");
     L.q_a = mat(p + "self_attn.q_a_proj.weight");
     L.q_a_norm = vec(p + "self_attn.q_a_layernorm.weight");
-    L.q_b = mat(p + "self_attn.q_b_proj.weight");
+    L.q_b = row_shard(mat(p + "self_attn.q_b_proj.weight"), h0 * c.qk_head_dim(), heads_ * c.qk_head_dim());
     L.kv_a = mat(p + "self_attn.kv_a_proj_with_mqa.weight");
     L.kv_a_norm = vec(p + "self_attn.kv_a_layernorm.weight");
-    L.kv_b = mat(p + "self_attn.kv_b_proj.weight");
-    L.o_proj = mat(p + "self_attn.o_proj.weight");
+    const int kvb_rows = c.qk_nope_head_dim + c.v_head_dim;
+    L.kv_b = row_shard(mat(p + "self_attn.kv_b_proj.weight"), h0 * kvb_rows, heads_ * kvb_rows);
+    L.o_proj = col_shard(mat(p + "self_attn.o_proj.weight"), h0 * c.v_head_dim, heads_ * c.v_head_dim);
     L.has_indexer = c.has_indexer;
     L.indexer_shared = c.has_indexer && l < int(c.indexer_shared.size()) && c.indexer_shared[l];
     if (L.has_indexer && !L.indexer_shared) {
@@ -134,18 +166,23 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     }
     L.moe = l < int(c.layer_is_moe.size()) && c.layer_is_moe[l];
     if (!L.moe) {
-      L.gate_up = fused_gate_up(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight");
-      L.down = mat(p + "mlp.down_proj.weight");
+      L.gate_up = fused_gate_up(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", rank_ * dense_inter, dense_inter);
+      L.down = col_shard(mat(p + "mlp.down_proj.weight"), rank_ * dense_inter, dense_inter);
     } else {
       L.router = mat(p + "mlp.gate.weight");
       L.router_bias = vec(p + "mlp.gate.e_score_correction_bias");
       const WeightTensor& g = w_.get(p + "mlp.experts.gate_proj.weight");
-      L.e_gate = g.data;
       L.e_dt = g.dtype;
-      L.e_up = w_.get(p + "mlp.experts.up_proj.weight").data;
-      L.e_down = w_.get(p + "mlp.experts.down_proj.weight").data;
-      L.gate_up = fused_gate_up(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight");
-      L.down = mat(p + "mlp.shared_experts.down_proj.weight");
+      L.expert_begin = rank_ * local_experts;
+      L.experts = local_experts;
+      const size_t per_expert = size_t(c.moe_intermediate_size) * c.hidden_size * dtype_size(g.dtype);
+      auto local = [&](const void* base) { return static_cast<const char*>(base) + L.expert_begin * per_expert; };
+      L.e_gate = local(g.data);
+      L.e_up = local(w_.get(p + "mlp.experts.up_proj.weight").data);
+      L.e_down = local(w_.get(p + "mlp.experts.down_proj.weight").data);
+      L.gate_up = fused_gate_up(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight",
+                                rank_ * shared_inter, shared_inter);
+      L.down = col_shard(mat(p + "mlp.shared_experts.down_proj.weight"), rank_ * shared_inter, shared_inter);
     }
   }
 
@@ -160,7 +197,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
 
   auto fl = [&](size_t n, const char* label) { return Buffer(where_, std::max<size_t>(n, 1) * 4, label); };
   size_t B = opt.batch;
-  int H = c.num_attention_heads;
+  const int H = heads_;
   tokens_ = fl(B, "tokens");
   x_ = fl(B * c.hidden_size, "hidden");
   xn_ = fl(B * c.hidden_size, "normed hidden");
@@ -200,6 +237,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   topk_w_ = fl(B * std::max(1, c.num_experts_per_tok), "expert weights");
   expert_act_ = fl(B * std::max(1, c.num_experts_per_tok) * std::max(1, c.moe_intermediate_size), "expert activations");
   moe_out_ = fl(B * c.hidden_size, "routed experts output");
+  if (tp_ > 1) partial_ = fl(B * c.hidden_size, "partial output (before the all-reduce)");
   gate_up_ = fl(B * 2 * inter, "gate_up");
   act_ = fl(B * inter, "MLP activation");
   logits_ = fl(B * c.vocab_size, "logits");
@@ -223,6 +261,7 @@ void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& 
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   const bool split = opt_.precision == ActivationPrecision::SplitBf16;
   LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, split};
+  p.ldw = w.ld;
   if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
   else linear_cpu(p);
 }
@@ -292,7 +331,7 @@ void DecodeEngine::capture(const Buffer& b) {
 void DecodeEngine::attention(int l) {
   const ModelConfig& c = cfg_;
   const LayerWeights& L = layers_[l];
-  const int B = opt_.batch, H = c.num_attention_heads, Lr = c.kv_lora_rank, R = c.qk_rope_head_dim;
+  const int B = opt_.batch, H = heads_, Lr = c.kv_lora_rank, R = c.qk_rope_head_dim;
   const int qk = c.qk_head_dim(), kvw = Lr + R;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
@@ -410,8 +449,13 @@ void DecodeEngine::attention(int l) {
                         c.v_head_dim, Lr};
     GLM5_RUN(mla_unabsorb, p);
   }
-  // o_proj accumulates into the residual stream: x += attn_o W_o^T.
-  linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);
+  // o_proj accumulates into the residual stream: x += attn_o W_o^T (summed over ranks under --tp).
+  if (tp_ == 1) {
+    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);
+  } else {
+    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, partial_.as<float>(), B, false);
+    reduce_into_residual(l, partial_.as<float>(), "attn.residual");
+  }
 }
 
 void DecodeEngine::mlp(int l) {
@@ -437,10 +481,12 @@ void DecodeEngine::mlp(int l) {
       GLM5_RUN(moe_route, p);
     }
     {
-      double bytes = double(B) * K * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
-      OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * B * K * Hd * I));
+      // Expected share of the B*K routed slots on this rank's experts: 1 / tp.
+      double slots = double(B) * K / tp_;
+      double bytes = slots * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
+      OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
-                         expert_act_.as<float>(), moe_out_.as<float>(), B, E, K, Hd, I};
+                         expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
       GLM5_RUN(moe_experts, p);
     }
   }
@@ -451,12 +497,29 @@ void DecodeEngine::mlp(int l) {
     SiluMulParams p{gate_up_.as<float>(), act_.as<float>(), B, inter};
     GLM5_RUN(silu_mul, p);
   }
-  linear(dn.c_str(), l, act_.as<float>(), L.down, x, B, true);
   if (L.moe) {
-    OpScope s(*tracer_, desc("moe.residual", l, double(B) * Hd * 12, double(B) * Hd));
-    AddParams p{x, moe_out_.as<float>(), int64_t(B) * Hd};
-    GLM5_RUN(add_inplace, p);
+    // HF order: (routed experts + shared expert), then the residual; summed over ranks under --tp.
+    linear(dn.c_str(), l, act_.as<float>(), L.down, moe_out_.as<float>(), B, true);
+    reduce_into_residual(l, moe_out_.as<float>(), "moe.residual");
+  } else if (tp_ == 1) {
+    linear(dn.c_str(), l, act_.as<float>(), L.down, x, B, true);
+  } else {
+    linear(dn.c_str(), l, act_.as<float>(), L.down, partial_.as<float>(), B, false);
+    reduce_into_residual(l, partial_.as<float>(), "mlp.residual");
   }
+}
+
+void DecodeEngine::reduce_into_residual(int l, float* partial, const char* residual_op) {
+  const int B = opt_.batch, Hd = cfg_.hidden_size;
+  if (tp_ > 1) {
+    // Ring all-reduce moves 2 (N-1)/N of the buffer through each GPU's links.
+    const double bytes = 2.0 * (tp_ - 1) / tp_ * double(B) * Hd * 4;
+    OpScope s(*tracer_, desc("comm.all_reduce", l, bytes, double(B) * Hd * (tp_ - 1)));
+    opt_.comm->all_reduce_sum(partial, size_t(B) * Hd, stream_);
+  }
+  OpScope s(*tracer_, desc(residual_op, l, double(B) * Hd * 12, double(B) * Hd));
+  AddParams p{x_.as<float>(), partial, int64_t(B) * Hd};
+  GLM5_RUN(add_inplace, p);
 }
 
 }  // namespace glm5

@@ -22,6 +22,7 @@
 namespace glm5 {
 
 class LinearContext;
+class Communicator;
 
 // How the CUDA backend feeds fp32 activations to its BF16 cuBLASLt projections (CPU: always fp32).
 // Bf16 is what BF16 serving stacks do and what `profile` measures; SplitBf16 (x as bf16 hi + lo,
@@ -38,6 +39,13 @@ struct EngineOptions {
   int64_t pool_tokens = 0;       // KV pool capacity per layer (0: batch * max_seq_len, page-rounded)
   uint64_t seed = 1234;
   ActivationPrecision precision = ActivationPrecision::SplitBf16;
+  // Tensor / expert parallelism (DESIGN.md, SGLang/vLLM style): this engine is rank `comm->rank()`
+  // of `comm->size()`: attention heads / size (q_b, kv_b rows; o_proj columns), dense-MLP and shared-
+  // expert intermediate / size (gate/up rows; down columns), routed experts / size (expert parallel);
+  // q_a, kv_a, the indexer, the router, embedding and lm_head replicated; the latent KV pool replicated
+  // (MLA keeps one latent per token for all heads). Partial outputs are summed by comm->all_reduce_sum
+  // after o_proj and after the MLP / MoE. Null: one rank, no collectives.
+  Communicator* comm = nullptr;
 };
 
 class DecodeEngine {
@@ -71,6 +79,7 @@ class DecodeEngine {
     const void* p = nullptr;
     DType dt = DType::F32;
     int n = 0, k = 0;
+    int ld = 0;          // elements between rows (0: k); column shards of a wider weight set it
   };
   struct LayerWeights;
 
@@ -79,7 +88,13 @@ class DecodeEngine {
   void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
   Mat mat(const std::string& name) const;
   const float* vec(const std::string& name) const;
-  Mat fused_gate_up(const std::string& gate, const std::string& up);
+  // [gate; up] rows [row0, row0 + rows) of each, stacked into one [2 rows, hidden] matrix.
+  Mat fused_gate_up(const std::string& gate, const std::string& up, int row0, int rows);
+  // Rows [row0, row0 + rows) of a matrix / columns [col0, col0 + cols) (ld = the full width).
+  static Mat row_shard(const Mat& m, int row0, int rows);
+  static Mat col_shard(const Mat& m, int col0, int cols);
+  // Sums `partial` [batch, hidden] over ranks (op comm.all_reduce), then x += partial.
+  void reduce_into_residual(int layer, float* partial, const char* residual_op);
   OpDesc desc(const char* op, int layer, double bytes, double flops) const;
 
   ModelConfig cfg_;
@@ -95,6 +110,7 @@ class DecodeEngine {
   std::map<const void*, Buffer> fused_;  // fused [gate; up] weights, keyed by the gate tensor
   Buffer inv_freq_;
   int step_ = 0;
+  int tp_ = 1, rank_ = 0, heads_ = 0;  // tensor-parallel size, this rank, its attention heads
   double context_tokens_ = 0;   // this step: sum over requests of the tokens attended (indexer scoring)
   double selected_tokens_ = 0;  // this step: sum over requests of the top-k rows attention reads
   std::vector<std::vector<float>>* capture_ = nullptr;
@@ -103,6 +119,7 @@ class DecodeEngine {
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
+  Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
 };
 

@@ -2,27 +2,18 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "common/error.h"
 #include "engine/decode_engine.h"
 
 namespace glm5 {
 
-GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
-                                 const std::vector<int32_t>& prompt, int new_tokens,
-                                 const std::vector<int32_t>& forced, ActivationPrecision precision) {
-  require(!prompt.empty(), "decode: the prompt is empty");
-  require(new_tokens >= 1, "decode: --new-tokens must be at least 1, got " + std::to_string(new_tokens));
-  require(forced.empty() || int(forced.size()) >= new_tokens - 1,
-          "decode: teacher forcing needs " + std::to_string(new_tokens - 1) + " tokens, got " + std::to_string(forced.size()));
-  EngineOptions opt;
-  opt.backend = backend;
-  opt.kv_path = kv_path;
-  opt.batch = 1;
-  opt.max_seq_len = int(prompt.size()) + new_tokens;
-  opt.precision = precision;
-  OpTracer none;
-  DecodeEngine engine(cfg, weights, opt, none);
+namespace {
+
+// Feeds the prompt, then decodes (teacher-forced when `forced` is given) on one engine.
+GreedyDecodeResult run_greedy(DecodeEngine& engine, const std::vector<int32_t>& prompt, int new_tokens,
+                              const std::vector<int32_t>& forced) {
   GreedyDecodeResult r;
   std::vector<float> logits;
   std::vector<int32_t> next;
@@ -46,6 +37,60 @@ GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights,
   }
   r.logits_hash = h;
   return r;
+}
+
+EngineOptions decode_options(Backend backend, KvPath kv_path, const std::vector<int32_t>& prompt, int new_tokens,
+                             const std::vector<int32_t>& forced, ActivationPrecision precision) {
+  require(!prompt.empty(), "decode: the prompt is empty");
+  require(new_tokens >= 1, "decode: --new-tokens must be at least 1, got " + std::to_string(new_tokens));
+  require(forced.empty() || int(forced.size()) >= new_tokens - 1,
+          "decode: teacher forcing needs " + std::to_string(new_tokens - 1) + " tokens, got " + std::to_string(forced.size()));
+  EngineOptions opt;
+  opt.backend = backend;
+  opt.kv_path = kv_path;
+  opt.batch = 1;
+  opt.max_seq_len = int(prompt.size()) + new_tokens;
+  opt.precision = precision;
+  return opt;
+}
+
+}  // namespace
+
+GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights, Backend backend, KvPath kv_path,
+                                 const std::vector<int32_t>& prompt, int new_tokens,
+                                 const std::vector<int32_t>& forced, ActivationPrecision precision) {
+  EngineOptions opt = decode_options(backend, kv_path, prompt, new_tokens, forced, precision);
+  OpTracer none;
+  DecodeEngine engine(cfg, weights, opt, none);
+  return run_greedy(engine, prompt, new_tokens, forced);
+}
+
+GreedyDecodeResult greedy_decode_parallel(const ModelConfig& cfg, const std::vector<const Weights*>& weights,
+                                          Backend backend, KvPath kv_path, const std::vector<int32_t>& prompt,
+                                          int new_tokens, const std::vector<Communicator*>& comms,
+                                          const std::vector<int32_t>& forced, ActivationPrecision precision) {
+  const size_t n = comms.size();
+  require(n >= 1 && weights.size() == n, "decode: one Weights per rank needed");
+  EngineOptions base = decode_options(backend, kv_path, prompt, new_tokens, forced, precision);
+  std::vector<GreedyDecodeResult> results(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        if (backend == Backend::Cuda) CUDA_CHECK(cudaSetDevice(int(r)));
+        EngineOptions opt = base;
+        opt.comm = comms[r];
+        OpTracer none;
+        DecodeEngine engine(cfg, *weights[r], opt, none);
+        results[r] = run_greedy(engine, prompt, new_tokens, forced);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();  // a failed rank leaves the others blocked in a collective: reported below
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t r = 0; r < n; ++r) require(errors[r].empty(), "rank " + std::to_string(r) + ": " + errors[r]);
+  return results[0];
 }
 
 int argmax_index(const std::vector<float>& v) {

@@ -27,6 +27,17 @@ GreedyDecodeResult greedy_decode(const ModelConfig& cfg, const Weights& weights,
                                  const std::vector<int32_t>& forced = {},
                                  ActivationPrecision precision = ActivationPrecision::SplitBf16);
 
+class Communicator;
+
+// The same decode split over tensor/expert-parallel ranks: one thread per rank, `weights[r]` on rank
+// r's side (CUDA: device r), `comms[r]` its communicator. Returns rank 0's result (every rank
+// computes the same logits after the all-reduces). Throws glm5::Error naming a failed rank.
+GreedyDecodeResult greedy_decode_parallel(const ModelConfig& cfg, const std::vector<const Weights*>& weights,
+                                          Backend backend, KvPath kv_path, const std::vector<int32_t>& prompt,
+                                          int new_tokens, const std::vector<Communicator*>& comms,
+                                          const std::vector<int32_t>& forced = {},
+                                          ActivationPrecision precision = ActivationPrecision::SplitBf16);
+
 // ||a - b||_2 / ||b||_2.
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);
 
