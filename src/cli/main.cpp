@@ -189,6 +189,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
   prof->add_option("--out", po.out_dir, "output folder (trace.json, report.json, report.md)")->capture_default_str();
+  prof->add_option("--tp", po.tp, "tensor/expert-parallel ranks: alone, N GPUs of this host (NCCL); with --rank, one rank's shard on one GPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  prof->add_option("--rank", po.rank, "profile only this rank's shard (collectives marked, not performed)")->check(CLI::Range(0, 63));
   prof->parse_complete_callback([prof, &kv_path, &kv_dtype] {
     if (kv_dtype == "bf16" && prof->count("--kv-path") && kv_path != "all")
       throw CLI::ValidationError("--kv-path " + kv_path + " contradicts --kv-dtype bf16 (a BF16 KV pool has nothing "

@@ -1,6 +1,10 @@
 #include "engine/profile_session.h"
 
 #include <algorithm>
+#include <barrier>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +15,7 @@
 #include "common/buffer.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "engine/comm.h"
 #include "engine/decode_engine.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -129,6 +134,84 @@ std::string gib(double bytes) {
   return b;
 }
 
+// Serializes the engine ranks' calls into one tracer (CUPTI is process-wide; NVTX ranges and external
+// correlation ids stay per thread, as CUPTI and NVTX keep them).
+class LockedTracer : public OpTracer {
+ public:
+  explicit LockedTracer(OpTracer& t) : t_(t) {}
+  void begin_range(const std::string& name) override { std::lock_guard<std::mutex> l(m_); t_.begin_range(name); }
+  void end_range() override { std::lock_guard<std::mutex> l(m_); t_.end_range(); }
+  void begin_op(const OpDesc& op) override { std::lock_guard<std::mutex> l(m_); t_.begin_op(op); }
+  void end_op() override { std::lock_guard<std::mutex> l(m_); t_.end_op(); }
+
+ private:
+  OpTracer& t_;
+  std::mutex m_;
+};
+
+// The activities of one GPU (a rank of a multi-GPU run), for a per-rank analysis.
+Timeline device_part(const Timeline& t, int device) {
+  Timeline p = t;
+  p.activities.clear();
+  for (const Activity& a : t.activities)
+    if (a.device == device) p.activities.push_back(a);
+  return p;
+}
+
+// Runs every rank's engine (one thread per rank, GPU r for rank r) through warm-up untraced, then the
+// measured steps traced into one Timeline (CUPTI on the GPU, the host clock on the CPU).
+Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, const EngineOptions& eo,
+                   const std::vector<std::unique_ptr<Communicator>>& comms, bool cuda, int context,
+                   const ProfileOptions& o) {
+  const int ranks = int(weights.size());
+  std::barrier warm(ranks + 1), go(ranks + 1);
+  std::optional<CuptiTracer> cupti;
+  std::optional<HostClockTracer> host;
+  std::unique_ptr<LockedTracer> shared;
+  std::vector<std::string> errors(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      bool arrived_warm = false, arrived_go = false;
+      try {
+        if (cuda) CUDA_CHECK(cudaSetDevice(ranks > 1 ? r : 0));
+        EngineOptions e = eo;
+        e.comm = comms.empty() ? nullptr : comms[r].get();
+        NvtxTracer untraced;
+        DecodeEngine engine(cfg, weights[r], e, untraced);
+        engine.pool().fill_context(context, engine.stream());
+        std::vector<int32_t> tokens(o.batch);
+        for (int b = 0; b < o.batch; ++b) tokens[b] = int32_t(splitmix64(o.seed + b) % uint64_t(cfg.vocab_size));
+        engine.set_step_index(-o.warmup);
+        for (int i = 0; i < o.warmup; ++i) tokens = engine.step(tokens);
+        engine.set_step_index(0);
+        if (cuda) CUDA_CHECK(cudaDeviceSynchronize());
+        arrived_warm = true;
+        warm.arrive_and_wait();
+        arrived_go = true;
+        go.arrive_and_wait();
+        engine.set_tracer(*shared);
+        for (int i = 0; i < o.steps; ++i) tokens = engine.step(tokens);
+        if (cuda) CUDA_CHECK(cudaDeviceSynchronize());
+        engine.set_tracer(untraced);
+      } catch (const std::exception& ex) {
+        errors[r] = ex.what();
+        if (!arrived_warm) warm.arrive_and_drop();
+        if (!arrived_go) go.arrive_and_drop();
+      }
+    });
+  warm.arrive_and_wait();  // every rank warmed up: start tracing
+  if (cuda) cupti.emplace();
+  else host.emplace();
+  shared = std::make_unique<LockedTracer>(cuda ? static_cast<OpTracer&>(*cupti) : static_cast<OpTracer&>(*host));
+  go.arrive_and_wait();
+  for (std::thread& th : threads) th.join();
+  Timeline t = cuda ? cupti->finish() : host->finish();
+  for (int r = 0; r < ranks; ++r)
+    require(errors[r].empty(), (ranks > 1 ? "rank " + std::to_string(r) + ": " : std::string()) + errors[r]);
+  return t;
+}
+
 }  // namespace
 
 std::string run_profile(const ProfileOptions& o) {
@@ -205,7 +288,21 @@ std::string run_profile(const ProfileOptions& o) {
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
                               "; lower --pool-tokens / --batch / --context or use --share-mlp on");
 
-  Weights weights = o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo);
+  require(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));
+  require(o.rank < o.tp, "--rank " + std::to_string(o.rank) + " must be below --tp " + std::to_string(o.tp));
+  const bool multi_gpu = o.tp > 1 && o.rank < 0;
+  require(!multi_gpu || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
+                                  " GPUs; on one GPU or the CPU add --rank R to profile one rank's shard");
+  std::vector<std::unique_ptr<Communicator>> comms;
+  if (multi_gpu) comms = make_nccl_communicators(o.tp);
+  else if (o.tp > 1) comms.push_back(make_simulated_communicator(o.rank, o.tp));
+  const int ranks = multi_gpu ? o.tp : 1;
+  std::vector<Weights> rank_weights;  // rank r's copy on GPU r (each rank reads only its shard)
+  for (int r = 0; r < ranks; ++r) {
+    if (cuda) CUDA_CHECK(cudaSetDevice(r));
+    rank_weights.push_back(o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo));
+  }
+  if (cuda) CUDA_CHECK(cudaSetDevice(0));
   if (!o.quiet)  // after the weights loaded: a failed load prints its one error line only
     std::fprintf(stderr, "glm5prof: %s on %s, %d layers, batch %d, context %d, pool %lld tokens; weights %s%s\n",
                  cfg.name.c_str(), cuda ? "CUDA" : "CPU", cfg.num_hidden_layers, o.batch, context,
@@ -232,6 +329,9 @@ std::string run_profile(const ProfileOptions& o) {
                          {"steps", o.steps},
                          {"warmup", o.warmup},
                          {"seed", o.seed},
+                         {"tp", o.tp},
+                         {"rank", o.rank < 0 ? json("all") : json(o.rank)},
+                         {"collectives", comms.empty() ? "none" : comms[0]->kind()},
                          {"activations", cuda ? "bf16 (cuBLASLt BF16 x BF16 -> FP32)" : "fp32"}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
@@ -253,41 +353,22 @@ std::string run_profile(const ProfileOptions& o) {
   std::vector<std::pair<std::string, Analysis>> analyses;
   for (KvPath path : paths) {
     eo.kv_path = path;
-    NvtxTracer untraced;
-    DecodeEngine engine(cfg, weights, eo, untraced);
-    engine.pool().fill_context(context, engine.stream());
-    std::vector<int32_t> tokens(o.batch);
-    for (int b = 0; b < o.batch; ++b) tokens[b] = int32_t(splitmix64(o.seed + b) % uint64_t(cfg.vocab_size));
-    engine.set_step_index(-o.warmup);
-    for (int i = 0; i < o.warmup; ++i) tokens = engine.step(tokens);
-    engine.set_step_index(0);
-    Timeline t;
     auto t0 = std::chrono::steady_clock::now();
-    if (cuda) {
-      CuptiTracer tracer;
-      engine.set_tracer(tracer);
-      for (int i = 0; i < o.steps; ++i) tokens = engine.step(tokens);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      engine.set_tracer(untraced);
-      t = tracer.finish();
-    } else {
-      HostClockTracer tracer;
-      engine.set_tracer(tracer);
-      for (int i = 0; i < o.steps; ++i) tokens = engine.step(tokens);
-      engine.set_tracer(untraced);
-      t = tracer.finish();
-    }
+    Timeline t = run_ranks(cfg, rank_weights, eo, comms, cuda, context, o);
     double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    Analysis a = analyze(t, peaks);
-    if (!o.quiet)
-      std::fprintf(stderr, "glm5prof: path %-11s step median %.1f us (%d steps, %.0f ms wall), KV cast %.1f us\n",
-                   kv_path_name(path).c_str(), a.step_median_us, o.steps, wall_ms, a.cast_us);
-    RunReport rr;
-    rr.name = kv_path_name(path);
-    rr.spec = json{{"kv_path", rr.name}, {"batch", o.batch}, {"context", context}, {"pool_tokens", pool}};
-    rr.analysis = a;
-    report.runs.push_back(rr);
-    analyses.emplace_back(rr.name, a);
+    for (int r = 0; r < ranks; ++r) {
+      Analysis a = analyze(ranks > 1 ? device_part(t, r) : t, peaks);
+      RunReport rr;
+      rr.name = kv_path_name(path) + (ranks > 1 ? "/rank" + std::to_string(r) : "");
+      if (!o.quiet)
+        std::fprintf(stderr, "glm5prof: path %-11s step median %.1f us (%d steps, %.0f ms wall), KV cast %.1f us\n",
+                     rr.name.c_str(), a.step_median_us, o.steps, wall_ms, a.cast_us);
+      rr.spec = json{{"kv_path", kv_path_name(path)}, {"batch", o.batch}, {"context", context}, {"pool_tokens", pool},
+                     {"tp", o.tp}, {"rank", o.rank < 0 ? r : o.rank}};
+      rr.analysis = a;
+      report.runs.push_back(rr);
+      if (r == 0) analyses.emplace_back(kv_path_name(path), a);
+    }
     timelines.push_back(std::move(t));
   }
   if (analyses.size() > 1) report.comparison = compare_paths(analyses);

@@ -24,6 +24,12 @@ struct ProfileOptions {
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";
+  // Tensor / expert parallelism: --tp N alone runs N ranks on N GPUs of this host (one thread each,
+  // NCCL all-reduces, one merged trace with a pid per GPU); with --rank R it runs rank R's shard on
+  // one GPU (or the CPU) with the collectives marked but not performed (a per-GPU profile of an
+  // N-way server on one GPU).
+  int tp = 1;
+  int rank = -1;
   bool quiet = false;
 };
 
