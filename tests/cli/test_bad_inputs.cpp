@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run_binary.h"
 #include "tests/shared_dir.h"
 
 namespace {
@@ -25,23 +26,9 @@ using nlohmann::json;
 
 const std::string kBinary = GLM5_BINARY_DIR "/glm5prof";
 
-struct Result {
-  int status = -1;  // exit status; 124 when the timeout killed it
-  std::string out, err;
-};
+using Result = glm5::test::RunResult;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using glm5::test::slurp;
 
 class BadInputs : public ::testing::Test {
  protected:
@@ -73,20 +60,7 @@ class BadInputs : public ::testing::Test {
     return file(name + ".json", "{\"traceEvents\": [" + events + "]}");
   }
 
-  static Result run(const std::vector<std::string>& args) {
-    static int n = 0;
-    const fs::path out = dir_ / ("stdout." + std::to_string(n)), err = dir_ / ("stderr." + std::to_string(n));
-    ++n;
-    std::string cmd = "timeout 60 " + quote(kBinary);
-    for (const std::string& a : args) cmd += " " + quote(a);
-    cmd += " >" + quote(out.string()) + " 2>" + quote(err.string()) + " </dev/null";
-    const int raw = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
+  static Result run(const std::vector<std::string>& args) { return glm5::test::run_glm5prof(args, dir_); }
 
   // Runs `args` (an --out folder is appended for profile / analyze) and checks the contract.
   static void expect_failure(const std::string& label, std::vector<std::string> args, int status,
