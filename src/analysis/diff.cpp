@@ -24,6 +24,7 @@ struct RunView {
   std::map<std::string, double> ops;     // op -> us per step
   std::map<int, double> layers;          // layer -> us per step
   std::map<std::string, double> kernels; // kernel -> us per step (from the top-kernel list)
+  std::map<std::string, double> hotspots; // "kind: what" -> us per step
 };
 
 double number(const json& j, const char* key, const std::string& where) {
@@ -63,6 +64,9 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     double nsteps = std::max<size_t>(1, v.step_samples.size());
     for (const json& k : array(r, "top_kernels", where))
       v.kernels[k.value("name", "")] += number(k, "total_us", where + ".top_kernels") / nsteps;
+    if (r.contains("hotspots") && r["hotspots"].is_array())
+      for (const json& h : r["hotspots"])
+        if (h.is_object()) v.hotspots[h.value("kind", "") + ": " + h.value("what", "")] = h.value("time_us", 0.0);
     out.push_back(std::move(v));
   }
   return out;
@@ -224,9 +228,20 @@ DiffResult diff_reports(const json& base_j, const json& now_j, const DiffOptions
     // A kernel missing from one top list may only have fallen below its cutoff: call it appeared or
     // vanished only when it is larger than the smallest kernel the other list kept.
     compare_maps(o, n->name, "kernel", step, b->kernels, n->kernels, true, smallest(b->kernels), smallest(n->kernels), d);
+    // Hotspots that appeared, vanished or changed (reported, never gated: the ops they name are).
+    std::set<std::string> hs;
+    for (auto& [k, v] : b->hotspots) hs.insert(k);
+    for (auto& [k, v] : n->hotspots) hs.insert(k);
+    for (const std::string& h : hs) {
+      auto bi = b->hotspots.find(h), ni = n->hotspots.find(h);
+      double bv = bi == b->hotspots.end() ? 0 : bi->second, nv = ni == n->hotspots.end() ? 0 : ni->second;
+      std::string verdict = bi == b->hotspots.end() ? "new hotspot" : ni == n->hotspots.end() ? "hotspot gone"
+                                                                                                : effect_verdict(o, bv, nv);
+      d.metrics.push_back(MetricDiff{n->name, "hotspot", h, bv, nv, pct(bv, nv), -1, false, verdict});
+    }
   }
   auto rank = [](const MetricDiff& m) {
-    static const std::map<std::string, int> order = {{"step", 0}, {"appeared", 1}, {"vanished", 2}, {"op", 3}, {"layer", 4}, {"kernel", 5}};
+    static const std::map<std::string, int> order = {{"step", 0}, {"appeared", 1}, {"vanished", 2}, {"hotspot", 3}, {"op", 4}, {"layer", 5}, {"kernel", 6}};
     return order.at(m.group);
   };
   std::stable_sort(d.metrics.begin(), d.metrics.end(), [&](const MetricDiff& a, const MetricDiff& b) { return rank(a) < rank(b); });

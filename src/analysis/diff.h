@@ -26,13 +26,14 @@ DiffOptions load_diff_options(const std::string& path, DiffOptions base);
 
 struct MetricDiff {
   std::string run;              // run (KV path) name
-  std::string group;            // "step" | "op" | "layer" | "kernel" | "appeared" | "vanished"
+  std::string group;            // "step" | "op" | "layer" | "kernel" | "appeared" | "vanished" | "hotspot"
   std::string metric;           // e.g. "step median", "attn.kv_cast", "layer 12", kernel name
   double base_us = 0, new_us = 0;  // per step [us]
   double delta_pct = 0;         // 100 * (new - base) / base (0 when base is 0)
   double p_value = -1;          // one-sided Mann-Whitney p for "new is slower" (-1: no samples)
   bool gated = false;           // this group gates the exit status
   std::string verdict;          // "regression" | "improvement" | "noise" | "unchanged" | "appeared" | "vanished"
+                                // (hotspots: "new hotspot" | "hotspot gone" | the effect verdict)
 };
 
 struct DiffResult {

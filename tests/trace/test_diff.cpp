@@ -132,3 +132,14 @@ TEST(Diff, BadInputsNameTheField) {
   EXPECT_EQ(o.threshold_pct, 5);
   EXPECT_EQ(o.gate.size(), 2u);
 }
+
+TEST(Diff, HotspotsThatChangedAreListed) {
+  json base = report("serve", {1000, 1001, 999}, {{"attn.mla", 300}});
+  json now = report("serve", {1300, 1301, 1299}, {{"attn.mla", 300}, {"attn.kv_cast", 300}});
+  now["runs"][0]["hotspots"] = json::array({{{"kind", "kv_dtype_cast"}, {"what", "attn.kv_cast"}, {"time_us", 300.0}}});
+  base["runs"][0]["hotspots"] = json::array();
+  DiffResult d = diff_reports(base, now, DiffOptions{});
+  bool listed = false;
+  for (const MetricDiff& m : d.metrics) listed |= m.group == "hotspot" && m.verdict == "new hotspot" && !m.gated;
+  EXPECT_TRUE(listed) << diff_to_markdown(d, DiffOptions{});
+}
