@@ -193,6 +193,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
   prof->add_option("--rank", po.rank, "profile only this rank's shard (collectives marked, not performed)")->check(CLI::Range(0, 63));
+  prof->add_option("--nccl-id-file", po.nccl_id_file,
+                   "one process per rank (several hosts): with --tp N --rank R, real NCCL collectives; rank 0 writes "
+                   "the NCCL unique id to this shared file, the others wait for it");
   prof->parse_complete_callback([prof, &kv_path, &kv_dtype] {
     if (kv_dtype == "bf16" && prof->count("--kv-path") && kv_path != "all")
       throw CLI::ValidationError("--kv-path " + kv_path + " contradicts --kv-dtype bf16 (a BF16 KV pool has nothing "

@@ -164,6 +164,8 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
                    const std::vector<std::unique_ptr<Communicator>>& comms, bool cuda, int context,
                    const ProfileOptions& o) {
   const int ranks = int(weights.size());
+  int home_device = 0;  // the device the caller chose (a one-process-per-rank run picks its own)
+  if (cuda) CUDA_CHECK(cudaGetDevice(&home_device));
   std::barrier warm(ranks + 1), go(ranks + 1);
   std::optional<CuptiTracer> cupti;
   std::optional<HostClockTracer> host;
@@ -174,7 +176,7 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
     threads.emplace_back([&, r] {
       bool arrived_warm = false, arrived_go = false;
       try {
-        if (cuda) CUDA_CHECK(cudaSetDevice(ranks > 1 ? r : 0));
+        if (cuda) CUDA_CHECK(cudaSetDevice(ranks > 1 ? r : home_device));
         EngineOptions e = eo;
         e.comm = comms.empty() ? nullptr : comms[r].get();
         NvtxTracer untraced;
@@ -293,16 +295,28 @@ std::string run_profile(const ProfileOptions& o) {
   const bool multi_gpu = o.tp > 1 && o.rank < 0;
   require(!multi_gpu || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
                                   " GPUs; on one GPU or the CPU add --rank R to profile one rank's shard");
+  require(o.nccl_id_file.empty() || (o.rank >= 0 && cuda),
+          "--nccl-id-file needs --rank R and the CUDA backend (one process per rank)");
   std::vector<std::unique_ptr<Communicator>> comms;
-  if (multi_gpu) comms = make_nccl_communicators(o.tp);
-  else if (o.tp > 1) comms.push_back(make_simulated_communicator(o.rank, o.tp));
+  if (multi_gpu) {
+    comms = make_nccl_communicators(o.tp);
+  } else if (!o.nccl_id_file.empty()) {
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    CUDA_CHECK(cudaSetDevice(o.rank % devices));
+    comms.push_back(make_nccl_communicator_from_file(o.nccl_id_file, o.tp, o.rank));
+  } else if (o.tp > 1) {
+    comms.push_back(make_simulated_communicator(o.rank, o.tp));
+  }
   const int ranks = multi_gpu ? o.tp : 1;
   std::vector<Weights> rank_weights;  // rank r's copy on GPU r (each rank reads only its shard)
+  int home_device = 0;
+  if (cuda) CUDA_CHECK(cudaGetDevice(&home_device));
   for (int r = 0; r < ranks; ++r) {
-    if (cuda) CUDA_CHECK(cudaSetDevice(r));
+    if (cuda && ranks > 1) CUDA_CHECK(cudaSetDevice(r));
     rank_weights.push_back(o.weights == "synthetic" ? synthetic_weights(cfg, o.seed, wo) : load_weights(cfg, o.weights, wo));
   }
-  if (cuda) CUDA_CHECK(cudaSetDevice(0));
+  if (cuda) CUDA_CHECK(cudaSetDevice(home_device));
   if (!o.quiet)  // after the weights loaded: a failed load prints its one error line only
     std::fprintf(stderr, "glm5prof: %s on %s, %d layers, batch %d, context %d, pool %lld tokens; weights %s%s\n",
                  cfg.name.c_str(), cuda ? "CUDA" : "CPU", cfg.num_hidden_layers, o.batch, context,

@@ -30,6 +30,10 @@ struct ProfileOptions {
   // N-way server on one GPU).
   int tp = 1;
   int rank = -1;
+  // One process per rank (several processes or hosts): with --rank R, a real NCCL communicator whose
+  // unique id rank 0 writes to this file and the others read (a path every rank sees). The process
+  // uses GPU R modulo the GPUs it sees (CUDA_VISIBLE_DEVICES narrows that).
+  std::string nccl_id_file;
   bool quiet = false;
 };
 
