@@ -1,5 +1,6 @@
 #include "engine/decode_engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -40,10 +41,30 @@ namespace {
 
 double dsize(DType t) { return double(dtype_size(t)); }
 
-// HF GlmMoeDsaRotaryEmbedding.compute_default_rope_parameters: inv_freq[i] = 1 / base^(2i/d), fp32.
-std::vector<float> rope_inv_freq(float theta, int dim) {
+// RoPE inverse frequencies, fp32.
+//   default (HF compute_default_rope_parameters): inv_freq[i] = 1 / base^(2i/d).
+//   yarn (HF _compute_yarn_parameters, DeepSeek-V3): blend of inv_freq (extrapolation) and inv_freq /
+//   factor (interpolation) with a linear ramp between the correction dims of beta_fast and beta_slow
+//   over original_max_position_embeddings. The cos/sin attention factor is 1 when mscale equals
+//   mscale_all_dim (DeepSeek-V3 / R1: both 1.0); the softmax scale carries mscale^2 (ModelConfig).
+std::vector<float> rope_inv_freq(const ModelConfig& c) {
+  const int dim = c.qk_rope_head_dim;
+  const double base = c.rope_theta;
   std::vector<float> f(dim / 2);
-  for (int i = 0; i < dim / 2; ++i) f[i] = float(1.0 / std::pow(double(theta), double(2 * i) / double(dim)));
+  for (int i = 0; i < dim / 2; ++i) f[i] = float(1.0 / std::pow(base, double(2 * i) / double(dim)));
+  if (c.rope_type != "yarn" || c.rope_factor <= 1.f || c.rope_original_max_position <= 0) return f;
+  auto correction_dim = [&](double rotations) {
+    return dim * std::log(c.rope_original_max_position / (rotations * 2 * M_PI)) / (2 * std::log(base));
+  };
+  double low = std::max(0.0, std::floor(correction_dim(c.rope_beta_fast)));
+  double high = std::min(double(dim - 1), std::ceil(correction_dim(c.rope_beta_slow)));
+  if (low == high) high += 0.001;
+  for (int i = 0; i < dim / 2; ++i) {
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double extrapolation = 1.0 - ramp;  // 1: keep the original frequency
+    const double inv = f[i];
+    f[i] = float(inv / c.rope_factor * (1.0 - extrapolation) + inv * extrapolation);
+  }
   return f;
 }
 
@@ -243,7 +264,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   logits_ = fl(B * c.vocab_size, "logits");
   next_ = fl(B, "next tokens");
 
-  std::vector<float> f = rope_inv_freq(c.rope_theta, c.qk_rope_head_dim);
+  std::vector<float> f = rope_inv_freq(c);
   inv_freq_ = fl(f.size(), "rope inv_freq");
   inv_freq_.upload(f.data(), f.size() * 4);
 }
@@ -401,7 +422,10 @@ void DecodeEngine::attention(int l) {
     }
   }
   if (!L.indexer_shared) {
-    OpScope s(*tracer_, desc("attn.indexer.topk", l, double(B) * score_stride * 4 + double(B) * topk * 4, 0));
+    // Without an indexer (deepseek_v3) every scores entry is 0 and top-k keeps all positions: the op
+    // only turns positions into pool slots.
+    OpScope s(*tracer_, desc(c.has_indexer ? "attn.indexer.topk" : "attn.kv_indices", l,
+                             double(B) * score_stride * 4 + double(B) * topk * 4, 0));
     TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
                  topk_.as<int32_t>(), B, topk};
     GLM5_RUN(topk, p);

@@ -288,7 +288,7 @@ std::string run_profile(const ProfileOptions& o) {
                               " + KV pool " + gib(double(pool_bytes)) + " + scratch " + gib(double(scratch)) + " = " +
                               gib(double(need)) + ", but only " + gib(double(free_b)) + " is free" +
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
-                              "; lower --pool-tokens / --batch / --context or use --share-mlp on");
+                              "; lower --pool-tokens / --batch / --context" + std::string(wo.share_mlp_weights ? "" : " or use --share-mlp on"));
 
   require(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));
   require(o.rank < o.tp, "--rank " + std::to_string(o.rank) + " must be below --tp " + std::to_string(o.tp));

@@ -1,15 +1,37 @@
-// read_chrome_trace: Chrome / Kineto trace JSON -> Timeline (see chrome_trace.h).
+// read_chrome_trace: Chrome / Kineto trace JSON (plain or gzip) -> Timeline (see chrome_trace.h).
+//
+// Streaming, in memory proportional to the events kept, not to the file:
+//  1. ByteSource reads the file in 4 MiB chunks; gzip data (found by its magic bytes 1f 8b, whatever
+//     the name) is inflated with zlib as it is read, multi-member streams included.
+//  2. Splitter, a small state machine that knows only strings, escapes and bracket depth, cuts the
+//     elements of the top-level "traceEvents" array out of the byte stream into batches of about
+//     2 MiB ("[e1,e2,...]"); everything else (the "skeleton": the document with each traceEvents
+//     array left empty, a few hundred bytes in practice) is kept as text.
+//  3. Each batch is parsed and fully validated by simdjson's DOM parser (one parser reused, so its
+//     buffers stay the size of a batch); the skeleton by nlohmann::json (metadata:
+//     baseTimeNanoseconds, deviceProperties, glm5prof). Events keep times relative to the base until
+//     the end, because Kineto writes baseTimeNanoseconds after traceEvents.
+// Measured speed and memory: reports/2026-11-29-trace-reader.md (tools/bench_trace_reader.sh).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <functional>
 #include <map>
-#include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 
 #include "common/error.h"
 #include "trace/chrome_trace.h"
@@ -19,6 +41,10 @@ namespace glm5 {
 namespace {
 
 using nlohmann::json;
+namespace dom = simdjson::dom;
+
+// ---------------------------------------------------------------------------------------------------
+// Metadata (skeleton, nlohmann)
 
 int64_t as_int(const json& v, int64_t fallback = 0) {
   if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
@@ -38,15 +64,72 @@ T arg(const json& args, const char* key, T fallback) {
   else return static_cast<T>(as_int(*it, static_cast<int64_t>(fallback)));
 }
 
-Dim3 dim3_arg(const json& args, const char* key) {
-  auto it = args.find(key);
-  if (it == args.end() || !it->is_array() || it->size() != 3) return {};
-  return {static_cast<int>(as_int((*it)[0])), static_cast<int>(as_int((*it)[1])),
-          static_cast<int>(as_int((*it)[2]))};
+// ---------------------------------------------------------------------------------------------------
+// Events (simdjson DOM); the same rules as the metadata helpers above.
+
+int64_t as_int(dom::element v, int64_t fallback = 0) {
+  switch (v.type()) {
+    case dom::element_type::INT64: return int64_t(v);
+    case dom::element_type::UINT64: return static_cast<int64_t>(uint64_t(v));
+    case dom::element_type::DOUBLE: {
+      const double d = double(v);
+      return std::isfinite(d) && std::fabs(d) < 9e18 ? static_cast<int64_t>(d) : fallback;
+    }
+    default: return fallback;
+  }
 }
 
-bool kind_of(const std::string& cat, ActivityKind& kind) {
-  static const std::map<std::string, ActivityKind> m = {
+bool is_number(dom::element v) {
+  const dom::element_type t = v.type();
+  return t == dom::element_type::INT64 || t == dom::element_type::UINT64 || t == dom::element_type::DOUBLE;
+}
+
+double as_double(dom::element v) {
+  switch (v.type()) {
+    case dom::element_type::INT64: return double(int64_t(v));
+    case dom::element_type::UINT64: return double(uint64_t(v));
+    default: return double(v);
+  }
+}
+
+// The fields of an event's "args" that the Timeline keeps (absent: not set).
+struct EventArgs {
+  const dom::element* device = nullptr;
+  const dom::element* stream = nullptr;
+  const dom::element* correlation = nullptr;
+  const dom::element* external_id = nullptr;
+  const dom::element* grid = nullptr;
+  const dom::element* block = nullptr;
+  const dom::element* step = nullptr;
+  const dom::element* layer = nullptr;
+  const dom::element* op = nullptr;
+  const dom::element* flops = nullptr;
+  const dom::element* bytes = nullptr;
+  const dom::element* op_bytes = nullptr;
+};
+
+template <class T>
+T arg(const dom::element* v, T fallback) {
+  if (!v || v->is_null()) return fallback;
+  if constexpr (std::is_same_v<T, std::string>) {
+    return v->is_string() ? std::string(std::string_view(*v)) : fallback;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return is_number(*v) ? as_double(*v) : fallback;
+  } else {
+    return static_cast<T>(as_int(*v, static_cast<int64_t>(fallback)));
+  }
+}
+
+Dim3 dim3_arg(const dom::element* v) {
+  if (!v || !v->is_array()) return {};
+  const dom::array a(*v);
+  if (a.size() != 3) return {};
+  return {static_cast<int>(as_int(a.at(0).value_unsafe())), static_cast<int>(as_int(a.at(1).value_unsafe())),
+          static_cast<int>(as_int(a.at(2).value_unsafe()))};
+}
+
+bool kind_of(std::string_view cat, ActivityKind& kind) {
+  static const std::map<std::string_view, ActivityKind> m = {
       {"kernel", ActivityKind::kernel},        {"gpu_memcpy", ActivityKind::memcpy},
       {"gpu_memset", ActivityKind::memset},    {"cuda_runtime", ActivityKind::runtime},
       {"cuda_driver", ActivityKind::driver},   {"cpu_op", ActivityKind::cpu_op},
@@ -55,6 +138,497 @@ bool kind_of(const std::string& cat, ActivityKind& kind) {
   if (it == m.end()) return false;
   kind = it->second;
   return true;
+}
+
+// Plausibility limits [us]. A duration over 1e15 us (31 years) is corrupt. Timestamps may be absolute
+// (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15 today), so they get a
+// wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
+constexpr double kMaxDurUs = 1e15;
+constexpr double kMaxTsUs = 4e15;
+constexpr int64_t kMaxBaseNs = 4'000'000'000'000'000'000;
+
+// Typed access to the fields of traceEvents[index]; every failure is one line naming the trace, the
+// event index and the field, e.g. "trace 'x.json': traceEvents[3].dur: expected a number".
+class EventFields {
+ public:
+  EventFields(const std::string& path, uint64_t index) : path_(path), index_(index) {}
+
+  [[noreturn]] void fail(const char* key, const std::string& what) const {
+    throw Error("trace '" + path_ + "': traceEvents[" + std::to_string(index_) + "]." + key + ": " + what);
+  }
+  // A string field; "" when absent or null.
+  std::string_view str(const dom::element* v, const char* key) const {
+    if (!v || v->is_null()) return {};
+    if (!v->is_string()) fail(key, "expected a string, got " + short_dump(*v));
+    return std::string_view(*v);
+  }
+  // A time field in microseconds: a finite number in [0, max_us]. `*fallback` when absent (fallback ==
+  // nullptr: the field is required).
+  double micros(const dom::element* e, const char* key, double max_us, const double* fallback) const {
+    if (!e || e->is_null()) {
+      if (fallback) return *fallback;
+      fail(key, "missing (expected a number of microseconds)");
+    }
+    if (!is_number(*e)) fail(key, "expected a number of microseconds, got " + short_dump(*e));
+    const double v = as_double(*e);
+    if (!std::isfinite(v)) fail(key, "expected a finite number of microseconds, got " + short_dump(*e));
+    if (v < 0) fail(key, "must not be negative, got " + short_dump(*e));
+    if (v > max_us) fail(key, "is " + short_dump(*e) + " us, beyond the plausible limit of " + limit(max_us) + " us");
+    return v;
+  }
+
+ private:
+  static std::string short_dump(dom::element v) {
+    std::string s = simdjson::minify(v);
+    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
+  }
+  static std::string limit(double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);
+    return b;
+  }
+  const std::string& path_;
+  uint64_t index_;
+};
+
+// Events are stored with times relative to baseTimeNanoseconds (added at the end).
+class EventSink {
+ public:
+  EventSink(const std::string& path, Timeline& t) : path_(path), t_(t) {}
+
+  void add(dom::element element, uint64_t index) {
+    if (!element.is_object()) return;
+    const dom::object e(element);
+    const dom::element *ph = nullptr, *cat_v = nullptr, *name_v = nullptr, *ts = nullptr, *dur = nullptr,
+                       *pid_v = nullptr, *tid_v = nullptr, *args_v = nullptr;
+    // The last of duplicate keys wins (as nlohmann::json's parser has it).
+    dom::element slots[8];
+    for (dom::key_value_pair kv : e) {
+      const std::string_view k = kv.key;
+      int s = -1;
+      if (k == "ph") s = 0;
+      else if (k == "cat") s = 1;
+      else if (k == "name") s = 2;
+      else if (k == "ts") s = 3;
+      else if (k == "dur") s = 4;
+      else if (k == "pid") s = 5;
+      else if (k == "tid") s = 6;
+      else if (k == "args") s = 7;
+      if (s < 0) continue;
+      slots[s] = kv.value;
+      const dom::element* p = &slots[s];
+      switch (s) {
+        case 0: ph = p; break;
+        case 1: cat_v = p; break;
+        case 2: name_v = p; break;
+        case 3: ts = p; break;
+        case 4: dur = p; break;
+        case 5: pid_v = p; break;
+        case 6: tid_v = p; break;
+        default: args_v = p; break;
+      }
+    }
+    const EventFields f(path_, index);
+    if (f.str(ph, "ph") != "X") return;
+    const std::string_view cat = f.str(cat_v, "cat");
+    EventArgs a;
+    dom::element arg_slots[12];
+    if (args_v && args_v->is_object()) {
+      for (dom::key_value_pair kv : dom::object(*args_v)) {
+        const std::string_view k = kv.key;
+        const dom::element** dst = nullptr;
+        int s = 0;
+        switch (k.size()) {  // a cheap first cut: most args are none of ours
+          case 2: if (k == "op") dst = &a.op, s = 0; break;
+          case 4: if (k == "grid") dst = &a.grid, s = 1; else if (k == "step") dst = &a.step, s = 2; break;
+          case 5:
+            if (k == "block") dst = &a.block, s = 3;
+            else if (k == "layer") dst = &a.layer, s = 4;
+            else if (k == "flops") dst = &a.flops, s = 5;
+            else if (k == "bytes") dst = &a.bytes, s = 6;
+            break;
+          case 6: if (k == "device") dst = &a.device, s = 7; else if (k == "stream") dst = &a.stream, s = 8; break;
+          case 8: if (k == "op_bytes") dst = &a.op_bytes, s = 9; break;
+          case 11: if (k == "correlation") dst = &a.correlation, s = 10; else if (k == "External id") dst = &a.external_id, s = 11; break;
+          default: break;
+        }
+        if (!dst) continue;
+        arg_slots[s] = kv.value;
+        *dst = &arg_slots[s];
+      }
+    }
+    const std::string_view name = f.str(name_v, "name");
+    const double zero = 0.0;
+    const double ts_us = f.micros(ts, "ts", kMaxTsUs, nullptr), dur_us = f.micros(dur, "dur", kMaxDurUs, &zero);
+    const int64_t start = std::llround(ts_us * 1e3), end = start + std::llround(dur_us * 1e3);
+    const int64_t pid = pid_v ? as_int(*pid_v) : 0, tid = tid_v ? as_int(*tid_v) : 0;
+    if (cat == "user_annotation" || cat == "gpu_user_annotation") {
+      Range r;
+      r.name = name;
+      r.start_ns = start;
+      r.end_ns = end;
+      r.kind = cat == "user_annotation" ? RangeKind::user_annotation : RangeKind::gpu_user_annotation;
+      r.thread = tid;
+      if (r.kind == RangeKind::gpu_user_annotation) r.device = static_cast<int>(pid);
+      r.step = arg<int>(a.step, -1);
+      r.layer = arg<int>(a.layer, -1);
+      r.op = arg<std::string>(a.op, "");
+      t_.ranges.push_back(std::move(r));
+      return;
+    }
+    ActivityKind kind;
+    if (!kind_of(cat, kind)) return;
+    Activity x;
+    x.kind = kind;
+    x.name = name;
+    x.start_ns = start;
+    x.end_ns = end;
+    const bool device_kind = kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset;
+    x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
+    x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
+    x.thread = device_kind ? 0 : tid;
+    x.correlation_id = arg<uint64_t>(a.correlation, 0);
+    x.external_id = arg<uint64_t>(a.external_id, 0);
+    x.grid = dim3_arg(a.grid);
+    x.block = dim3_arg(a.block);
+    x.step = arg<int>(a.step, -1);
+    x.layer = arg<int>(a.layer, -1);
+    x.op = arg<std::string>(a.op, "");
+    x.flops = arg<double>(a.flops, 0.0);
+    if (kind == ActivityKind::memcpy || kind == ActivityKind::memset) {
+      x.bytes_copied = arg<uint64_t>(a.bytes, 0);
+      x.bytes = arg<double>(a.op_bytes, 0.0);
+    } else {
+      x.bytes = arg<double>(a.bytes, 0.0);
+    }
+    t_.activities.push_back(std::move(x));
+  }
+
+ private:
+  const std::string& path_;
+  Timeline& t_;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Bytes: the file as it is, or inflated when it starts with the gzip magic bytes.
+
+class ByteSource {
+ public:
+  explicit ByteSource(const std::string& path) : path_(path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      throw Error("trace '" + path + "': is a directory, expected a trace .json file");
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw Error("trace '" + path + "': cannot open the file (" + std::strerror(errno) + ")");
+#ifdef POSIX_FADV_SEQUENTIAL
+    ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+    raw_.resize(kChunk);
+    raw_len_ = fill(raw_.data(), raw_.size());
+    gzip_ = raw_len_ >= 2 && (unsigned char)raw_[0] == 0x1f && (unsigned char)raw_[1] == 0x8b;
+    if (gzip_) {
+      std::memset(&zs_, 0, sizeof zs_);
+      if (inflateInit2(&zs_, 16 + MAX_WBITS) != Z_OK) throw Error("trace '" + path + "': zlib inflateInit2 failed");
+      zs_open_ = true;
+      zs_.next_in = reinterpret_cast<Bytef*>(raw_.data());
+      zs_.avail_in = static_cast<uInt>(raw_len_);
+    }
+  }
+  ~ByteSource() {
+    if (zs_open_) inflateEnd(&zs_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+
+  bool gzip() const { return gzip_; }
+
+  // Up to `cap` bytes of JSON text into `out`; 0 at the end. Throws on a read error or bad gzip data.
+  size_t read(char* out, size_t cap) {
+    if (!gzip_) {
+      if (raw_pos_ < raw_len_) {  // the first chunk, read to look for the magic bytes
+        const size_t n = std::min(cap, raw_len_ - raw_pos_);
+        std::memcpy(out, raw_.data() + raw_pos_, n);
+        raw_pos_ += n;
+        return n;
+      }
+      return fill(out, cap);
+    }
+    size_t produced = 0;
+    while (produced == 0) {
+      if (stream_end_) {
+        // Another gzip member may follow (as `cat a.gz b.gz` makes); anything else is an error.
+        if (zs_.avail_in < 2 && !refill_keep()) {
+          if (zs_.avail_in == 0) return 0;
+          trailing();
+        }
+        if (zs_.next_in[0] != 0x1f || zs_.next_in[1] != 0x8b) trailing();
+        inflateReset(&zs_);
+        stream_end_ = false;
+      }
+      if (zs_.avail_in == 0 && !refill())
+        throw Error("trace '" + path_ + "': truncated gzip data: the compressed stream ends at byte " +
+                    std::to_string(compressed_offset()) + " before its end marker (after " +
+                    std::to_string(out_total_) + " bytes of JSON)");
+      zs_.next_out = reinterpret_cast<Bytef*>(out);
+      zs_.avail_out = static_cast<uInt>(std::min<size_t>(cap, UINT_MAX));
+      const int rc = inflate(&zs_, Z_NO_FLUSH);
+      produced = std::min<size_t>(cap, UINT_MAX) - zs_.avail_out;
+      if (rc == Z_STREAM_END) {
+        stream_end_ = true;
+      } else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        throw Error("trace '" + path_ + "': corrupt gzip data near compressed byte " + std::to_string(compressed_offset()) +
+                    " (zlib: " + (zs_.msg ? zs_.msg : "error " + std::to_string(rc)) + ")");
+      }
+    }
+    out_total_ += produced;
+    return produced;
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t(4) << 20;
+
+  size_t fill(char* out, size_t cap) {
+    size_t n = 0;
+    while (n < cap) {
+      const ssize_t r = ::read(fd_, out + n, cap - n);
+      if (r == 0) break;
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        throw Error("trace '" + path_ + "': cannot read the file (" + std::strerror(errno) + ")");
+      }
+      n += size_t(r);
+    }
+    file_read_ += n;
+    return n;
+  }
+  // Next compressed chunk into raw_ (the input was all used). False at the end of the file.
+  bool refill() {
+    raw_len_ = fill(raw_.data(), raw_.size());
+    zs_.next_in = reinterpret_cast<Bytef*>(raw_.data());
+    zs_.avail_in = static_cast<uInt>(raw_len_);
+    return raw_len_ > 0;
+  }
+  // Keeps the unused input and appends more. False when there is no more.
+  bool refill_keep() {
+    const size_t keep = zs_.avail_in;
+    std::memmove(raw_.data(), zs_.next_in, keep);
+    const size_t n = fill(raw_.data() + keep, raw_.size() - keep);
+    raw_len_ = keep + n;
+    zs_.next_in = reinterpret_cast<Bytef*>(raw_.data());
+    zs_.avail_in = static_cast<uInt>(raw_len_);
+    return raw_len_ >= 2;
+  }
+  uint64_t compressed_offset() const { return file_read_ - zs_.avail_in; }
+  [[noreturn]] void trailing() const {
+    throw Error("trace '" + path_ + "': unexpected data after the end of the gzip stream at compressed byte " +
+                std::to_string(compressed_offset()));
+  }
+
+  const std::string& path_;
+  int fd_ = -1;
+  std::vector<char> raw_;
+  size_t raw_len_ = 0, raw_pos_ = 0;
+  uint64_t file_read_ = 0;
+  bool gzip_ = false, zs_open_ = false, stream_end_ = false;
+  uint64_t out_total_ = 0;  // JSON bytes inflated so far
+  z_stream zs_{};
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Splitter: cuts the elements of the top-level "traceEvents" array into batches, keeps the rest.
+
+class Splitter {
+ public:
+  // `on_batch(text, len, first_index, starts, base_offset)`: text = "[e_k,...,e_m]" with
+  // SIMDJSON_PADDING readable bytes after it, starts = offsets in `text` where each element begins,
+  // base_offset = file offset of text[1].
+  using BatchFn = std::function<void(const char*, size_t, uint64_t, const std::vector<uint32_t>&, uint64_t)>;
+
+  Splitter(const std::string& path, BatchFn on_batch) : path_(path), on_batch_(std::move(on_batch)) {
+    skeleton_map_.push_back({0, 0});
+  }
+
+  // Feeds the next `n` bytes of the document (the file offset of p[0] is the count fed before).
+  void feed(const char* p, size_t n) {
+    size_t i = 0;
+    mark_ = 0;
+    auto flush_copy = [&](size_t upto) {
+      if (upto > mark_) (in_events_ ? batch_ : skeleton_).append(p + mark_, upto - mark_);
+      mark_ = upto;
+    };
+    while (i < n) {
+      if (in_string_) {
+        if (escape_) {
+          escape_ = false;
+          ++i;
+          continue;
+        }
+        const size_t seg = i;
+        const char* q = static_cast<const char*>(std::memchr(p + i, '"', n - i));
+        const size_t end = q ? size_t(q - p) : n;
+        size_t k = end;  // backslashes right before the quote (or the chunk's end)
+        while (k > seg && p[k - 1] == '\\') --k;
+        const bool odd = ((end - k) & 1) != 0;
+        if (key_capture_) capture_key(p + seg, end - seg);
+        if (!q) {
+          escape_ = odd;
+          i = n;
+          break;
+        }
+        i = end + 1;
+        if (odd) {  // an escaped quote: still in the string
+          if (key_capture_) capture_key("\"", 1);
+          continue;
+        }
+        in_string_ = false;
+        key_capture_ = false;
+        continue;
+      }
+      const char c = p[i];
+      switch (c) {
+        case ' ': case '\n': case '\r': case '\t':
+          break;
+        case '"':
+          element_start(i);
+          in_string_ = true;
+          if (depth_ == 1 && !in_events_) {
+            key_capture_ = true;
+            key_.clear();
+            key_overflow_ = false;
+            events_key_ = false;
+          }
+          break;
+        case '{': case '[':
+          element_start(i);
+          if (depth_ == 0 && !root_seen_) root_object_ = c == '{';
+          root_seen_ = true;
+          if (depth_ == 1 && root_object_ && c == '[' && events_key_ && !in_events_) {
+            flush_copy(i + 1);  // '[' stays in the skeleton; the elements go to batches
+            in_events_ = true;
+            depth_ = 2;
+            batch_begin(offset_ + i + 1);
+            after_comma_ = false;
+            want_element_ = true;
+            break;
+          }
+          events_key_ = false;
+          ++depth_;
+          break;
+        case '}': case ']':
+          if (in_events_ && depth_ == 2) {
+            if (c != ']') fail_at(offset_ + i, "'}' where the traceEvents array expected ']' or ','");
+            if (after_comma_) fail_at(offset_ + i, "a ',' right before ']' in traceEvents");
+            flush_copy(i);
+            flush_batch();
+            in_events_ = false;
+            depth_ = 1;
+            skeleton_map_.push_back({skeleton_.size(), offset_ + i});
+            break;
+          }
+          events_key_ = false;
+          if (depth_ > 0) --depth_;
+          break;
+        case ',':
+          if (in_events_ && depth_ == 2) {
+            if (want_element_) fail_at(offset_ + i, "a ',' with no event before it in traceEvents");
+            if (batch_.size() >= kBatchBytes) {
+              flush_copy(i);
+              flush_batch();
+              batch_begin(offset_ + i + 1);
+              mark_ = i + 1;  // the comma between two batches is dropped
+            }
+            after_comma_ = true;
+            want_element_ = true;
+            break;
+          }
+          events_key_ = false;
+          break;
+        case ':':
+          if (depth_ == 1 && !in_events_) events_key_ = key_ == "traceEvents" && !key_overflow_;
+          break;
+        default:
+          element_start(i);
+          events_key_ = false;
+          break;
+      }
+      ++i;
+    }
+    flush_copy(n);
+    offset_ += n;
+  }
+
+  // The end of the input: a document cut short is an error; returns the skeleton.
+  const std::string& finish() {
+    if (in_string_ || depth_ > 0 || in_events_)
+      fail_at(offset_, std::string("the file ends inside ") + (in_string_ ? "a string" : in_events_ ? "the traceEvents array" : "an object or array") +
+                           " (truncated?" + (in_events_ ? " " + std::to_string(events_seen_) + " events read" : std::string()) + ")");
+    return skeleton_;
+  }
+
+  // File offset of skeleton byte `pos`.
+  uint64_t file_offset(uint64_t pos) const {
+    auto it = std::upper_bound(skeleton_map_.begin(), skeleton_map_.end(), pos,
+                               [](uint64_t v, const std::pair<uint64_t, uint64_t>& m) { return v < m.first; });
+    --it;
+    return it->second + (pos - it->first);
+  }
+  uint64_t bytes() const { return offset_; }
+
+  [[noreturn]] void fail_at(uint64_t offset, const std::string& what) const {
+    throw Error("trace '" + path_ + "': not valid JSON (" + what + ") at byte " + std::to_string(offset));
+  }
+
+ private:
+  static constexpr size_t kBatchBytes = size_t(2) << 20;
+
+  void element_start(size_t i) {
+    if (in_events_ && depth_ == 2 && want_element_) {
+      starts_.push_back(static_cast<uint32_t>(batch_.size() + (i - mark_)));
+      want_element_ = false;
+      after_comma_ = false;
+      ++events_seen_;
+    }
+  }
+  void capture_key(const char* s, size_t n) {
+    if (key_.size() + n > 64) key_overflow_ = true;
+    else key_.append(s, n);
+  }
+  void batch_begin(uint64_t file_offset) {
+    batch_.clear();
+    batch_.push_back('[');
+    starts_.clear();
+    batch_offset_ = file_offset;
+  }
+  void flush_batch() {
+    batch_.push_back(']');
+    const size_t len = batch_.size();
+    batch_.append(simdjson::SIMDJSON_PADDING, ' ');
+    on_batch_(batch_.data(), len, first_index_, starts_, batch_offset_);
+    first_index_ += starts_.size();
+    batch_.clear();
+    starts_.clear();
+  }
+
+  const std::string& path_;
+  BatchFn on_batch_;
+  std::string skeleton_, batch_, key_;
+  std::vector<std::pair<uint64_t, uint64_t>> skeleton_map_;  // (skeleton offset, file offset) at each seam
+  std::vector<uint32_t> starts_;
+  uint64_t offset_ = 0, batch_offset_ = 0, first_index_ = 0, events_seen_ = 0;
+  size_t mark_ = 0;  // feed(): p[mark_, i) not yet copied to the skeleton or the batch
+  int depth_ = 0;
+  bool in_string_ = false, escape_ = false, key_capture_ = false, key_overflow_ = false, events_key_ = false;
+  bool in_events_ = false, after_comma_ = false, want_element_ = false, root_seen_ = false, root_object_ = false;
+};
+
+// nlohmann's message without its "[json.exception.parse_error.101] " prefix and its position, on one line.
+std::string json_error_text(const json::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
+  for (char& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  return m;
 }
 
 struct Interval {
@@ -86,89 +660,67 @@ std::vector<size_t> innermost(std::vector<Interval> iv, const std::vector<int64_
   return out;
 }
 
-// Typed access to the fields of traceEvents[index]; every failure is one line naming the trace, the
-// event index and the field, e.g. "trace 'x.json': traceEvents[3].dur: expected a number".
-class EventFields {
- public:
-  EventFields(const json& e, const std::string& path, size_t index) : e_(e), path_(path), index_(index) {}
-
-  [[noreturn]] void fail(const char* key, const std::string& what) const {
-    throw Error("trace '" + path_ + "': traceEvents[" + std::to_string(index_) + "]." + key + ": " + what);
-  }
-  // A string field; "" when absent or null.
-  std::string str(const char* key) const {
-    auto it = e_.find(key);
-    if (it == e_.end() || it->is_null()) return "";
-    if (!it->is_string()) fail(key, "expected a string, got " + short_dump(*it));
-    return it->get<std::string>();
-  }
-  // A time field in microseconds: a finite number in [0, max_us]. `*fallback` when absent (fallback ==
-  // nullptr: the field is required).
-  double micros(const char* key, double max_us, const double* fallback) const {
-    auto it = e_.find(key);
-    if (it == e_.end() || it->is_null()) {
-      if (fallback) return *fallback;
-      fail(key, "missing (expected a number of microseconds)");
-    }
-    if (!it->is_number()) fail(key, "expected a number of microseconds, got " + short_dump(*it));
-    const double v = it->get<double>();
-    if (!std::isfinite(v)) fail(key, "expected a finite number of microseconds, got " + short_dump(*it));
-    if (v < 0) fail(key, "must not be negative, got " + short_dump(*it));
-    if (v > max_us) fail(key, "is " + short_dump(*it) + " us, beyond the plausible limit of " + limit(max_us) + " us");
-    return v;
-  }
-
- private:
-  static std::string short_dump(const json& v) {
-    std::string s = v.dump();
-    return s.size() > 40 ? s.substr(0, 37) + "..." : s;
-  }
-  static std::string limit(double v) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%g", v);
-    return b;
-  }
-  const json& e_;
-  const std::string& path_;
-  size_t index_;
-};
-
-// nlohmann's message without its "[json.exception.parse_error.101] " prefix, on one line.
-std::string json_error_text(const json::exception& e) {
-  std::string m = e.what();
-  if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
-  for (char& c : m)
-    if (c == '\n' || c == '\r') c = ' ';
-  return m;
-}
-
-// Plausibility limits [us]. A duration over 1e15 us (31 years) is corrupt. Timestamps may be absolute
-// (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15 today), so they get a
-// wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
-constexpr double kMaxDurUs = 1e15;
-constexpr double kMaxTsUs = 4e15;
-constexpr int64_t kMaxBaseNs = 4'000'000'000'000'000'000;
-
 }  // namespace
 
 Timeline read_chrome_trace(const std::string& path) {
-  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0)
-    throw Error("trace '" + path + "': .json.gz is not supported yet; gunzip it first");
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error("trace '" + path + "': is a directory, expected a trace .json file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trace '" + path + "': cannot open the file");
+  ByteSource src(path);
+  Timeline t;
+  t.source = "file";
+  EventSink sink(path, t);
+  dom::parser parser;
+  std::string one;  // one element, padded, to find the one a failed batch stumbled on
+  const char* where = src.gzip() ? " of the uncompressed JSON" : "";
+  auto on_batch = [&](const char* text, size_t len, uint64_t first, const std::vector<uint32_t>& starts, uint64_t base) {
+    dom::element doc;
+    const simdjson::error_code err = parser.parse(reinterpret_cast<const uint8_t*>(text), len, false).get(doc);
+    if (err) {
+      // Parse each element alone to name the first bad one and where it starts.
+      for (size_t k = 0; k < starts.size(); ++k) {
+        size_t end = k + 1 < starts.size() ? starts[k + 1] : len - 1;
+        while (end > starts[k] && (text[end - 1] == ',' || std::isspace((unsigned char)text[end - 1]))) --end;
+        one.assign(text + starts[k], end - starts[k]);
+        const size_t n = one.size();
+        one.append(simdjson::SIMDJSON_PADDING, ' ');
+        dom::element ignored;
+        const simdjson::error_code e1 = parser.parse(reinterpret_cast<const uint8_t*>(one.data()), n, false).get(ignored);
+        if (e1)
+          throw Error("trace '" + path + "': not valid JSON (" + simdjson::error_message(e1) + ") in traceEvents[" +
+                      std::to_string(first + k) + "], which starts at byte " + std::to_string(base + starts[k] - 1) + where);
+      }
+      throw Error("trace '" + path + "': not valid JSON (" + simdjson::error_message(err) + ") in traceEvents[" +
+                  std::to_string(first) + "...], at bytes " + std::to_string(base) + "-" + std::to_string(base + len - 2) + where);
+    }
+    uint64_t index = first;
+    for (dom::element e : dom::array(doc)) sink.add(e, index++);
+  };
+  Splitter split(path, on_batch);
+  {
+    std::vector<char> buf(size_t(4) << 20);
+    for (size_t n; (n = src.read(buf.data(), buf.size())) > 0;) split.feed(buf.data(), n);
+  }
+  const bool gz_name = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  const std::string gz_hint = gz_name && !src.gzip()
+      ? "; the name ends in .gz but the file does not start with the gzip magic bytes 1f 8b (check it with gunzip -t)" : "";
+  std::string skeleton_text;
+  try {
+    skeleton_text = split.finish();
+  } catch (const Error& e) {
+    throw Error(e.what() + std::string(where) + gz_hint);
+  }
   json doc;
   try {
-    doc = json::parse(in);
+    doc = json::parse(skeleton_text);
+  } catch (const json::parse_error& e) {
+    std::string m = json_error_text(e);
+    if (m.rfind("syntax error while parsing value - ", 0) == 0) m = m.substr(35);
+    throw Error("trace '" + path + "': not valid JSON (" + m + ") at byte " +
+                std::to_string(split.file_offset(e.byte > 0 ? e.byte - 1 : 0)) + where + gz_hint);
   } catch (const json::exception& e) {
-    throw Error("trace '" + path + "': not valid JSON (" + json_error_text(e) + ")");
+    throw Error("trace '" + path + "': not valid JSON (" + json_error_text(e) + ")" + gz_hint);
   }
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array())
     throw Error("trace '" + path + "': expected a JSON object with a \"traceEvents\" array");
 
-  Timeline t;
-  t.source = "file";
   if (doc.contains("baseTimeNanoseconds") && !doc["baseTimeNanoseconds"].is_null()) {
     const json& b = doc["baseTimeNanoseconds"];
     if (!b.is_number() || !std::isfinite(b.get<double>()) || b.get<double>() < 0 || b.get<double>() > double(kMaxBaseNs))
@@ -177,6 +729,10 @@ Timeline read_chrome_trace(const std::string& path) {
     t.base_time_ns = as_int(b);
   }
   const int64_t base = t.base_time_ns;
+  if (base) {
+    for (Activity& a : t.activities) a.start_ns += base, a.end_ns += base;
+    for (Range& r : t.ranges) r.start_ns += base, r.end_ns += base;
+  }
 
   if (doc.contains("deviceProperties") && doc["deviceProperties"].is_array()) {
     for (const json& d : doc["deviceProperties"]) {
@@ -207,61 +763,6 @@ Timeline read_chrome_trace(const std::string& path) {
       for (const json& m : g["messages"]) if (m.is_string()) t.messages.push_back(m.get<std::string>());
   }
 
-  static const json kEmpty = json::object();
-  const json& events = doc["traceEvents"];
-  for (size_t index = 0; index < events.size(); ++index) {
-    const json& e = events[index];
-    if (!e.is_object()) continue;
-    const EventFields f(e, path, index);
-    if (f.str("ph") != "X") continue;
-    const std::string cat = f.str("cat");
-    const json& args = e.contains("args") && e["args"].is_object() ? e["args"] : kEmpty;
-    const std::string name = f.str("name");
-    const double zero = 0.0;
-    const double ts_us = f.micros("ts", kMaxTsUs, nullptr), dur_us = f.micros("dur", kMaxDurUs, &zero);
-    const int64_t start = base + std::llround(ts_us * 1e3), end = start + std::llround(dur_us * 1e3);
-    if (cat == "user_annotation" || cat == "gpu_user_annotation") {
-      Range r;
-      r.name = name;
-      r.start_ns = start;
-      r.end_ns = end;
-      r.kind = cat == "user_annotation" ? RangeKind::user_annotation : RangeKind::gpu_user_annotation;
-      r.thread = as_int(e.value("tid", json(0)));
-      if (r.kind == RangeKind::gpu_user_annotation) r.device = static_cast<int>(as_int(e.value("pid", json(0))));
-      r.step = arg<int>(args, "step", -1);
-      r.layer = arg<int>(args, "layer", -1);
-      r.op = arg<std::string>(args, "op", "");
-      t.ranges.push_back(r);
-      continue;
-    }
-    ActivityKind kind;
-    if (!kind_of(cat, kind)) continue;
-    Activity a;
-    a.kind = kind;
-    a.name = name;
-    a.start_ns = start;
-    a.end_ns = end;
-    const bool device_kind = kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset;
-    const int64_t pid = as_int(e.value("pid", json(0))), tid = as_int(e.value("tid", json(0)));
-    a.device = device_kind ? arg<int>(args, "device", static_cast<int>(pid)) : -1;
-    a.stream = device_kind ? arg<int64_t>(args, "stream", tid) : -1;
-    a.thread = device_kind ? 0 : tid;
-    a.correlation_id = arg<uint64_t>(args, "correlation", 0);
-    a.external_id = arg<uint64_t>(args, "External id", 0);
-    a.grid = dim3_arg(args, "grid");
-    a.block = dim3_arg(args, "block");
-    a.step = arg<int>(args, "step", -1);
-    a.layer = arg<int>(args, "layer", -1);
-    a.op = arg<std::string>(args, "op", "");
-    a.flops = arg<double>(args, "flops", 0.0);
-    if (kind == ActivityKind::memcpy || kind == ActivityKind::memset) {
-      a.bytes_copied = arg<uint64_t>(args, "bytes", 0);
-      a.bytes = arg<double>(args, "op_bytes", 0.0);
-    } else {
-      a.bytes = arg<double>(args, "bytes", 0.0);
-    }
-    t.activities.push_back(std::move(a));
-  }
   assign_range_nesting(t.ranges);
 
   // Attribution of device work that carries none of our args: through the launch call (correlation
