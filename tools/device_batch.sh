@@ -4,6 +4,8 @@
 # and the report pairs the regression gate is shown on (noise-only: the same fp8 run twice; change:
 # the same deployment with a full-pool cast).   tools/device_batch.sh BIN OUT
 set -u
+# Libraries built here that the GPU image lacks (e.g. libsimdjson) travel in .device/lib.
+[ -d .device/lib ] && export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 bin=${1:?bin}; out=${2:?out}
 mkdir -p "$out"
 tools/gpu_check.sh "$bin" "$out/gpu" > "$out/gpu_check.txt" 2>&1

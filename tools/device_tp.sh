@@ -2,6 +2,8 @@
 # One multi-GPU device call (issue 8): the TP correctness test and TP profiles against the one-GPU
 # shard simulation.   tools/device_tp.sh BIN OUT TP
 set -u
+# Libraries built here that the GPU image lacks (e.g. libsimdjson) travel in .device/lib.
+[ -d .device/lib ] && export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 bin=${1:?bin}; out=${2:?out}; tp=${3:-2}
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0

@@ -5,6 +5,8 @@
 # BIN_DIR holds glm5prof and the *_gpu_* test executables (built here or there with
 # `cmake --build build`); GLM5_SHARED_DIR must point at a folder with golden/glm5-tiny.
 set -u
+# Libraries built here that the GPU image lacks (e.g. libsimdjson) travel in .device/lib.
+[ -d .device/lib ] && export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 bin=${1:?bin dir}; out=${2:?out dir}; shift 2
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv,noheader | tee "$out/device.txt"

@@ -2,7 +2,7 @@
 # Installs the Debian packages glm5prof builds with. The CUDA Toolkit (nvcc, cudart, cuBLASLt, CUPTI,
 # NVTX3) is expected under /usr/local/cuda; everything else comes from Debian.
 set -euo pipefail
-pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libsimdjson-dev zlib1g-dev python3)
+pkgs=(cmake g++ make libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libsimdjson-dev zlib1g-dev python3 time)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
