@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench.h"
+#include "cli/compare_cli.h"
 #include "cli/diff_cli.h"
 #include "common/buffer.h"
 #include "common/error.h"
@@ -244,6 +245,8 @@ int main(int argc, char** argv) {
   BenchCli bench = add_bench_subcommand(app);  // glm5prof bench kernels (cli/bench.cpp)
   DiffCliArgs diff_args;
   CLI::App* dif = add_diff_subcommand(app, diff_args);  // glm5prof diff BASE NEW (cli/diff_cli.cpp)
+  CompareOptions compare_opt;
+  CLI::App* cmp = add_compare_subcommand(app, compare_opt);  // glm5prof compare (cli/compare_cli.cpp)
 
   try {
     app.parse(argc, argv);
@@ -260,6 +263,7 @@ int main(int argc, char** argv) {
     if (*ana) return run_analyze(trace, aout);
     if (bench.selected()) return bench.run();
     if (*dif) return run_diff_cli(diff_args);
+    if (*cmp) return run_compare_cli(compare_opt);
     // profile (also with no subcommand: the embedded default)
     require(kv_dtype == "fp8" || kv_dtype == "bf16", "--kv-dtype must be fp8 or bf16, got '" + kv_dtype + "'");
     if (prof->count("--context")) require(po.context >= 0, "--context must be >= 0, got " + std::to_string(po.context));

@@ -216,7 +216,7 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
 
 }  // namespace
 
-std::string run_profile(const ProfileOptions& o) {
+std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   // Validate everything that needs no work first, so a bad option fails at once.
   require(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
   require(o.steps >= 1 && o.steps <= 1000, "--steps must be in [1, 1000], got " + std::to_string(o.steps));
@@ -401,6 +401,7 @@ std::string run_profile(const ProfileOptions& o) {
     s << "  " << r.name << ": step " << r.analysis.step_median_us << " us, KV cast " << r.analysis.cast_us << " us ("
       << (r.analysis.step_median_us > 0 ? 100.0 * r.analysis.cast_us / r.analysis.step_median_us : 0.0) << "% of step)\n";
   if (report.comparison) s << "  fastest path: " << report.comparison->winner << "\n";
+  if (result) *result = std::move(report);
   return s.str();
 }
 

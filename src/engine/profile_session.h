@@ -39,6 +39,8 @@ struct ProfileOptions {
 
 // Runs the profile and writes the outputs. Returns a one-paragraph summary for the terminal.
 // Throws glm5::Error (bad options, model does not fit, unwritable output folder, ...).
-std::string run_profile(const ProfileOptions& opt);
+// If `result` is given it receives the report's content (what report.json holds).
+struct ReportInput;
+std::string run_profile(const ProfileOptions& opt, ReportInput* result = nullptr);
 
 }  // namespace glm5

@@ -1,0 +1,153 @@
+#include "engine/compare_session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "common/error.h"
+#include "report/report.h"
+#include "trace/atomic_file.h"
+
+namespace glm5 {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+void progress(bool on, size_t done, size_t total, const std::string& what) {
+  if (!on) return;
+  const int width = 30, filled = int(width * done / std::max<size_t>(total, 1));
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu %-50s", std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+               done, total, what.c_str());
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+json find_crossovers(const json& points) {
+  json out = json::array();
+  // Series along context (batch, pool fixed) and along pool (batch, context fixed).
+  for (const char* along : {"context", "pool_tokens"}) {
+    const char* other = std::string(along) == "context" ? "pool_tokens" : "context";
+    std::map<std::pair<int64_t, int64_t>, std::vector<const json*>> series;
+    for (const json& p : points)
+      if (p.contains("winner")) series[{p["batch"].get<int64_t>(), p[other].get<int64_t>()}].push_back(&p);
+    for (auto& [key, v] : series) {
+      std::sort(v.begin(), v.end(), [&](const json* a, const json* b) { return (*a)[along] < (*b)[along]; });
+      // A winner by less than 3% is a tie within step-to-step noise: no crossover is claimed for it.
+      for (size_t i = 1; i < v.size(); ++i)
+        if ((*v[i])["winner"] != (*v[i - 1])["winner"] && (*v[i]).value("margin", 1.0) >= 0.03 &&
+            (*v[i - 1]).value("margin", 1.0) >= 0.03)
+          out.push_back({{"along", along}, {"batch", key.first}, {other, key.second},
+                         {"from", (*v[i - 1])[along]}, {"to", (*v[i])[along]},
+                         {"winner_before", (*v[i - 1])["winner"]}, {"winner_after", (*v[i])["winner"]}});
+    }
+  }
+  return out;
+}
+
+std::string run_compare(const CompareOptions& c) {
+  require(!c.contexts.empty() && !c.pools.empty() && !c.batches.empty(),
+          "compare: --context, --pool-tokens and --batch each need at least one value");
+  check_output_dir(c.base.out_dir);
+  namespace fs = std::filesystem;
+  const bool bar = c.progress && isatty(STDERR_FILENO);
+  size_t total = c.contexts.size() * c.pools.size() * c.batches.size(), done = 0;
+  json points = json::array();
+  json device, model;
+  for (int b : c.batches)
+    for (int64_t pool : c.pools)
+      for (int ctx : c.contexts) {
+        const std::string name = "b" + std::to_string(b) + "-ctx" + std::to_string(ctx) + "-pool" + std::to_string(pool);
+        progress(bar, done, total, name);
+        ProfileOptions o = c.base;
+        o.batch = b;
+        o.context = ctx;
+        o.pool_tokens = pool;
+        o.quiet = true;
+        o.out_dir = (fs::path(c.base.out_dir) / "points" / name).string();
+        json p = {{"name", name}, {"batch", b}, {"context", ctx}, {"pool_tokens", pool}};
+        try {
+          ReportInput r;
+          run_profile(o, &r);
+          device = r.device;
+          model = r.model;
+          json paths = json::object();
+          std::string winner;
+          double best = 0, second = 0;
+          for (const RunReport& run : r.runs) {
+            const Analysis& a = run.analysis;
+            paths[run.name] = {{"step_us", a.step_median_us},
+                               {"attention_us", a.attention_us},
+                               {"cast_us", a.cast_us},
+                               {"cast_share", a.step_median_us > 0 ? a.cast_us / a.step_median_us : 0.0}};
+            if (winner.empty() || a.step_median_us < best) {
+              second = winner.empty() ? 0 : best;
+              winner = run.name;
+              best = a.step_median_us;
+            } else if (second == 0 || a.step_median_us < second) {
+              second = a.step_median_us;
+            }
+          }
+          p["paths"] = paths;
+          p["winner"] = winner;
+          p["margin"] = best > 0 && second > 0 ? second / best - 1 : 0.0;  // runner-up slower by this fraction
+        } catch (const std::exception& e) {
+          p["skipped"] = e.what();  // e.g. the pool cannot hold batch x context: the sweep goes on
+        }
+        points.push_back(p);
+        progress(bar, ++done, total, name);
+      }
+  json out = {{"schema_version", "glm5prof.compare/1"},
+              {"device", device},
+              {"model", model},
+              {"steps", c.base.steps},
+              {"tp", c.base.tp},
+              {"rank", c.base.rank},
+              {"points", points},
+              {"crossovers", find_crossovers(points)}};
+  std::ostringstream md;
+  md << "# glm5prof compare\n\n";
+  md << "Step time per KV path [µs] (median of " << c.base.steps << " steps); the cast's share of the step in "
+     << "parentheses; the winner in bold.\n\n";
+  md << "| batch | context | pool | cast | gather-cast | fp8 | winner |\n|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const json& p : points) {
+    md << "| " << p["batch"] << " | " << p["context"] << " | " << p["pool_tokens"] << " | ";
+    if (p.contains("skipped")) {
+      md << "skipped: " << p["skipped"].get<std::string>() << " | | | |\n";
+      continue;
+    }
+    for (const char* path : {"cast", "gather-cast", "fp8"}) {
+      if (!p["paths"].contains(path)) {
+        md << "- | ";
+        continue;
+      }
+      const json& q = p["paths"][path];
+      std::string cell = fmt("%.1f", q["step_us"].get<double>()) + " (" + fmt("%.0f%%", 100 * q["cast_share"].get<double>()) + ")";
+      md << (p["winner"] == path ? "**" + cell + "**" : cell) << " | ";
+    }
+    md << p["winner"].get<std::string>() << " |\n";
+  }
+  md << "\nCrossovers (where the fastest path changes):\n\n";
+  if (out["crossovers"].empty()) md << "- none in this sweep\n";
+  for (const json& x : out["crossovers"])
+    md << "- batch " << x["batch"] << ", along " << x["along"].get<std::string>() << " " << x["from"] << " → " << x["to"]
+       << ": " << x["winner_before"].get<std::string>() << " → " << x["winner_after"].get<std::string>() << "\n";
+  create_output_dir(c.base.out_dir);
+  write_file_atomic((fs::path(c.base.out_dir) / "compare.json").string(), out.dump(2) + "\n");
+  write_file_atomic((fs::path(c.base.out_dir) / "compare.md").string(), md.str());
+  return md.str();
+}
+
+}  // namespace glm5
