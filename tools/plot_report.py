@@ -1,7 +1,11 @@
 #!/usr/bin/python3
-"""Plots and an offline report.html for a glm5prof report.json (matplotlib, Debian python3-matplotlib).
+"""Plots and an offline report.html for a glm5prof report.json or compare.json (matplotlib, Debian
+python3-matplotlib).
 
-Usage: tools/plot_report.py REPORT.json [OUT_DIR]   (OUT_DIR defaults to the report's folder)
+Usage: tools/plot_report.py REPORT.json|COMPARE.json [OUT_DIR]   (OUT_DIR defaults to the file's folder)
+
+For a compare.json: step time against context length, one line per KV path, one panel per pool size
+and batch (the crossovers are where the lines cross).
 
 Writes, per run: a stacked bar of op-group time per layer; for all runs: step time per KV path split into
 cast / attention / rest; a roofline (achieved TFLOP/s against arithmetic intensity, per op, with the
@@ -90,6 +94,47 @@ def roofline_figure(run, copy_gbps, bf16_tflops):
     return fig
 
 
+def compare_figures(cmp):
+    figures = []
+    series = {}
+    for p in cmp["points"]:
+        if "paths" in p:
+            series.setdefault((p["batch"], p["pool_tokens"]), []).append(p)
+    for (batch, pool), pts in sorted(series.items()):
+        pts.sort(key=lambda p: p["context"])
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for path in ("cast", "gather-cast", "fp8"):
+            xs = [p["context"] for p in pts if path in p["paths"]]
+            ys = [p["paths"][path]["step_us"] / 1000 for p in pts if path in p["paths"]]
+            if xs:
+                ax.plot(xs, ys, marker="o", label=path)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("context [tokens]")
+        ax.set_ylabel("step time [ms]")
+        ax.set_title(f"batch {batch}, KV pool {pool} tokens")
+        ax.legend(fontsize=8)
+        figures.append((f"step vs context, batch {batch}, pool {pool}", png(fig)))
+    return figures
+
+
+def write_html(out, title, header, figures, extra_md=None):
+    parts = ["<!doctype html><meta charset='utf-8'><title>" + html.escape(title) + "</title>",
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{max-width:100%}</style>",
+             "<h1>" + html.escape(title) + "</h1>"] + [f"<p>{html.escape(h)}</p>" for h in header]
+    for name, data in figures:
+        fname = name.replace(" ", "_").replace(",", "").replace("/", "-") + ".png"
+        with open(os.path.join(out, fname), "wb") as f:
+            f.write(data)
+        parts.append(f"<h2>{html.escape(name)}</h2><img src='data:image/png;base64,{base64.b64encode(data).decode()}'>")
+    if extra_md and os.path.exists(extra_md):
+        parts.append("<h2>" + html.escape(os.path.basename(extra_md)) + "</h2><pre>" + html.escape(open(extra_md).read()) + "</pre>")
+    tmp = os.path.join(out, "report.html.tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(parts))
+    os.replace(tmp, os.path.join(out, "report.html"))
+    print(f"wrote {os.path.join(out, 'report.html')} and {len(figures)} PNG figures")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
@@ -97,9 +142,14 @@ def main():
     out = sys.argv[2] if len(sys.argv) > 2 else os.path.dirname(os.path.abspath(path))
     try:
         report = json.load(open(path))
+        if str(report.get("schema_version", "")).startswith("glm5prof.compare/"):
+            os.makedirs(out, exist_ok=True)
+            write_html(out, "glm5prof compare", [f"device: {(report.get('device') or {}).get('name', '?')}"],
+                       compare_figures(report), os.path.join(os.path.dirname(os.path.abspath(path)), "compare.md"))
+            return
         runs = report["runs"]
     except (OSError, ValueError, KeyError, TypeError) as e:
-        sys.exit(f"plot_report: '{path}': not a glm5prof report.json ({e})")
+        sys.exit(f"plot_report: '{path}': not a glm5prof report.json or compare.json ({e})")
     os.makedirs(out, exist_ok=True)
     device = report.get("device") or {}
     figures = [("decode step per KV path", png(paths_figure(runs)))]
@@ -107,24 +157,8 @@ def main():
         figures.append((f"per-layer time, {r['name']}", png(per_layer_figure(r))))
     figures.append((f"roofline, {runs[-1]['name']}",
                     png(roofline_figure(runs[-1], device.get("copy_gbps_measured"), device.get("bf16_tflops")))))
-    parts = ["<!doctype html><meta charset='utf-8'><title>glm5prof report</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}img{max-width:100%}</style>",
-             "<h1>glm5prof report</h1>",
-             f"<p>{html.escape(json.dumps(report.get('run_spec', {})))}</p>",
-             f"<p>device: {html.escape(str(device.get('name', '?')))}</p>"]
-    md = os.path.join(os.path.dirname(os.path.abspath(path)), "report.md")
-    for title, data in figures:
-        fname = title.replace(" ", "_").replace(",", "").replace("/", "-") + ".png"
-        with open(os.path.join(out, fname), "wb") as f:
-            f.write(data)
-        parts.append(f"<h2>{html.escape(title)}</h2><img src='data:image/png;base64,{base64.b64encode(data).decode()}'>")
-    if os.path.exists(md):
-        parts.append("<h2>report.md</h2><pre>" + html.escape(open(md).read()) + "</pre>")
-    tmp = os.path.join(out, "report.html.tmp")
-    with open(tmp, "w") as f:
-        f.write("\n".join(parts))
-    os.replace(tmp, os.path.join(out, "report.html"))
-    print(f"wrote {os.path.join(out, 'report.html')} and {len(figures)} PNG figures")
+    write_html(out, "glm5prof report", [json.dumps(report.get("run_spec", {})), f"device: {device.get('name', '?')}"],
+               figures, os.path.join(os.path.dirname(os.path.abspath(path)), "report.md"))
 
 
 if __name__ == "__main__":
