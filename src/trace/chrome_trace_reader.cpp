@@ -18,6 +18,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -438,6 +439,13 @@ class ByteSource {
 // ---------------------------------------------------------------------------------------------------
 // Splitter: cuts the elements of the top-level "traceEvents" array into batches, keeps the rest.
 
+// The bytes that change the Splitter's state inside an element: '"', '{', '}', '[', ']'.
+constexpr auto kBracketOrQuote = [] {
+  std::array<bool, 256> t{};
+  for (unsigned char c : {'"', '{', '}', '[', ']'}) t[c] = true;
+  return t;
+}();
+
 class Splitter {
  public:
   // `on_batch(text, len, first_index, starts, base_offset)`: text = "[e_k,...,e_m]" with
@@ -484,6 +492,10 @@ class Splitter {
         in_string_ = false;
         key_capture_ = false;
         continue;
+      }
+      if (depth_ > 2) {  // inside an element (or a nested value): only strings and brackets matter
+        while (i < n && !kBracketOrQuote[static_cast<unsigned char>(p[i])]) ++i;
+        if (i == n) break;
       }
       const char c = p[i];
       switch (c) {
@@ -560,9 +572,14 @@ class Splitter {
 
   // The end of the input: a document cut short is an error; returns the skeleton.
   const std::string& finish() {
-    if (in_string_ || depth_ > 0 || in_events_)
-      fail_at(offset_, std::string("the file ends inside ") + (in_string_ ? "a string" : in_events_ ? "the traceEvents array" : "an object or array") +
-                           " (truncated?" + (in_events_ ? " " + std::to_string(events_seen_) + " events read" : std::string()) + ")");
+    if (offset_ == 0) fail_at(0, "the file is empty");
+    if (in_string_ || depth_ > 0 || in_events_) {
+      std::string what = std::string("the file ends inside ") +
+                         (in_string_ ? "a string" : in_events_ && depth_ == 2 ? "the traceEvents array" : "an object or array");
+      if (in_events_ && events_seen_ > 0) what += (depth_ > 2 || in_string_ ? " in traceEvents[" : " after traceEvents[") +
+                                                  std::to_string(events_seen_ - 1) + "]";
+      fail_at(offset_, what + "; truncated?");
+    }
     return skeleton_;
   }
 
@@ -712,6 +729,8 @@ Timeline read_chrome_trace(const std::string& path) {
     doc = json::parse(skeleton_text);
   } catch (const json::parse_error& e) {
     std::string m = json_error_text(e);
+    // Line and column refer to the text without the events: the byte offset below is the file's.
+    if (m.rfind("parse error at line ", 0) == 0 && m.find(": ") != std::string::npos) m = m.substr(m.find(": ") + 2);
     if (m.rfind("syntax error while parsing value - ", 0) == 0) m = m.substr(35);
     throw Error("trace '" + path + "': not valid JSON (" + m + ") at byte " +
                 std::to_string(split.file_offset(e.byte > 0 ? e.byte - 1 : 0)) + where + gz_hint);

@@ -185,7 +185,9 @@ TEST(TraceReader, TruncatedAndCorruptFiles) {
     const std::string m = error_of(p);
     EXPECT_NE(m.find(p), std::string::npos) << m;
     EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
-    if (cut > 0) EXPECT_NE(m.find("at byte"), std::string::npos) << m;
+    if (cut > 0) {
+      EXPECT_NE(m.find("at byte"), std::string::npos) << m;
+    }
     EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   }
   // A cut in the middle of the traceEvents array says where the file ends.
