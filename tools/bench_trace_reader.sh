@@ -33,7 +33,8 @@ for f in "$trace" "$trace.gz"; do
   wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$log" |
          awk -F: '{ if (NF == 3) print $1 * 3600 + $2 * 60 + $3; else print $1 * 60 + $2 }')
   user=$(sed -n 's/.*User time (seconds): //p' "$log")
+  sys=$(sed -n 's/.*System time (seconds): //p' "$log")
   rss_kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$log")
-  awk -v f="$(basename "$f")" -v fb="$(stat -c %s "$f")" -v jb="$json_bytes" -v w="$wall" -v r="$rss_kb" -v u="$user" \
-    'BEGIN { printf "%-34s %10.1f %10.1f %10.2f %12.1f %12.1f   (user %.2f s)\n", f, fb / 1e6, jb / 1e6, w, jb / 1e6 / w, r / 1024, u }'
+  awk -v f="$(basename "$f")" -v fb="$(stat -c %s "$f")" -v jb="$json_bytes" -v w="$wall" -v r="$rss_kb" -v u="$user" -v s="$sys" \
+    'BEGIN { printf "%-34s %10.1f %10.1f %10.2f %12.1f %12.1f   (user %.2f s, sys %.2f s)\n", f, fb / 1e6, jb / 1e6, w, jb / 1e6 / w, r / 1024, u, s }'
 done
