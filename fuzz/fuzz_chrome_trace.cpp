@@ -1,4 +1,4 @@
-// libFuzzer target: read_chrome_trace (Chrome / Kineto trace JSON) through its public function only,
+// libFuzzer target: read_chrome_trace (Chrome / Kineto trace JSON, or .json.gz) through its public function only,
 // then what `glm5prof analyze` does with the Timeline it returns: analyze, report JSON and Markdown.
 #include <cstdint>
 
@@ -9,8 +9,10 @@
 #include "trace/chrome_trace.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static glm5::fuzz::TempFile tmp(".json");
-  const std::string& path = tmp.write(data, size);
+  // Inputs starting with the gzip magic go through the reader's .json.gz path (zlib inflate).
+  static glm5::fuzz::TempFile plain(".json"), gz(".json.gz");
+  const bool is_gz = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+  const std::string& path = (is_gz ? gz : plain).write(data, size);
   try {
     glm5::Timeline t = glm5::read_chrome_trace(path);
     glm5::ReportInput in;

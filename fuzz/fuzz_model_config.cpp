@@ -1,6 +1,7 @@
 // libFuzzer target: parse_model_config on arbitrary JSON (a HuggingFace config.json). Inputs that
 // are not JSON are skipped (nlohmann's parser is not ours); derived quantities are evaluated too, so
-// a config that parses must give finite, non-crashing softmax_scale / parameter_count.
+// a config that parses must give non-crashing softmax_scale / num_moe_layers. (parameter_count needs
+// model/weights.cpp, which needs CUDA sources: left out.)
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
@@ -13,9 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     glm5::ModelConfig c = glm5::parse_model_config(j, "fuzz/config.json");
     volatile float s = c.softmax_scale();
-    volatile double p = c.parameter_count();
     volatile int m = c.num_moe_layers() + c.qk_head_dim();
-    (void)s, (void)p, (void)m;
+    (void)s, (void)m;
   } catch (const glm5::Error&) {
   }
   return 0;

@@ -4,7 +4,7 @@
 #   safetensors   SafetensorsFile::open (header length, JSON header, data offsets)
 #   chrome_trace  read_chrome_trace + analyze + report (Chrome / Kineto traces, `glm5prof analyze`)
 #   diff          load_report_or_trace + diff_reports + diff outputs (`glm5prof diff` inputs)
-# Installs clang and its runtimes (Debian: clang, libclang-rt-14-dev) when missing, compiles the CPU
+# Installs clang, its runtimes and lld (Debian: clang, libclang-rt-14-dev, lld) when missing, compiles the CPU
 # sources the parsers need directly with clang++ -fsanitize=fuzzer,address,undefined (no CUDA code,
 # no CMake) into build-fuzz/, then runs each target for SECONDS (default 60).
 # Usage: tools/fuzz.sh [SECONDS] [TARGET...]
@@ -22,10 +22,10 @@ targets=("$@")
 tools/setup.sh >/dev/null
 CXX=${CLANGXX:-clang++}
 rt_ok() { "$CXX" -print-file-name=libclang_rt.fuzzer-x86_64.a 2>/dev/null | grep -q /; }
-if ! command -v "$CXX" >/dev/null 2>&1 || ! rt_ok; then
+if ! command -v "$CXX" >/dev/null 2>&1 || ! rt_ok || ! command -v ld.lld >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends clang libclang-rt-14-dev lld
 fi
 rt_ok || { echo "fuzz: $CXX has no libFuzzer runtime (libclang_rt.fuzzer); install libclang-rt-<version>-dev" >&2; exit 1; }
 
@@ -34,7 +34,10 @@ mkdir -p "$out/obj"
 cuda_inc=/usr/local/cuda/include
 [ -d "$cuda_inc" ] || cuda_inc=$(dirname "$(command -v nvcc)")/../include
 san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
-cxxflags=(-std=c++20 -O1 -g "${san[@]}" -I src -I . -isystem "$cuda_inc" -DGLM5_FUZZ=1)
+# -ffunction-sections + lld --gc-sections: functions the targets never reach (e.g. ModelConfig::
+# parameter_count -> model/weights.cpp -> CUDA sources) are dropped instead of needing their code
+# (GNU ld still reports their undefined references; lld does not).
+cxxflags=(-std=c++20 -O1 -g "${san[@]}" -ffunction-sections -fdata-sections -I src -I . -isystem "$cuda_inc")
 # The CPU parts the parsers reach: no CUDA sources, no CUDA runtime.
 lib_srcs=(src/common/dtype.cpp src/model/config.cpp src/model/builtin_configs.cpp src/model/safetensors.cpp
           src/trace/*.cpp src/analysis/*.cpp src/report/*.cpp)
@@ -58,7 +61,7 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 for t in "${targets[@]}"; do
   compile "fuzz/fuzz_$t.cpp" "$out/obj/fuzz_$t.o" -fsanitize=fuzzer
-  "$CXX" "${san[@]}" -fsanitize=fuzzer "$out/obj/fuzz_$t.o" "${objs[@]}" -o "$out/fuzz_$t"
+  "$CXX" "${san[@]}" -fsanitize=fuzzer "$out/obj/fuzz_$t.o" "${objs[@]}" -fuse-ld=lld -Wl,--gc-sections -lsimdjson -lz -o "$out/fuzz_$t"
 done
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
