@@ -57,7 +57,14 @@ std::string op_label(const std::string& op) { return op.empty() ? "(unattributed
 Analysis analyze(const Timeline& t, const Peaks& peaks) {
   Analysis out;
   out.source = t.source;
-  out.complete = t.complete;
+  out.records_dropped = t.records_dropped;
+  out.kernels_launched = t.kernels_launched;
+  out.kernels_recorded = t.kernels_recorded;
+  // A foreign trace file has no launch count (its kernels_recorded is the number of kernel events).
+  out.launches_counted = t.source != "file" || t.kernels_launched > 0;
+  out.trace_messages = t.messages;
+  out.complete = t.complete && t.records_dropped == 0 &&
+                 (!out.launches_counted || t.kernels_launched == t.kernels_recorded);
 
   // Which activities are measured: device work of steps >= 0, or all of it when nothing has a step.
   bool any_step = false;

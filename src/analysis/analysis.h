@@ -68,7 +68,14 @@ struct Hotspot {
 
 struct Analysis {
   std::string source;      // Timeline.source
-  bool complete = true;    // Timeline.complete
+  // The trace is complete when the source reported no degradation (Timeline.complete), no CUPTI
+  // record was dropped and every kernel launch has its kernel record (launched == recorded).
+  bool complete = true;
+  uint64_t records_dropped = 0;   // Timeline.records_dropped (CUPTI buffers full)
+  uint64_t kernels_launched = 0;  // Timeline.kernels_launched (launch API calls seen)
+  uint64_t kernels_recorded = 0;  // Timeline.kernels_recorded (kernel records received)
+  bool launches_counted = true;   // false for foreign trace files (no launch count; recorded = kernel events)
+  std::vector<std::string> trace_messages;  // Timeline.messages: why incomplete, warnings
   std::vector<StepSample> steps;  // measured steps (step >= 0), or one sample for the whole timeline
   double step_median_us = 0, step_min_us = 0, step_max_us = 0;
   std::vector<OpCell> layer_ops;  // sorted by layer, then canonical op order

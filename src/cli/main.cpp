@@ -1,5 +1,6 @@
 // glm5prof command line (CLI11). Every error becomes one line on stderr and a non-zero exit:
-// 1 for a failed run (bad input file, model does not fit, CUDA error), 2 for bad usage.
+// 1 for a failed run (bad input file, model does not fit, CUDA error), 2 for bad usage, 3 for a
+// `profile` whose trace is incomplete (outputs written, saying so).
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -271,7 +272,14 @@ int main(int argc, char** argv) {
       require(po.pool_tokens >= 1, "--pool-tokens must be positive, got " + std::to_string(po.pool_tokens));
     po.kv_fp8 = kv_dtype == "fp8";
     if (kv_path != "all") po.paths = {parse_kv_path(kv_path)};
-    std::printf("%s", run_profile(po).c_str());
+    ReportInput result;
+    std::printf("%s", run_profile(po, &result).c_str());
+    if (!report_complete(result)) {
+      // The outputs are written and say so; the exit status makes a script notice.
+      for (const std::string& l : incomplete_trace_lines(result))
+        std::fprintf(stderr, "glm5prof: incomplete trace: %s\n", l.c_str());
+      return 3;
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "glm5prof: error: %s\n", e.what());

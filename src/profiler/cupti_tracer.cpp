@@ -8,12 +8,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <string>
+
+#include "common/error.h"
 
 namespace glm5 {
 
 namespace {
 
-constexpr size_t kBufferBytes = 8u << 20;  // 8 MB per activity buffer
+constexpr size_t kBufferBytes = 8u << 20;  // 8 MB per activity buffer (GLM5_CUPTI_BUFFER_BYTES overrides)
+constexpr size_t kMinBufferBytes = 1024;
+constexpr size_t kMaxBufferBytes = size_t(1) << 30;
 constexpr size_t kBufferAlign = 8;         // CUPTI requires 8-byte aligned buffers
 
 // The one piece of global state: CUPTI's buffer callbacks are plain C functions with no user pointer,
@@ -33,8 +38,10 @@ const CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
-  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
-  *size = *buffer ? kBufferBytes : 0;
+  const CuptiTracer* t = g_active_tracer;
+  const size_t bytes = t && t->buffer_bytes() ? t->buffer_bytes() : kBufferBytes;
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, bytes));
+  *size = *buffer ? bytes : 0;
   *max_records = 0;  // as many as fit
 }
 
@@ -52,6 +59,17 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
 
 }  // namespace
 
+size_t cupti_buffer_bytes(const char* env_value) {
+  if (!env_value || !*env_value) return kBufferBytes;
+  const std::string v = env_value;
+  const std::string expected = "GLM5_CUPTI_BUFFER_BYTES='" + v + "': expected a whole number of bytes in [" +
+                               std::to_string(kMinBufferBytes) + ", " + std::to_string(kMaxBufferBytes) + "]";
+  if (v.size() > 12 || v.find_first_not_of("0123456789") != std::string::npos) throw Error(expected);
+  const unsigned long long n = std::stoull(v);
+  if (n < kMinBufferBytes || n > kMaxBufferBytes) throw Error(expected);
+  return size_t((n + kBufferAlign - 1) / kBufferAlign * kBufferAlign);
+}
+
 void arrange_nvtx_injection() {
   if (std::getenv("NVTX_INJECTION64_PATH")) return;
   Dl_info info{};
@@ -59,7 +77,7 @@ void arrange_nvtx_injection() {
     setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }
 
-CuptiTracer::CuptiTracer() {
+CuptiTracer::CuptiTracer() : buffer_bytes_(cupti_buffer_bytes(std::getenv("GLM5_CUPTI_BUFFER_BYTES"))) {
   if (g_active_tracer) {
     note_error("another CuptiTracer is already active; this one records nothing");
     return;

@@ -28,8 +28,16 @@ namespace glm5 {
 // the process (the CLI calls it first thing in main). Never throws; does nothing if libcupti is absent.
 void arrange_nvtx_injection();
 
+// Size of each CUPTI activity buffer [bytes] from the value of the environment variable
+// GLM5_CUPTI_BUFFER_BYTES: nullptr or "" gives the default 8 MiB; otherwise a decimal integer in
+// [1024, 1 GiB], rounded up to a multiple of 8 (CUPTI's buffer alignment). Small buffers make CUPTI
+// request buffers more often and may make it drop records, which the Timeline then reports.
+// Throws glm5::Error "GLM5_CUPTI_BUFFER_BYTES='...': expected ..." for anything else.
+size_t cupti_buffer_bytes(const char* env_value);
+
 class CuptiTracer : public OpTracer {
  public:
+  // Reads GLM5_CUPTI_BUFFER_BYTES (see cupti_buffer_bytes; throws glm5::Error for a bad value).
   CuptiTracer();
   ~CuptiTracer() override;  // disables CUPTI if finish() was not called
   CuptiTracer(const CuptiTracer&) = delete;
@@ -53,8 +61,10 @@ class CuptiTracer : public OpTracer {
   void consume_buffer(uint8_t* buffer, size_t valid_size);
   void note_error(const std::string& message);
   void note_dropped(size_t count);  // records CUPTI lost (buffer full)
+  size_t buffer_bytes() const { return buffer_bytes_; }  // each activity buffer [bytes]
 
  private:
+  size_t buffer_bytes_ = 0;
   bool enabled_ = false;
   bool finished_ = false;
   uint64_t next_external_id_ = 1;

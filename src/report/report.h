@@ -33,6 +33,14 @@ nlohmann::json report_to_json(const ReportInput& in);
 // The Markdown report as a string (what write_report_md writes).
 std::string report_to_markdown(const ReportInput& in);
 
+// True when every run's trace is complete (Analysis.complete: no dropped CUPTI records, every
+// kernel launch recorded, no tracer error). report.json says so as "trace_complete"; report.md puts
+// a warning under the summary otherwise; `glm5prof profile` exits 3.
+bool report_complete(const ReportInput& in);
+
+// One line per incomplete run: "RUN: N of M kernel launches recorded, D CUPTI records dropped (...)".
+std::vector<std::string> incomplete_trace_lines(const ReportInput& in);
+
 void write_report_json(const ReportInput& in, const std::string& path);
 void write_report_md(const ReportInput& in, const std::string& path);
 

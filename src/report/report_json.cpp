@@ -30,8 +30,14 @@ json to_json(const Analysis& a) {
                         {"share_of_step", h.share_of_step}, {"bytes", h.bytes},
                         {"achieved_gbps", h.achieved_gbps}, {"pct_of_peak", h.pct_of_peak},
                         {"est_saving_us", h.est_saving_us}, {"recommendation", h.recommendation}});
+  json trace = {{"complete", a.complete},
+                {"records_dropped", a.records_dropped},
+                {"kernels_launched", a.launches_counted ? json(a.kernels_launched) : json(nullptr)},
+                {"kernels_recorded", a.kernels_recorded},
+                {"messages", a.trace_messages}};
   return {{"source", a.source},
           {"complete", a.complete},
+          {"trace", trace},
           {"steps",
            {{"samples", samples},
             {"median_us", a.step_median_us},
@@ -55,6 +61,29 @@ json to_json(const PathComparison& c) {
   return {{"paths", paths}, {"winner", c.winner}};
 }
 
+bool report_complete(const ReportInput& in) {
+  for (const RunReport& r : in.runs)
+    if (!r.analysis.complete) return false;
+  return true;
+}
+
+std::vector<std::string> incomplete_trace_lines(const ReportInput& in) {
+  std::vector<std::string> lines;
+  for (const RunReport& r : in.runs) {
+    const Analysis& a = r.analysis;
+    if (a.complete) continue;
+    std::string l = r.name + ": ";
+    if (a.launches_counted)
+      l += std::to_string(a.kernels_recorded) + " of " + std::to_string(a.kernels_launched) + " kernel launches recorded";
+    else
+      l += std::to_string(a.kernels_recorded) + " kernels recorded (launches not counted)";
+    l += ", " + std::to_string(a.records_dropped) + " CUPTI records dropped";
+    for (const std::string& m : a.trace_messages) l += "; " + m;
+    lines.push_back(std::move(l));
+  }
+  return lines;
+}
+
 json report_to_json(const ReportInput& in) {
   json runs = json::array();
   for (const RunReport& r : in.runs) {
@@ -65,6 +94,8 @@ json report_to_json(const ReportInput& in) {
   }
   return {{"schema_version", kReportSchema},
           {"generated_by", "glm5prof"},
+          {"trace_complete", report_complete(in)},
+          {"incomplete_traces", incomplete_trace_lines(in)},
           {"run_spec", in.run_spec},
           {"device", in.device},
           {"model", in.model},

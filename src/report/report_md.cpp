@@ -127,7 +127,13 @@ void json_lines(std::ostringstream& o, const char* title, const nlohmann::json& 
 
 std::string report_to_markdown(const ReportInput& in) {
   std::ostringstream o;
-  o << "# glm5prof report\n\n## Summary\n\n" << verdict(in) << "\n";
+  o << "# glm5prof report\n\n## Summary\n\n";
+  if (!report_complete(in)) {
+    o << "**INCOMPLETE TRACE: the numbers below miss work that was not recorded (totals are lower bounds).**\n\n";
+    for (const std::string& l : incomplete_trace_lines(in)) o << "- " << l << "\n";
+    o << "\n";
+  }
+  o << verdict(in) << "\n";
   if (in.comparison && !in.comparison->winner.empty()) {
     const PathComparison& c = *in.comparison;
     for (const PathResult& p : c.paths)
@@ -155,6 +161,11 @@ std::string report_to_markdown(const ReportInput& in) {
     o << "\n## Run `" << r.name << "`\n\n" << a.steps.size() << " measured steps: median " << f1(a.step_median_us)
       << " us, min " << f1(a.step_min_us) << " us, max " << f1(a.step_max_us) << " us (source: " << a.source
       << (a.complete ? "" : ", INCOMPLETE") << ").\n";
+    o << "\nTrace: " << a.kernels_recorded << " kernel records";
+    if (a.launches_counted) o << " of " << a.kernels_launched << " launches";
+    o << ", " << a.records_dropped << " records dropped"
+      << (a.complete ? " (complete)" : " (**incomplete**)") << ".\n";
+    for (const std::string& m : a.trace_messages) o << "- " << m << "\n";
     if (!a.hotspots.empty()) {
       o << "\nHotspots:\n\n";
       for (const Hotspot& h : a.hotspots)
