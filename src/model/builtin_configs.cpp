@@ -1,5 +1,6 @@
 // Built-in model configs, embedded verbatim so the binary works without the shared/ folder.
-// Generated from the files named beside each entry; tests/model/test_config.cpp checks they still match.
+// Generated from the files named beside each entry; tests/model/test_config.cpp checks they still match
+// (deepseek-v32 has no shared/ file: the test checks it against deepseek-v3 plus the indexer keys).
 #include "model/builtin_configs.h"
 
 #include <cstring>
@@ -156,6 +157,65 @@ const Builtin kBuiltins[] = {
   "first_k_dense_replace": 3,
   "hidden_act": "silu",
   "hidden_size": 7168,
+  "initializer_range": 0.02,
+  "intermediate_size": 18432,
+  "kv_lora_rank": 512,
+  "max_position_embeddings": 163840,
+  "moe_intermediate_size": 2048,
+  "moe_layer_freq": 1,
+  "n_group": 8,
+  "n_routed_experts": 256,
+  "n_shared_experts": 1,
+  "norm_topk_prob": true,
+  "num_attention_heads": 128,
+  "num_experts_per_tok": 8,
+  "num_hidden_layers": 61,
+  "num_key_value_heads": 128,
+  "num_nextn_predict_layers": 1,
+  "q_lora_rank": 1536,
+  "qk_nope_head_dim": 128,
+  "qk_rope_head_dim": 64,
+  "rms_norm_eps": 1e-06,
+  "rope_scaling": {
+    "beta_fast": 32,
+    "beta_slow": 1,
+    "factor": 40,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "original_max_position_embeddings": 4096,
+    "type": "yarn"
+  },
+  "rope_theta": 10000,
+  "routed_scaling_factor": 2.5,
+  "scoring_func": "sigmoid",
+  "tie_word_embeddings": false,
+  "topk_group": 4,
+  "topk_method": "noaux_tc",
+  "torch_dtype": "bfloat16",
+  "use_cache": true,
+  "v_head_dim": 128,
+  "vocab_size": 129280
+})json"},
+    // DeepSeek-V3.2-Exp (deepseek-ai/DeepSeek-V3.2-Exp config.json, quantization_config dropped): the
+    // DeepSeek-V3 dimensions plus the DSA lightning indexer (64 heads x 128, top-2048). No
+    // indexer_rope_interleave key there: its indexer rotates split halves (the model_type default,
+    // src/model/config.cpp), its main attention interleaved pairs like DeepSeek-V3.
+    {"deepseek-v32", R"json({
+  "architectures": [
+    "DeepseekV32ForCausalLM"
+  ],
+  "model_type": "deepseek_v32",
+  "attention_bias": false,
+  "attention_dropout": 0.0,
+  "bos_token_id": 0,
+  "eos_token_id": 1,
+  "ep_size": 1,
+  "first_k_dense_replace": 3,
+  "hidden_act": "silu",
+  "hidden_size": 7168,
+  "index_head_dim": 128,
+  "index_n_heads": 64,
+  "index_topk": 2048,
   "initializer_range": 0.02,
   "intermediate_size": 18432,
   "kv_lora_rank": 512,

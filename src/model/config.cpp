@@ -332,16 +332,28 @@ ModelConfig load_model_config(const std::string& path) {
   return parse_model_config(j, file);
 }
 
+namespace {
+// The built-in name for `name`: itself, or with '_' read as '-' so that the model_type spellings
+// ("deepseek_v3", "deepseek_v32") name the built-ins too. Empty when neither is built in.
+std::string builtin_name(const std::string& name) {
+  if (builtin_config_json(name)) return name;
+  std::string dashed = name;
+  for (char& ch : dashed)
+    if (ch == '_') ch = '-';
+  return builtin_config_json(dashed) ? dashed : std::string();
+}
+}  // namespace
+
 ModelConfig builtin_model_config(const std::string& name) {
-  const char* text = builtin_config_json(name);
-  if (!text) throw Error("unknown built-in model '" + name + "' (known: " + builtin_config_names() + ")");
-  ModelConfig c = parse_model_config(nlohmann::json::parse(text), "built-in config '" + name + "'");
-  c.name = name;
+  const std::string known = builtin_name(name);
+  if (known.empty()) throw Error("unknown built-in model '" + name + "' (known: " + builtin_config_names() + ")");
+  ModelConfig c = parse_model_config(nlohmann::json::parse(builtin_config_json(known)), "built-in config '" + known + "'");
+  c.name = known;
   return c;
 }
 
 ModelConfig resolve_model_config(const std::string& name_or_path) {
-  if (builtin_config_json(name_or_path)) return builtin_model_config(name_or_path);
+  if (!builtin_name(name_or_path).empty()) return builtin_model_config(name_or_path);
   std::error_code ec;
   if (!std::filesystem::exists(name_or_path, ec))
     throw Error("model '" + name_or_path + "' is neither a built-in (" + builtin_config_names() +

@@ -75,7 +75,9 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
 ModelConfig load_model_config(const std::string& path);
 
 // Built-in configs: "glm5" (the real GLM-5 dimensions), "glm5-tiny" (the golden checkpoint's config),
-// "deepseek-v3". Throws glm5::Error listing the known names otherwise.
+// "deepseek-v3", "deepseek-v32" (DeepSeek-V3.2-Exp: V3 dims + a 64-head DSA indexer with split-half
+// indexer RoPE); '_' is read as '-' ("deepseek_v32" works). Throws glm5::Error listing the known names
+// otherwise. A built-in name wins over a file of the same name in the working directory.
 ModelConfig builtin_model_config(const std::string& name);
 
 // `name_or_path`: a built-in name, or a path to a config.json / checkpoint directory.

@@ -133,6 +133,43 @@ TEST(ModelConfig, BuiltinsEqualSharedFiles) {
   EXPECT_EQ(builtin_model_config("deepseek-v3").num_hidden_layers, 61);
 }
 
+// DeepSeek-V3.2-Exp: the DeepSeek-V3 config.json plus the indexer keys, nothing else changed; the
+// indexer ropes split halves, the main attention interleaved pairs (as DeepSeek-V3).
+TEST(ModelConfig, BuiltinDeepseekV32) {
+  nlohmann::json v3 = read_json(kShared + "/configs/deepseek-v3.json");
+  nlohmann::json v32 = nlohmann::json::parse(builtin_config_json("deepseek-v32"));
+  EXPECT_EQ(v32["model_type"], "deepseek_v32");
+  EXPECT_EQ(v32["index_n_heads"], 64);
+  EXPECT_EQ(v32["index_head_dim"], 128);
+  EXPECT_EQ(v32["index_topk"], 2048);
+  for (const char* k : {"index_n_heads", "index_head_dim", "index_topk", "ep_size"}) v32.erase(k);
+  v32["model_type"] = "deepseek_v3";
+  v32["architectures"] = v3["architectures"];
+  EXPECT_EQ(v32, v3);
+
+  for (const char* name : {"deepseek-v32", "deepseek_v32"}) {
+    ModelConfig c = resolve_model_config(name);
+    EXPECT_EQ(c.name, "deepseek-v32");
+    EXPECT_EQ(c.model_type, ModelType::DeepseekV32);
+    EXPECT_TRUE(c.has_indexer);
+    EXPECT_EQ(c.index_n_heads, 64);
+    EXPECT_EQ(c.index_head_dim, 128);
+    EXPECT_EQ(c.index_topk, 2048);
+    EXPECT_FALSE(c.indexer_rope_interleave);
+    EXPECT_TRUE(c.rope_interleave);
+    EXPECT_EQ(c.rope_type, "yarn");
+    EXPECT_EQ(c.num_hidden_layers, 61);
+    EXPECT_EQ(c.num_attention_heads, 128);
+    EXPECT_EQ(c.indexer_shared, std::vector<bool>(61, false));
+    EXPECT_EQ(c.softmax_scale(), builtin_model_config("deepseek-v3").softmax_scale());
+  }
+  EXPECT_EQ(resolve_model_config("deepseek_v3").name, "deepseek-v3");
+  // A config.json with "indexer_rope_interleave": true overrides the deepseek_v32 default.
+  nlohmann::json j = nlohmann::json::parse(builtin_config_json("deepseek-v32"));
+  j["indexer_rope_interleave"] = true;
+  EXPECT_TRUE(parse_model_config(j, "config.json").indexer_rope_interleave);
+}
+
 TEST(ModelConfig, RopeParametersYarnAndLegacyAgree) {
   nlohmann::json j = read_json(kShared + "/configs/deepseek-v3.json");
   nlohmann::json k = j;
@@ -232,7 +269,7 @@ TEST(ModelConfigErrors, FilesAndNames) {
     builtin_model_config("glm6");
     ADD_FAILURE();
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), "unknown built-in model 'glm6' (known: glm5, glm5-tiny, deepseek-v3)");
+    EXPECT_EQ(std::string(e.what()), "unknown built-in model 'glm6' (known: glm5, glm5-tiny, deepseek-v3, deepseek-v32)");
   }
   EXPECT_THROW(resolve_model_config("/nonexistent/config.json"), Error);
   EXPECT_THROW(load_model_config("/nonexistent"), Error);
