@@ -1,13 +1,37 @@
 // CUDA kernels of kv_cast.h: FP8 latent rows -> BF16 rows. Memory-bound.
-// 16-byte path (row layout and both pointers allow it; GLM-5: 656-byte FP8 rows, 1152-byte BF16 rows):
-// the work is a flat list of (row, chunk) items, chunk c < L/16 being 16 latent codes (16 B in, 32 B
-// out) and the rest 16 B of rope (16 B in, 16 B out); each thread takes kItems items per step, spaced
-// a block apart so a warp's loads are contiguous, issues all their loads (codes, group scale; for the
-// gather, the row indices first) before any math or store, then dequantizes and stores; grid-stride
-// over steps with as many blocks as fit on the GPU at once. No shared memory.
+// Bytes moved: rows * (row_bytes + 2*(L+R)) (GLM-5: 656 + 1152; gather-cast: plus 4 bytes of index
+// in, 4 out per row).
+//
+// 16-byte tile path (row layout and both pointers allow it; GLM-5). Design, reasoned before measuring:
+// - Staging. A tile of T rows (T <= 16; GLM-5 16 x 656 = 10,496 B, a 16-B multiple) is copied into
+//   shared memory with 16-byte cp.async.cg (L1 bypassed): for the full pool one contiguous run, so
+//   every warp load instruction covers 512 contiguous bytes; for the gather one 656-B row per warp
+//   (lane c: chunks c, c+32), row address from indices[] loaded one iteration ahead. A -1 index is
+//   a zero-filled stage (cp.async with 0 source bytes), which casts to the zero row the twin writes.
+// - Casting. The T output rows are contiguous in `out` (T x 1152 B), so the tile's output is a flat
+//   run of 16-byte chunks; thread t writes chunks t, t+256, ...: every warp store is 512 contiguous
+//   bytes, each 16-byte store whole (8 codes -> 8 bf16 with the group scale, or 16 B of rope), with
+//   st.global.cs (evict-first: the output is written once and not re-read by this kernel). The old
+//   item kernel stored each 16-B load as two 16-B stores 32 B apart (half-sector writes) and paid a
+//   divide and a 4-B scale load per item; here the scale comes from shared memory and (row, chunk)
+//   walks incrementally (no divide in the loop; the scale group via a host-computed multiply-high).
+// - Bytes in flight. kStages = 3 per block: tile j is cast while tiles j+1, j+2 load (~21 KB per
+//   block in flight); 31.5 KB of shared memory per block -> up to 7 blocks / SM (by registers maybe
+//   6): ~120+ KB of loads requested per SM, far above Little's law for HBM3 (4.8 TB/s x ~0.8 us /
+//   132 SMs ~ 30 KB / SM). Stores are fire-and-forget behind that.
+// - Grid. Persistent: the blocks resident at once (occupancy API, shared-memory carveout at max), each
+//   taking tiles b, b + grid, ...; the tile size is balanced on the host so every block gets the
+//   same number of tiles (GLM-5 pool 495,000 rows: T = 16, 33-34 tiles per block, <= 1.5% imbalance).
+// - Instruction budget. At 4.2 TB/s an SM moves ~16 B/clk of which ~10 B/clk output: ~0.65 output
+//   chunks/clk/SM at ~30 instructions each (~20 thread-instr/clk of 128) and ~8 conversions each (~5
+//   of ~16/clk): neither issue nor the conversion pipe should limit; shared memory traffic ~14 B/clk of
+//   128. Expected: the full-pool cast at ~90-95% of the D2D copy rate (it is a copy with a 1.76x
+//   write/read ratio); the gather at ~85-90% for B >= 32 (656-B rows are 16-B but not 32/64-B
+//   aligned, random rows lose DRAM locality: ~2-5% more sectors than the byte model), B <= 8 is
+//   latency / launch bound (<= 30 MB moved).
 // 4-byte fallback (glm5-tiny 132-byte rows, an unaligned pointer): one warp per row, 32-bit words.
-// Bytes moved: rows * (row_bytes + 2*(L+R)) (gather-cast: plus 4 bytes of index in, 4 out per row).
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -43,99 +67,154 @@ __device__ void cast_row_warp(const uint8_t* __restrict__ src, uint16_t* __restr
   }
 }
 
-constexpr int kItems = 4;  // (row, chunk) items per thread per step: 4 x 16 B loads in flight
+// ---- 16-byte tile path -------------------------------------------------------------------------
 
-// One (row, chunk) item of the 16-byte path: `src` the FP8 row (null: a zero row), `dst` the BF16 row.
-struct CastItem {
-  uint4 v;
-  float scale;
+constexpr int kStages = 3;                            // tiles per block: 1 being cast + 2 loading
+constexpr int kMaxTileRows = 16;                      // FP8 rows per tile (GLM-5: 10,496 B)
+constexpr int kMaxRowsPerWarp = kMaxTileRows / kWarps;  // gather: rows whose loads one warp issues
+constexpr int kMaxSmemBytes = 48 * 1024;              // kStages tiles; no opt-in attribute needed
+static_assert(kMaxTileRows % kWarps == 0, "gather loads: whole rows per warp");
+
+// 16-byte asynchronous global -> shared copy (sm_80+ cp.async, L1 bypassed); src_bytes 0 writes 16
+// zero bytes and reads nothing (the gather's -1 rows).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Per-launch constants of the tile kernels, computed on the host (tile_plan()).
+struct TileGeom {
+  int tile_rows = 1;        // rows per tile, 1..kMaxTileRows (balanced over the grid)
+  int64_t tiles = 0;        // ceil(rows / tile_rows)
+  int out_chunks = 0;       // 16-byte BF16 chunks per output row, 2(L+R)/16 (GLM-5: 72)
+  int latent_chunks = 0;    // of which latent: L/8, 8 codes each (GLM-5: 64)
+  uint32_t group_magic = 0; // ceil(2^32 / (G/8)): latent chunk k's scale group = umulhi(k, magic)
+  int step_rows = 0, step_k = 0;   // kThreads / out_chunks, kThreads % out_chunks (walk of o += kThreads)
 };
 
-__device__ __forceinline__ CastItem load_item(const uint8_t* __restrict__ src, int c, int latent_chunks,
-                                              const LatentLayout& l) {
-  CastItem it{make_uint4(0, 0, 0, 0), 0.f};
-  if (!src) return it;
-  if (c < latent_chunks) {
-    it.v = __ldg(reinterpret_cast<const uint4*>(src) + c);
-    it.scale = __ldg(reinterpret_cast<const float*>(src + l.scale_offset()) + (16 * c) / l.group);
-  } else {
-    it.v = __ldg(reinterpret_cast<const uint4*>(src + l.rope_offset()) + (c - latent_chunks));
-  }
-  return it;
-}
-
-__device__ __forceinline__ void store_item(const CastItem& it, uint8_t* __restrict__ dst, int c, int latent_chunks,
-                                           int L) {
-  if (c < latent_chunks) {
-    const uint2 a = dequant4_bf16(it.v.x, it.scale), b = dequant4_bf16(it.v.y, it.scale);
-    const uint2 c2 = dequant4_bf16(it.v.z, it.scale), d = dequant4_bf16(it.v.w, it.scale);
-    uint4* o = reinterpret_cast<uint4*>(dst + 32 * c);
-    o[0] = make_uint4(a.x, a.y, b.x, b.y);
-    o[1] = make_uint4(c2.x, c2.y, d.x, d.y);
-  } else {
-    reinterpret_cast<uint4*>(dst + 2 * L)[c - latent_chunks] = it.v;
-  }
-}
-
-// Full-pool cast, 16-byte path. Index: uint32_t when rows * chunks fits, else uint64_t.
-template <class Index>
-__global__ void __launch_bounds__(kThreads) kv_cast_vec_kernel(KvCastParams p) {
-  const LatentLayout l = p.layout;
-  const int latent_chunks = l.latent_dim / 16, chunks = latent_chunks + (2 * l.rope_dim) / 16;
-  const int64_t out_row_bytes = 2 * int64_t(l.latent_dim + l.rope_dim);
-  const Index items = Index(p.rows) * Index(chunks);
-  const Index step = Index(gridDim.x) * (kThreads * kItems);
-  uint8_t* out = reinterpret_cast<uint8_t*>(p.out);
-  for (Index base = Index(blockIdx.x) * (kThreads * kItems) + threadIdx.x; base < items; base += step) {
-    CastItem it[kItems];
-    Index row[kItems];
-    int c[kItems];
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {
-      const Index i = base + Index(j) * kThreads;
-      row[j] = i / Index(chunks);
-      c[j] = int(i - row[j] * Index(chunks));
-      if (i < items) it[j] = load_item(p.pool + int64_t(row[j]) * l.row_bytes, c[j], latent_chunks, l);
+// Dequantizes the `n` staged FP8 rows at `tile` (row_bytes apart in shared memory) into the n
+// contiguous BF16 rows at `out`: output chunk o = threadIdx.x + i*kThreads (row o / out_chunks,
+// chunk o % out_chunks, both walked incrementally), so each warp stores 512 contiguous bytes.
+__device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int n, uint8_t* __restrict__ out,
+                                          const LatentLayout& l, const TileGeom& g) {
+  const int total = n * g.out_chunks;
+  int r = int(threadIdx.x) / g.out_chunks, k = int(threadIdx.x) % g.out_chunks;
+  for (int o = threadIdx.x; o < total; o += kThreads) {
+    const uint8_t* row = tile + r * l.row_bytes;
+    uint4 v;
+    if (k < g.latent_chunks) {
+      const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * k);
+      const float scale = *reinterpret_cast<const float*>(row + l.latent_dim + 4 * __umulhi(uint32_t(k), g.group_magic));
+      const uint2 a = dequant4_bf16(codes.x, scale), b = dequant4_bf16(codes.y, scale);
+      v = make_uint4(a.x, a.y, b.x, b.y);
+    } else {
+      v = *reinterpret_cast<const uint4*>(row + l.rope_offset() + 16 * (k - g.latent_chunks));
     }
-#pragma unroll
-    for (int j = 0; j < kItems; ++j)
-      if (base + Index(j) * kThreads < items)
-        store_item(it[j], out + int64_t(row[j]) * out_row_bytes, c[j], latent_chunks, l.latent_dim);
+    __stcs(reinterpret_cast<uint4*>(out) + o, v);  // write-once output: evict-first
+    r += g.step_rows;
+    k += g.step_k;
+    if (k >= g.out_chunks) {
+      k -= g.out_chunks;
+      ++r;
+    }
   }
 }
 
-// Gather-cast, 16-byte path: item (i, c) reads pool row indices[i]; chunk 0's thread also writes
-// compact_indices[i].
-template <class Index>
-__global__ void __launch_bounds__(kThreads) kv_gather_cast_vec_kernel(KvGatherCastParams p) {
+// Full-pool cast: block b casts tiles b, b + grid, ...; tile j + kStages-1 is loading (one
+// contiguous run of tile_rows * row_bytes bytes, 16-byte cp.async per thread) while tile j is cast.
+__global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, TileGeom g) {
+  extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
-  const int latent_chunks = l.latent_dim / 16, chunks = latent_chunks + (2 * l.rope_dim) / 16;
+  const int stage_bytes = g.tile_rows * l.row_bytes;
   const int64_t out_row_bytes = 2 * int64_t(l.latent_dim + l.rope_dim);
-  const Index items = Index(p.count) * Index(chunks);
-  const Index step = Index(gridDim.x) * (kThreads * kItems);
-  uint8_t* out = reinterpret_cast<uint8_t*>(p.out);
-  for (Index base = Index(blockIdx.x) * (kThreads * kItems) + threadIdx.x; base < items; base += step) {
-    Index row[kItems];
-    int c[kItems];
-    int32_t t[kItems];
-#pragma unroll
-    for (int j = 0; j < kItems; ++j) {  // the indices first: the row loads depend on them
-      const Index i = base + Index(j) * kThreads;
-      row[j] = i / Index(chunks);
-      c[j] = int(i - row[j] * Index(chunks));
-      t[j] = i < items ? __ldg(p.indices + row[j]) : -1;
+  const int my_tiles = g.tiles > blockIdx.x ? int((g.tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  auto issue = [&](int j) {
+    if (j < my_tiles) {
+      const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
+      const int n = int(min(int64_t(g.tile_rows), p.rows - row0));
+      const int chunks = n * l.row_bytes / 16;
+      const uint8_t* src = p.pool + row0 * l.row_bytes;
+      uint8_t* dst = smem + (j % kStages) * stage_bytes;
+      for (int q = threadIdx.x; q < chunks; q += kThreads) cp_async16(dst + 16 * q, src + 16 * q, 16);
     }
-    CastItem it[kItems];
+    cp_async_commit();  // an empty group past the end keeps the wait_group count uniform
+  };
 #pragma unroll
-    for (int j = 0; j < kItems; ++j)
-      it[j] = load_item(t[j] >= 0 ? p.pool + int64_t(t[j]) * l.row_bytes : nullptr, c[j], latent_chunks, l);
+  for (int s = 0; s < kStages - 1; ++s) issue(s);
+  for (int j = 0; j < my_tiles; ++j) {
+    issue(j + kStages - 1);
+    cp_async_wait<kStages - 1>();  // this thread's copies of tile j have landed ...
+    __syncthreads();               // ... and everyone's
+    const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
+    const int n = int(min(int64_t(g.tile_rows), p.rows - row0));
+    cast_tile(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    __syncthreads();  // stage j % kStages is reloaded by the next iteration's issue
+  }
+  cp_async_wait<0>();
+}
+
+// Gather-cast: as the full-pool cast, but tile row r is pool row indices[row0 + r]; warp w issues
+// the copies of rows w, w + kWarps, ... (lane c: 16-byte chunks c, c + 32, ...), a negative index
+// zero-fills the staged row (cp.async with 0 source bytes), so it casts to a zero row. The indices
+// of the tile to issue next are loaded one iteration ahead, so their latency is hidden too.
+__global__ void __launch_bounds__(kThreads) kv_gather_cast_tile_kernel(KvGatherCastParams p, TileGeom g) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const LatentLayout l = p.layout;
+  const int stage_bytes = g.tile_rows * l.row_bytes, in_chunks = l.row_bytes / 16;
+  const int64_t out_row_bytes = 2 * int64_t(l.latent_dim + l.rope_dim);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int my_tiles = g.tiles > blockIdx.x ? int((g.tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  // indices of this warp's rows of tile j (kNoRow: past the tile's end)
+  constexpr int32_t kNoRow = INT32_MIN;
+  auto load_indices = [&](int j, int32_t (&idx)[kMaxRowsPerWarp]) {
+    const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
 #pragma unroll
-    for (int j = 0; j < kItems; ++j)
-      if (base + Index(j) * kThreads < items) {
-        store_item(it[j], out + int64_t(row[j]) * out_row_bytes, c[j], latent_chunks, l.latent_dim);
-        if (c[j] == 0) p.compact_indices[row[j]] = t[j] >= 0 ? int32_t(row[j]) : -1;
+    for (int rr = 0; rr < kMaxRowsPerWarp; ++rr) {
+      const int r = warp + rr * kWarps;
+      idx[rr] = (j < my_tiles && r < g.tile_rows && row0 + r < p.count) ? max(__ldg(p.indices + row0 + r), -1)
+                                                                          : kNoRow;  // any negative: -1
+    }
+  };
+  auto issue = [&](int j, const int32_t (&idx)[kMaxRowsPerWarp]) {
+    if (j < my_tiles) {
+      const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
+      uint8_t* dst = smem + (j % kStages) * stage_bytes;
+#pragma unroll
+      for (int rr = 0; rr < kMaxRowsPerWarp; ++rr) {
+        if (idx[rr] == kNoRow) continue;
+        const int r = warp + rr * kWarps;
+        const bool valid = idx[rr] >= 0;
+        const uint8_t* src = valid ? p.pool + int64_t(idx[rr]) * l.row_bytes : p.pool;
+        for (int c = lane; c < in_chunks; c += 32)
+          cp_async16(dst + r * l.row_bytes + 16 * c, src + 16 * c, valid ? 16 : 0);
+        if (lane == 0) p.compact_indices[row0 + r] = valid ? int32_t(row0 + r) : -1;
       }
+    }
+    cp_async_commit();
+  };
+  int32_t idx[kMaxRowsPerWarp];
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    load_indices(s, idx);
+    issue(s, idx);
   }
+  load_indices(kStages - 1, idx);
+  for (int j = 0; j < my_tiles; ++j) {
+    issue(j + kStages - 1, idx);
+    load_indices(j + kStages, idx);  // consumed next iteration
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
+    const int n = int(min(int64_t(g.tile_rows), p.count - row0));
+    cast_tile(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    __syncthreads();
+  }
+  cp_async_wait<0>();
 }
 
 __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
@@ -159,7 +238,7 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 // 16-byte path: FP8 rows, their rope part and BF16 rows all 16-byte multiples, pointers aligned.
 bool can_vectorize(const LatentLayout& l, const void* pool, const void* out) {
-  return l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0 && (2 * l.rope_dim) % 16 == 0 &&
+  return l.latent_dim <= 65536 && l.group % 16 == 0 && l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0 && (2 * l.rope_dim) % 16 == 0 &&
          (2 * (l.latent_dim + l.rope_dim)) % 16 == 0 && aligned16(pool) && aligned16(out);
 }
 
@@ -176,19 +255,42 @@ int grid_for(int64_t rows) {
   return int(std::min<int64_t>(needed, int64_t(sms) * 8));
 }
 
-// Blocks of the 16-byte kernels: as many as are resident at once (a grid-stride loop does the rest),
-// fewer when there are fewer steps of work.
+// Launch plan of a tile kernel over `rows` rows: dynamic shared memory for kStages tiles of the
+// largest tile that fits, a persistent grid of the blocks resident at once (shared memory carveout
+// at its maximum: the kernels use no L1-cached loads), and the tile size balanced so that every block
+// gets the same number of tiles: with k = ceil(rows / (resident * max_rows)) tiles per block,
+// tile_rows = ceil(rows / (k * resident)). grid 0: the row does not fit (use the 4-byte path).
+struct TilePlan {
+  TileGeom geom;
+  int grid = 0;
+  size_t smem = 0;
+};
 template <class Kernel>
-int vec_grid(Kernel kernel, int64_t items) {
+TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l) {
+  TilePlan plan;
+  const int max_rows = std::min(kMaxTileRows, kMaxSmemBytes / (kStages * l.row_bytes));
+  if (max_rows < 1) return plan;
+  plan.smem = size_t(kStages) * max_rows * l.row_bytes;
   int device = 0, sms = 0, per_sm = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  const int64_t needed = (items + kThreads * kItems - 1) / (kThreads * kItems);
-  return int(std::max<int64_t>(1, std::min<int64_t>(needed, int64_t(sms) * std::max(per_sm, 1))));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                  int(cudaSharedmemCarveoutMaxShared)));
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
+  const int64_t resident = int64_t(sms) * std::max(per_sm, 1);
+  const int64_t per_block = (rows + resident * max_rows - 1) / (resident * max_rows);
+  TileGeom& g = plan.geom;
+  g.tile_rows = int(std::min<int64_t>(max_rows, (rows + per_block * resident - 1) / (per_block * resident)));
+  g.tiles = (rows + g.tile_rows - 1) / g.tile_rows;
+  g.out_chunks = (2 * (l.latent_dim + l.rope_dim)) / 16;
+  g.latent_chunks = l.latent_dim / 8;
+  const uint64_t d = uint64_t(l.group / 8);  // latent chunks per scale group (>= 2: G >= 16)
+  g.group_magic = uint32_t(((uint64_t(1) << 32) + d - 1) / d);
+  g.step_rows = kThreads / g.out_chunks;
+  g.step_k = kThreads % g.out_chunks;
+  plan.grid = int(std::min<int64_t>(resident, g.tiles));
+  return plan;
 }
-
-int chunks_per_row(const LatentLayout& l) { return l.latent_dim / 16 + (2 * l.rope_dim) / 16; }
 
 }  // namespace
 
@@ -197,13 +299,10 @@ void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) {
   if (p.rows == 0) return;
   require_aligned4(p.pool, "kv_cast_cuda", "pool");
   require_aligned4(p.out, "kv_cast_cuda", "out");
-  if (can_vectorize(p.layout, p.pool, p.out)) {
-    const int64_t items = p.rows * chunks_per_row(p.layout);
-    if (items < (int64_t(1) << 32) - (int64_t(1) << 24)) {
-      kv_cast_vec_kernel<uint32_t><<<vec_grid(kv_cast_vec_kernel<uint32_t>, items), kThreads, 0, stream>>>(p);
-    } else {
-      kv_cast_vec_kernel<uint64_t><<<vec_grid(kv_cast_vec_kernel<uint64_t>, items), kThreads, 0, stream>>>(p);
-    }
+  const TilePlan plan =
+      can_vectorize(p.layout, p.pool, p.out) ? tile_plan(kv_cast_tile_kernel, p.rows, p.layout) : TilePlan{};
+  if (plan.grid > 0) {
+    kv_cast_tile_kernel<<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
   } else {
     kv_cast_kernel<<<grid_for(p.rows), kThreads, 0, stream>>>(p);
   }
@@ -215,15 +314,11 @@ void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream) {
   if (p.count == 0) return;
   require_aligned4(p.pool, "kv_gather_cast_cuda", "pool");
   require_aligned4(p.out, "kv_gather_cast_cuda", "out");
-  if (can_vectorize(p.layout, p.pool, p.out)) {
-    const int64_t items = p.count * chunks_per_row(p.layout);
-    if (items < (int64_t(1) << 32) - (int64_t(1) << 24)) {
-      kv_gather_cast_vec_kernel<uint32_t>
-          <<<vec_grid(kv_gather_cast_vec_kernel<uint32_t>, items), kThreads, 0, stream>>>(p);
-    } else {
-      kv_gather_cast_vec_kernel<uint64_t>
-          <<<vec_grid(kv_gather_cast_vec_kernel<uint64_t>, items), kThreads, 0, stream>>>(p);
-    }
+  const TilePlan plan = can_vectorize(p.layout, p.pool, p.out)
+                            ? tile_plan(kv_gather_cast_tile_kernel, p.count, p.layout)
+                            : TilePlan{};
+  if (plan.grid > 0) {
+    kv_gather_cast_tile_kernel<<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
   } else {
     kv_gather_cast_kernel<<<grid_for(p.count), kThreads, 0, stream>>>(p);
   }

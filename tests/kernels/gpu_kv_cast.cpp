@@ -1,7 +1,10 @@
 // GPU tests of kernels/kv_cast.h: CUDA cast / gather-cast equal the CPU twins bit for bit, on the
-// 16-byte path (GLM-5 rows) and the 4-byte path (glm5-tiny 132-byte rows, misaligned output).
+// 16-byte tile path (GLM-5 rows: partial tiles, many tiles per block, -1 / negative indices, count 0)
+// and the 4-byte path (glm5-tiny 132-byte rows, L 256 / R 6, pointers only 4-byte aligned).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -17,46 +20,170 @@
 using namespace glm5;
 
 
-TEST(GpuKvCast, CastAndGatherCastMatchCpu) {
+namespace {
+
+constexpr uint8_t kSentinel = 0xA5;  // pre-fill of every output buffer: bytes the kernel must not touch
+constexpr size_t kGuard = 64;        // sentinel bytes checked after the last output row
+
+// An FP8 pool of `rows` random rows on the host and on the device at byte `pool_offset`.
+struct TestPool {
+  LatentLayout l;
+  int64_t rows = 0;
+  size_t pool_offset = 0;
+  std::vector<uint8_t> host;
+  Buffer dev;
+  const uint8_t* dptr() const { return dev.as<uint8_t>() + pool_offset; }
+};
+TestPool make_pool(int L, int R, int64_t rows, size_t pool_offset, uint64_t seed) {
+  TestPool t;
+  t.l = make_latent_layout(L, R, true);
+  t.rows = rows;
+  t.pool_offset = pool_offset;
+  t.host.resize(size_t(rows) * t.l.row_bytes);
+  kv_fill_random_cpu({t.host.data(), t.l, nullptr, {}, 0, rows, seed});
+  t.dev = Buffer(Where::Device, t.host.size() + pool_offset, "pool");
+  t.dev.upload(t.host.data(), t.host.size(), pool_offset);
+  return t;
+}
+
+// A device output buffer of `values` bf16 at byte `offset`, filled with the sentinel (guard after).
+Buffer sentinel_buffer(size_t values, size_t offset) {
+  Buffer b(Where::Device, offset + 2 * values + kGuard, "bf16 out");
+  CUDA_CHECK(cudaMemset(b.data(), kSentinel, b.bytes()));
+  return b;
+}
+
+void expect_guard_untouched(const Buffer& b, size_t offset, size_t values) {
+  const std::vector<uint8_t> head = to_host<uint8_t>(b, offset, 0);
+  for (size_t i = 0; i < head.size(); ++i) ASSERT_EQ(head[i], kSentinel) << "byte " << i << " before the output";
+  const std::vector<uint8_t> tail = to_host<uint8_t>(b, kGuard, offset + 2 * values);
+  for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], kSentinel) << "byte " << i << " after the output";
+}
+
+void check_cast(const TestPool& pool, size_t out_offset) {
+  const int W = pool.l.latent_dim + pool.l.rope_dim;
+  const size_t values = size_t(pool.rows) * W;
+  std::vector<uint16_t> want(values);
+  kv_cast_cpu({pool.host.data(), pool.l, want.data(), pool.rows});
+  Buffer d_out = sentinel_buffer(values, out_offset);
+  kv_cast_cuda({pool.dptr(), pool.l, reinterpret_cast<uint16_t*>(d_out.as<uint8_t>() + out_offset), pool.rows},
+               nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> got = to_host<uint16_t>(d_out, values, out_offset);
+  for (size_t i = 0; i < values; ++i) ASSERT_EQ(got[i], want[i]) << "row " << i / W << " value " << i % W;
+  expect_guard_untouched(d_out, out_offset, values);
+}
+
+// Gather-cast of `idx` (any negative index: a zero row on the GPU; the CPU twin gets -1 there).
+void check_gather(const TestPool& pool, const std::vector<int32_t>& idx, size_t out_offset) {
+  const int W = pool.l.latent_dim + pool.l.rope_dim;
+  const size_t values = idx.size() * W;
+  std::vector<int32_t> cpu_idx = idx;
+  for (int32_t& t : cpu_idx) t = std::max(t, -1);
+  std::vector<uint16_t> want(values);
+  std::vector<int32_t> cwant(idx.size());
+  kv_gather_cast_cpu({pool.host.data(), pool.l, cpu_idx.data(), want.data(), cwant.data(), int64_t(idx.size())});
+  Buffer d_idx = to_device(idx, "indices"), d_cidx(Where::Device, idx.size() * 4 + 4, "compact");
+  CUDA_CHECK(cudaMemset(d_cidx.data(), kSentinel, d_cidx.bytes()));
+  Buffer d_out = sentinel_buffer(values, out_offset);
+  kv_gather_cast_cuda({pool.dptr(), pool.l, d_idx.as<int32_t>(),
+                       reinterpret_cast<uint16_t*>(d_out.as<uint8_t>() + out_offset), d_cidx.as<int32_t>(),
+                       int64_t(idx.size())},
+                      nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<int32_t> cgot = to_host<int32_t>(d_cidx, idx.size() + 1);
+  for (size_t i = 0; i < idx.size(); ++i) ASSERT_EQ(cgot[i], cwant[i]) << "compact index " << i;
+  int32_t tail;
+  std::memset(&tail, kSentinel, 4);
+  EXPECT_EQ(cgot[idx.size()], tail) << "compact index written past count";
+  const std::vector<uint16_t> got = to_host<uint16_t>(d_out, values, out_offset);
+  for (size_t i = 0; i < values; ++i)
+    ASSERT_EQ(got[i], want[i]) << "gathered row " << i / W << " (index " << idx[i / W] << ") value " << i % W;
+  expect_guard_untouched(d_out, out_offset, values);
+}
+
+// `count` random pool slots, every 11th -1, one -7 and one INT32_MIN (the kernel treats them as -1), the pool's first and
+// last row, and a run of one row repeated.
+std::vector<int32_t> test_indices(int64_t count, int64_t rows, uint64_t seed) {
+  std::vector<int32_t> idx(count);
+  for (int64_t i = 0; i < count; ++i)
+    idx[i] = i % 11 == 3 ? -1 : int32_t(std::min<int64_t>(rows - 1, int64_t(rng_uniform(seed, 5, i) * rows)));
+  if (count > 0) idx[0] = int32_t(rows - 1);
+  if (count > 1) idx[count - 1] = 0;
+  if (count > 5) idx[5] = -7;
+  if (count > 6) idx[6] = INT32_MIN;
+  for (int64_t i = 20; i < std::min<int64_t>(count - 1, 40); ++i) idx[i] = int32_t(rows / 2);
+  return idx;
+}
+
+}  // namespace
+
+// Full-pool cast bit for bit against the CPU twin: the tile path (GLM-5 rows, aligned pointers) at
+// row counts below, at and around one 16-row tile and over many tiles per block (100,003 rows: not a
+// multiple of any tile size), and the 4-byte path (glm5-tiny 132-byte rows, L 256 / R 6, a pool or
+// output pointer only 4-byte aligned). Output bytes around the rows stay untouched.
+TEST(GpuKvCast, CastMatchesCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  for (auto [L, R, out_offset] : {std::tuple{512, 64, 0}, std::tuple{64, 32, 0}, std::tuple{512, 64, 4},
-                                  std::tuple{256, 6, 0}}) {
+  struct Case { int L, R; int64_t rows; size_t pool_offset, out_offset; };
+  const Case cases[] = {{512, 64, 1, 0, 0},     {512, 64, 15, 0, 0},    {512, 64, 16, 0, 0},
+                        {512, 64, 17, 0, 0},    {512, 64, 1000, 0, 0},  {512, 64, 100003, 0, 0},
+                        {512, 64, 1000, 16, 16}, {512, 64, 1000, 4, 0}, {512, 64, 1000, 0, 4},
+                        {64, 32, 1000, 0, 0},   {256, 6, 333, 0, 0},    {128, 8, 4097, 0, 0},
+                        {1024, 64, 2001, 0, 0}, {1536, 32, 777, 0, 0}};
+  for (const Case& c : cases) {
     const uint64_t seed = fresh_seed();
-    SCOPED_TRACE("L " + std::to_string(L) + " R " + std::to_string(R) + " out offset " + std::to_string(out_offset) +
+    SCOPED_TRACE("L " + std::to_string(c.L) + " R " + std::to_string(c.R) + " rows " + std::to_string(c.rows) +
+                 " pool offset " + std::to_string(c.pool_offset) + " out offset " + std::to_string(c.out_offset) +
                  " seed " + std::to_string(seed));
-    const LatentLayout l = make_latent_layout(L, R, true);
-    const int rows = 1000, W = L + R;
-    std::vector<uint8_t> pool(size_t(rows) * l.row_bytes);
-    kv_fill_random_cpu({pool.data(), l, nullptr, {}, 0, rows, seed});
-    Buffer d_pool(Where::Device, pool.size(), "pool");
-    d_pool.upload(pool.data(), pool.size());
-    kv_fill_random_cuda({d_pool.as<uint8_t>(), l, nullptr, {}, 0, rows, seed}, nullptr);  // same bytes
-
-    std::vector<uint16_t> want(size_t(rows) * W);
-    kv_cast_cpu({pool.data(), l, want.data(), rows});
-    Buffer d_out(Where::Device, want.size() * 2 + out_offset, "bf16 pool");
-    uint16_t* out = reinterpret_cast<uint16_t*>(d_out.as<uint8_t>() + out_offset);
-    kv_cast_cuda({d_pool.as<uint8_t>(), l, out, rows}, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<uint16_t> got = to_host<uint16_t>(d_out, want.size(), out_offset);
-    for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_EQ(got[i], want[i]) << "row " << i / W << " value " << i % W;
-
-    std::vector<int32_t> idx(777);
-    for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 11 == 3 ? -1 : int32_t(rng_uniform(seed, 5, i) * rows);
-    std::vector<uint16_t> gwant(idx.size() * W);
-    std::vector<int32_t> cwant(idx.size());
-    kv_gather_cast_cpu({pool.data(), l, idx.data(), gwant.data(), cwant.data(), int64_t(idx.size())});
-    Buffer d_idx(Where::Device, idx.size() * 4, "indices"), d_cidx(Where::Device, idx.size() * 4, "compact");
-    d_idx.upload(idx.data(), idx.size() * 4);
-    kv_gather_cast_cuda({d_pool.as<uint8_t>(), l, d_idx.as<int32_t>(), out, d_cidx.as<int32_t>(), int64_t(idx.size())},
-                        nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<uint16_t> ggot = to_host<uint16_t>(d_out, gwant.size(), out_offset);
-    EXPECT_EQ(to_host<int32_t>(d_cidx, idx.size()), cwant);
-    for (size_t i = 0; i < gwant.size(); ++i)
-      ASSERT_EQ(ggot[i], gwant[i]) << "gathered row " << i / W << " value " << i % W;
+    check_cast(make_pool(c.L, c.R, c.rows, c.pool_offset, seed), c.out_offset);
   }
+}
+
+// Gather-cast bit for bit against the CPU twin, compact indices included: counts of 1, a partial
+// tile, B x 2048 for B 1 and 33 (+5 rows: not a multiple of the tile), -1 and other negative
+// indices, repeated rows, the pool's first and last row; tile path and 4-byte path.
+TEST(GpuKvCast, GatherCastMatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case { int L, R; int64_t rows, count; size_t pool_offset, out_offset; };
+  const Case cases[] = {{512, 64, 5000, 1, 0, 0},    {512, 64, 5000, 13, 0, 0},  {512, 64, 5000, 777, 0, 0},
+                        {512, 64, 5000, 2048, 0, 0}, {512, 64, 70000, 33 * 2048 + 5, 0, 0},
+                        {512, 64, 5000, 777, 4, 0},  {512, 64, 5000, 777, 0, 4}, {64, 32, 3000, 777, 0, 0},
+                        {256, 6, 3000, 501, 0, 0},   {1024, 64, 3000, 999, 0, 0}};
+  for (const Case& c : cases) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE("L " + std::to_string(c.L) + " R " + std::to_string(c.R) + " count " + std::to_string(c.count) +
+                 " pool offset " + std::to_string(c.pool_offset) + " out offset " + std::to_string(c.out_offset) +
+                 " seed " + std::to_string(seed));
+    const TestPool pool = make_pool(c.L, c.R, c.rows, c.pool_offset, seed);
+    check_gather(pool, test_indices(c.count, c.rows, seed), c.out_offset);
+  }
+}
+
+// All rows -1: zero rows and compact -1 throughout (every stage zero-filled, nothing read).
+TEST(GpuKvCast, GatherCastAllInvalid) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const TestPool pool = make_pool(512, 64, 100, 0, fresh_seed());
+  check_gather(pool, std::vector<int32_t>(4099, -1), 0);
+}
+
+// rows 0 / count 0: nothing is launched, nothing written, null pointers accepted.
+TEST(GpuKvCast, EmptyCastsWriteNothing) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const LatentLayout l = make_latent_layout(512, 64, true);
+  Buffer d_out = sentinel_buffer(576, 0);
+  Buffer d_pool(Where::Device, 656, "pool");
+  EXPECT_NO_THROW(kv_cast_cuda({d_pool.as<uint8_t>(), l, d_out.as<uint16_t>(), 0}, nullptr));
+  EXPECT_NO_THROW(kv_cast_cuda({nullptr, l, nullptr, 0}, nullptr));
+  EXPECT_NO_THROW(kv_gather_cast_cuda({nullptr, l, nullptr, nullptr, nullptr, 0}, nullptr));
+  Buffer d_idx(Where::Device, 4, "idx"), d_cidx(Where::Device, 4, "compact");
+  EXPECT_NO_THROW(kv_gather_cast_cuda(
+      {d_pool.as<uint8_t>(), l, d_idx.as<int32_t>(), d_out.as<uint16_t>(), d_cidx.as<int32_t>(), 0}, nullptr));
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> got = to_host<uint8_t>(d_out);
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], kSentinel) << "byte " << i;
+  EXPECT_THROW(kv_cast_cuda({d_pool.as<uint8_t>(), l, d_out.as<uint16_t>(), -1}, nullptr), Error);
+  EXPECT_THROW(kv_gather_cast_cuda({d_pool.as<uint8_t>(), l, nullptr, d_out.as<uint16_t>(), nullptr, 3}, nullptr),
+               Error);
 }
 
 // Not a pass/fail check: the achieved bandwidth of the full-pool cast at GLM-5 size (495,000 rows),

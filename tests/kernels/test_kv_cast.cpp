@@ -87,3 +87,18 @@ TEST(KvCast, RejectsBf16PoolAndBadIndex) {
   EXPECT_THROW(kv_gather_cast_cpu({pool, f, idx, out, compact, 1}), Error);
   EXPECT_THROW(kv_cast_cpu({pool, f, out, -1}), Error);
 }
+
+// rows 0 / count 0 are no-ops (null pointers accepted); an all -1 gather writes zero rows, compact -1.
+TEST(KvCast, EmptyAndAllInvalidGather) {
+  const LatentLayout l = make_latent_layout(512, 64, true);
+  EXPECT_NO_THROW(kv_cast_cpu({nullptr, l, nullptr, 0}));
+  EXPECT_NO_THROW(kv_gather_cast_cpu({nullptr, l, nullptr, nullptr, nullptr, 0}));
+  std::vector<uint8_t> pool(size_t(3) * l.row_bytes);
+  kv_fill_random_cpu({pool.data(), l, nullptr, {}, 0, 3, fresh_seed()});
+  std::vector<int32_t> idx(5, -1), compact(5, 7);
+  std::vector<uint16_t> out(5 * 576, 0xbeef);
+  kv_gather_cast_cpu({pool.data(), l, idx.data(), out.data(), compact.data(), 5});
+  for (int32_t c : compact) EXPECT_EQ(c, -1);
+  for (uint16_t v : out) ASSERT_EQ(v, 0);
+  EXPECT_THROW(kv_gather_cast_cpu({pool.data(), l, nullptr, out.data(), compact.data(), 5}), Error);
+}
