@@ -4,12 +4,17 @@
 // request's queries and head weights too; thread (token, head quarter) sums w_h * ReLU(scale * q_h.k)
 // over a quarter of the heads, the four partial sums are added in a fixed order.
 // Bytes: B * seq_len * (D + 4) key bytes + 4 per score; FLOPs: 2 * B * seq_len * Hi * D.
-// topk: one block of 1024 threads per request; radix select of the k-th largest order key (3 passes
-// of 11/11/10-bit digits over a shared-memory histogram; after the first, the undecided keys are
-// kept in shared memory when they fit), then an ordered compaction (one block prefix sum per 8192
-// positions) that keeps keys above the threshold and the lowest-position keys equal to it.
+// topk: one cluster of C blocks of 1024 threads per request (C up to 8 when B is small: B = 1 at
+// 128K context was one SM reading 3 x 512 KB, 153 us, as long as the scores); radix select of the
+// k-th largest order key (3 passes of 11/11/10-bit digits, each block's shared-memory histogram
+// summed over the cluster through distributed shared memory; after the first pass, each block's
+// undecided keys are kept in shared memory when they fit), then an ordered compaction (one block
+// prefix sum per 8192 positions, ranks offset by the lower ranks' counts) that keeps keys above the
+// threshold and the lowest-position keys equal to it.
 #include <algorithm>
 #include <cmath>
+
+#include <cooperative_groups.h>
 
 #include "common/error.h"
 #include "kernels/indexer.h"
@@ -17,6 +22,8 @@
 
 namespace glm5 {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kScoreThreads = 256;
 constexpr int kHeadQuarters = kScoreThreads / kPageSize;  // 4
@@ -88,7 +95,10 @@ constexpr int kTopkBins = 2048;                          // 11-bit digits (the l
 constexpr int kTopkCandidates = 32768;                   // shared-memory keys after the first pass
 constexpr unsigned kNoDigit = 0xffffffffu;
 
-size_t topk_smem_bytes() { return sizeof(uint32_t) * (kTopkBins + kTopkCandidates); }
+constexpr int kMaxCluster = 8;                           // blocks per request (portable cluster size)
+constexpr int kMinClusterChunk = 8192;                   // positions per block before the split pays
+
+size_t topk_smem_bytes() { return sizeof(uint32_t) * (2 * kTopkBins + kTopkCandidates); }
 
 __device__ __forceinline__ int32_t slot_of(const TopkParams& p, int b, int pos) {
   const int32_t page = p.block_table[int64_t(b) * p.max_pages + pos / kPageSize];
@@ -96,10 +106,12 @@ __device__ __forceinline__ int32_t slot_of(const TopkParams& p, int b, int pos) 
 }
 
 // The order keys of positions base + kTopkPerThread*tid + j (j < kTopkPerThread) of one request's
-// scores; valid[j] false past n. Two 16-byte loads when `vec` (row 16-byte aligned), else scalars.
-__device__ __forceinline__ void load_keys(const float* __restrict__ s, int n, int base, bool vec,
+// scores; valid[j] false at or past `end`. Two 16-byte loads when `vec` (row 16-byte aligned and
+// base a multiple of 4), else scalars.
+__device__ __forceinline__ void load_keys(const float* __restrict__ s, int end, int base, bool vec,
                                           uint32_t (&key)[kTopkPerThread], bool (&valid)[kTopkPerThread]) {
   const int first = base + kTopkPerThread * int(threadIdx.x);
+  const int n = end;
   float v[kTopkPerThread];
   if (vec && first + kTopkPerThread <= n) {
 #pragma unroll
@@ -187,35 +199,55 @@ __device__ unsigned block_exclusive_sum(unsigned v, unsigned* warp_sums, unsigne
   return before;
 }
 
-// One block per request. Radix select of the k-th largest order key with digits of 11, 11 and 10
-// bits: pass 1 histograms the top 11 bits of all n keys; the keys in the selected digit (the only
-// ones still undecided) are then copied to shared memory when they fit (kTopkCandidates), so passes
-// 2 and 3 read shared memory instead of the scores (else they re-read the scores, filtered by the
-// prefix). Last, an ordered compaction over the scores in steps of 8192 positions (8 consecutive
-// ones per thread, one block prefix sum per step) keeps the keys above the k-th key and the
-// lowest-position keys equal to it: three reads of the scores in all.
+// Block-wide sum of `v` (every thread gets it); barriers inside, callable in a loop.
+__device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
+  unsigned total = 0;
+  block_exclusive_sum(v, warp_sums, &total);
+  return total;
+}
+
+// One cluster of C blocks per request (C = cluster size, 1..8; block rank r owns the positions
+// [r*chunk, (r+1)*chunk), chunk a multiple of 8). Radix select of the k-th largest order key with
+// digits of 11, 11 and 10 bits: each pass, every block histograms its own keys in shared memory,
+// the cluster syncs, every block adds up the C histograms through distributed shared memory and
+// selects the same digit. After pass 1 a block keeps its keys of the selected top digit (the only
+// ones still undecided) in shared memory when they fit (kTopkCandidates), so passes 2 and 3 read
+// shared memory instead of the scores (else they re-read them, filtered by the prefix). Last, an
+// ordered compaction: a block learns how many keys above / equal to the k-th key the lower ranks
+// hold (from their candidates and pass-1 histogram, or a count over their positions), then walks
+// its own positions in steps of 8192 (8 consecutive per thread, one block prefix sum per step)
+// writing the keys above the k-th key and the lowest-position keys equal to it. With C = 1 this is
+// the single-block algorithm (three reads of the scores).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
   extern __shared__ uint32_t topk_smem[];
-  unsigned* hist = topk_smem;                  // [kTopkBins]
-  uint32_t* cand = topk_smem + kTopkBins;      // [kTopkCandidates]
+  unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
+  unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's
+  uint32_t* cand = merged + kTopkBins;         // [kTopkCandidates]
   __shared__ unsigned warp_sums[kTopkWarps];
   __shared__ unsigned sel[2];
   __shared__ unsigned cand_count;
-  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32;
+  __shared__ unsigned rank_counts[2];          // this block's keys > and == the k-th (read by higher ranks)
+  cg::cluster_group cluster = cg::this_cluster();
+  const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
+  const int b = int(blockIdx.x) / C, tid = threadIdx.x, lane = tid % 32;
   const int n = min(max(p.seq_lens[b], 0), limit);
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
-  if (n <= p.k) {
-    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
+  if (n <= p.k) {  // the same in every block of the cluster: no cluster barrier is skipped unevenly
+    if (rank == 0)
+      for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
     return;
   }
+  const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
+  const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
   // After each pass `prefix` holds the top bits of the k-th largest key (under `prefix_mask`) and
   // `remaining` how many keys with that prefix still belong to the top k.
   uint32_t prefix = 0, prefix_mask = 0;
   unsigned remaining = p.k;
   bool in_smem = false;
-  unsigned count = 0;  // keys in cand when in_smem
+  unsigned count = 0;        // keys in cand when in_smem
+  unsigned above_top = 0;    // this block's keys whose top digit is above the selected one
   for (int pass = 0; pass < 3; ++pass) {  // digits: bits 31..21, 20..10, 9..0
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
     for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
@@ -226,30 +258,41 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
         hist_add(hist, digit_of(i < count ? cand[i] : 0u, i < count, prefix, prefix_mask, shift, bits));
       }
     } else {
-      for (int base = 0; base < n; base += kTopkStep) {
+      for (int base = begin; base < end; base += kTopkStep) {
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
-        load_keys(s, n, base, vec, key, valid);
+        load_keys(s, end, base, vec, key, valid);
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j)
           hist_add(hist, digit_of(key[j], valid[j], prefix, prefix_mask, shift, bits));
       }
     }
-    __syncthreads();
-    select_digit(hist, nbins, remaining, warp_sums, sel);
+    cluster.sync();  // every block's histogram is complete
+    for (int i = tid; i < nbins; i += kTopkThreads) {
+      unsigned sum = 0;
+      for (int r = 0; r < C; ++r) sum += cluster.map_shared_rank(hist, r)[i];
+      merged[i] = sum;
+    }
+    cluster.sync();  // the remote reads are done (hist is rewritten next pass); merged is complete
+    select_digit(merged, nbins, remaining, warp_sums, sel);
     const unsigned digit = sel[0], above = sel[1];
-    const unsigned in_digit = hist[digit];
+    const unsigned in_digit = hist[digit];  // this block's keys in the selected digit
     prefix |= digit << shift;
     prefix_mask |= uint32_t(nbins - 1) << shift;
     remaining -= above;
+    if (pass == 0) {
+      unsigned mine = 0;
+      for (int i = tid; i < nbins; i += kTopkThreads) mine += unsigned(i) > digit ? hist[i] : 0u;
+      above_top = block_sum(mine, warp_sums);
+    }
     if (pass == 0 && in_digit <= kTopkCandidates) {
-      // Copy the keys of the selected top digit to shared memory (any order: only counts matter).
+      // Copy this block's keys of the selected top digit to shared memory (any order: only counts matter).
       if (tid == 0) cand_count = 0;
       __syncthreads();
-      for (int base = 0; base < n; base += kTopkStep) {
+      for (int base = begin; base < end; base += kTopkStep) {
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
-        load_keys(s, n, base, vec, key, valid);
+        load_keys(s, end, base, vec, key, valid);
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j) {
           const bool take = valid[j] && (key[j] & prefix_mask) == prefix;
@@ -266,13 +309,47 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
     }
     __syncthreads();  // hist, sel and warp_sums are rewritten by the next pass
   }
-  // Compaction in position order: keys > prefix, and the first `remaining` keys == prefix.
   const uint32_t kth = prefix;
-  unsigned written = 0, eq_seen = 0;
-  for (int base = 0; base < n && written < unsigned(p.k); base += kTopkStep) {
+  // This block's keys > kth and == kth, for the higher ranks (the last rank's are not needed).
+  if (rank + 1 < C) {
+    unsigned gt = 0, eq = 0;
+    if (in_smem) {
+      for (unsigned i = tid; i < count; i += kTopkThreads) {
+        gt += cand[i] > kth;
+        eq += cand[i] == kth;
+      }
+    } else {
+      for (int base = begin; base < end; base += kTopkStep) {
+        uint32_t key[kTopkPerThread];
+        bool valid[kTopkPerThread];
+        load_keys(s, end, base, vec, key, valid);
+#pragma unroll
+        for (int j = 0; j < kTopkPerThread; ++j) {
+          gt += valid[j] && key[j] > kth;
+          eq += valid[j] && key[j] == kth;
+        }
+      }
+    }
+    gt = block_sum(gt, warp_sums);
+    eq = block_sum(eq, warp_sums);
+    if (tid == 0) {
+      rank_counts[0] = in_smem ? gt + above_top : gt;
+      rank_counts[1] = eq;
+    }
+  }
+  cluster.sync();  // rank_counts of every block are written
+  unsigned gt_lower = 0, eq_lower = 0;  // keys > / == kth at the positions of the lower ranks
+  for (int r = 0; r < rank; ++r) {
+    const unsigned* rc = cluster.map_shared_rank(rank_counts, r);
+    gt_lower += rc[0];
+    eq_lower += rc[1];
+  }
+  // Compaction in position order: keys > kth, and the first `remaining` keys == kth overall.
+  unsigned written = gt_lower + min(eq_lower, remaining), eq_seen = eq_lower;
+  for (int base = begin; base < end && written < unsigned(p.k); base += kTopkStep) {
     uint32_t key[kTopkPerThread];
     bool valid[kTopkPerThread];
-    load_keys(s, n, base, vec, key, valid);
+    load_keys(s, end, base, vec, key, valid);
     unsigned gt = 0, eq = 0;
 #pragma unroll
     for (int j = 0; j < kTopkPerThread; ++j) {
@@ -301,6 +378,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
     written += gt_total + min(eq_total, eq_left);
     eq_seen += eq_total;
   }
+  cluster.sync();  // no block leaves while another may still read its shared memory
 }
 
 }  // namespace
@@ -323,7 +401,33 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
   const size_t smem = topk_smem_bytes();
   CUDA_CHECK(cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  topk_kernel<<<p.B, kTopkThreads, smem, stream>>>(p, limit);
+  // Cluster size: the largest power of two <= 8 that keeps B * C blocks within about half the SMs
+  // (a 1024-thread, 144 KiB block fills an SM) and >= 8192 positions per block, and that the GPU
+  // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 128K: 8, B = 32: 4, B >= 67: 1.
+  int device = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  int C = 1;
+  while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  cfg.blockDim = dim3(kTopkThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  for (;; C /= 2) {
+    attr[0].val.clusterDim.x = unsigned(C);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(unsigned(p.B * C));
+    if (C == 1) break;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, topk_kernel, &cfg) == cudaSuccess && clusters >= 1) break;
+    (void)cudaGetLastError();  // a refused size is not an error: try the next smaller one
+  }
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, topk_kernel, p, limit));
   CUDA_CHECK_LAUNCH();
 }
 

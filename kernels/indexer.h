@@ -35,8 +35,11 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // Top-k logical positions by score, translated to pool slots through the block table; written in
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
 // GPU: radix select on the order-preserving uint32 of each score (3 passes of 11/11/10-bit digits over
-// a shared-memory histogram; the keys left undecided after the first pass are kept in shared memory
-// when they fit), then an ordered compaction; one block per request, 136 KiB of shared memory.
+// shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
+// when they fit), then an ordered compaction. One thread-block cluster of C blocks (1024 threads,
+// 144 KiB of shared memory each) per request, each block owning 1/C of the positions and the
+// histograms summed through distributed shared memory: C = 8 at small batch, down to 1 when B
+// alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
 struct TopkParams {
   const float* scores;        // [B, score_stride]
   int score_stride = 0;
