@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "kernels/linear_fp8.h"
 
 // CUBLASLT_CHECK(expr): throws glm5::Error naming the call, file:line and the cuBLASLt status.
 #define CUBLASLT_CHECK(expr)                                                                           \
@@ -84,6 +85,18 @@ struct LinearContext::Impl {
   void* workspace = nullptr;
   uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
   size_t staging_elems = 0;
+  uint16_t* w_staging = nullptr;  // bf16 copy of an FP8 weight (large-m FP8 path), grown on demand
+  size_t w_staging_elems = 0;
+
+  uint16_t* w_staging_for(size_t elems) {
+    if (elems > w_staging_elems) {
+      if (w_staging) CUDA_CHECK(cudaFree(w_staging));
+      w_staging = nullptr;
+      CUDA_CHECK(cudaMalloc(&w_staging, elems * sizeof(uint16_t)));
+      w_staging_elems = elems;
+    }
+    return w_staging;
+  }
   std::map<std::tuple<int, int, int, int, uint32_t, uint32_t>, LinearPlan> plans;
 
   // Handle and workspace are made on first use, so a LinearContext costs nothing on a CPU run.
@@ -149,6 +162,7 @@ struct LinearContext::Impl {
   ~Impl() {  // never throws: errors at teardown are ignored
     for (auto& [key, pl] : plans) destroy(pl);
     if (staging) cudaFree(staging);
+    if (w_staging) cudaFree(w_staging);
     if (split_out) cudaFree(split_out);
     if (workspace) cudaFree(workspace);
     if (handle) cublasLtDestroy(handle);
@@ -158,9 +172,22 @@ struct LinearContext::Impl {
 LinearContext::LinearContext() : impl_(std::make_unique<Impl>()) {}
 LinearContext::~LinearContext() = default;
 
-void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream) {
-  validate_linear_params(p, "linear_cuda", false);
+void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t stream) {
+  validate_linear_params(params, "linear_cuda", false);
   LinearContext::Impl& impl = *ctx.impl();
+  LinearParams p = params;
+  if (p.w_dtype == DType::F8_E4M3) {
+    if (p.m <= ctx.fp8_gemv_max_m) {
+      linear_fp8_gemv_cuda(p, stream);
+      return;
+    }
+    uint16_t* w = impl.w_staging_for(size_t(p.n) * p.k);
+    fp8_block_dequant_bf16_cuda(p, w, stream);
+    p.w = w;
+    p.w_dtype = DType::BF16;
+    p.ldw = 0;
+    p.w_scale = nullptr;
+  }
   impl.init();
   if (p.split_bf16) {
     const int64_t mk = int64_t(p.m) * p.k, mn = int64_t(p.m) * p.n;

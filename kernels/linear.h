@@ -1,5 +1,7 @@
 // Projections y = x W^T (nn.Linear without bias). CPU: plain loops in fp32. CUDA: cuBLASLt with
-// BF16 weights and BF16-rounded activations, fp32 accumulation and fp32 output.
+// BF16 weights and BF16-rounded activations, fp32 accumulation and fp32 output; FP8 weights (e4m3 with
+// 128x128 block scales, as DeepSeek-V3 / GLM-5-FP8 checkpoints store them: `weight` + `weight_scale_inv`)
+// through kernels/linear_fp8.cu.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -12,7 +14,7 @@ namespace glm5 {
 struct LinearParams {
   const float* x;      // [m, k] activations, fp32, row-major
   const void* w;       // [n, k] weight in `w_dtype` (HF layout: out_features x in_features)
-  DType w_dtype = DType::F32;  // CPU: F32 or BF16; CUDA: BF16
+  DType w_dtype = DType::F32;  // CPU: F32, BF16 or F8_E4M3; CUDA: BF16 or F8_E4M3
   float* y;            // [m, n] fp32 output
   int m = 0;
   int n = 0;
@@ -25,11 +27,20 @@ struct LinearParams {
   // Elements between rows of w (0: k). A tensor-parallel shard that takes columns [c0, c0 + k) of a
   // [n, K] weight passes w + c0 and ldw = K (row-parallel o_proj / down_proj of DESIGN.md's --tp).
   int ldw = 0;
-  int w_stride() const { return ldw > 0 ? ldw : k; }
+  GLM5_HD int w_stride() const { return ldw > 0 ? ldw : k; }
+  // F8_E4M3 only: the weight's block scales (HF `weight_scale_inv`), fp32, row-major
+  // [ceil(n/128), ld_scale]: element (r, c) of W is e4m3(w[r*ldw + c]) * w_scale[(r/128)*ld_scale + c/128].
+  // A shard passes w_scale already offset to its first block (row and column offsets must be multiples
+  // of 128). ld_scale 0: ceil(w_stride()/128).
+  const float* w_scale = nullptr;
+  int ld_scale = 0;
+  GLM5_HD int scale_stride() const { return ld_scale > 0 ? ld_scale : (w_stride() + 127) / 128; }
 };
 
+constexpr int kFp8WeightBlock = 128;  // rows and columns per weight_scale_inv entry
+
 // Throws glm5::Error naming `op` and the field unless x, w, y are non-null, m, n, k > 0 and w_dtype
-// is BF16 (or F32 when allow_f32_weight: the CPU twin).
+// is BF16 or F8_E4M3 with a non-null w_scale (or F32 when allow_f32_weight: the CPU twin).
 void validate_linear_params(const LinearParams& p, const char* op, bool allow_f32_weight);
 
 // y[m, n] (=|+=) sum_k x[m, k] * w[n, k], dot products accumulated in double, stored as fp32.
@@ -44,14 +55,19 @@ class LinearContext {
   LinearContext& operator=(const LinearContext&) = delete;
   struct Impl;
   Impl* impl() { return impl_.get(); }
+  int fp8_gemv_max_m = 16;  // FP8 weights: largest m run by the GEMV kernel (tests set 0 to force dequant)
 
  private:
   std::unique_ptr<Impl> impl_;
 };
 
-// y = x W^T on `stream` via cublasLtMatmul: x is rounded to BF16 into the context's staging buffer
+// BF16 weights: y = x W^T on `stream` via cublasLtMatmul: x is rounded to BF16 into the context's staging buffer
 // (grown on demand: the first call with a new largest m*k allocates, so warm up before graph
 // capture), W BF16, fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 y; accumulate uses beta = 1.
+// FP8 weights: m <= fp8_gemv_max_m (default 16) runs linear_fp8_gemv (fp32 x, weight dequantized in
+// registers, memory-bound: reads each weight byte once); larger m dequantizes W into a BF16 staging
+// copy (grown on demand) and runs the BF16 path on it (2 extra bytes written + read per weight:
+// cuBLASLt's block-scaled FP8 GEMM would avoid them; not wired yet).
 // Throws glm5::Error on bad params or any cuBLASLt failure (status named).
 void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream);
 

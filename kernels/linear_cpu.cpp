@@ -15,14 +15,21 @@ void validate_linear_params(const LinearParams& p, const char* op, bool allow_f3
   require(p.n > 0, where + "n = " + std::to_string(p.n) + ", expected > 0");
   require(p.k > 0, where + "k = " + std::to_string(p.k) + ", expected > 0");
   require(p.ldw == 0 || p.ldw >= p.k, where + "ldw = " + std::to_string(p.ldw) + ", expected 0 or >= k");
-  const bool dtype_ok = p.w_dtype == DType::BF16 || (allow_f32_weight && p.w_dtype == DType::F32);
+  const bool dtype_ok = p.w_dtype == DType::BF16 || p.w_dtype == DType::F8_E4M3 ||
+                        (allow_f32_weight && p.w_dtype == DType::F32);
   require(dtype_ok, where + "w_dtype = " + dtype_name(p.w_dtype) +
-                        (allow_f32_weight ? ", expected F32 or BF16" : ", expected BF16"));
+                        (allow_f32_weight ? ", expected F32, BF16 or F8_E4M3" : ", expected BF16 or F8_E4M3"));
+  if (p.w_dtype == DType::F8_E4M3) {
+    require(p.w_scale != nullptr, where + "w_scale is null (F8_E4M3 weights need their 128x128 block scales)");
+    require(p.ld_scale == 0 || p.ld_scale >= (p.k + 127) / 128,
+            where + "ld_scale = " + std::to_string(p.ld_scale) + ", expected 0 or >= ceil(k/128)");
+  }
 }
 
 void linear_cpu(const LinearParams& p) {
   validate_linear_params(p, "linear_cpu", true);
-  const bool bf16 = p.w_dtype == DType::BF16;
+  const bool bf16 = p.w_dtype == DType::BF16, fp8 = p.w_dtype == DType::F8_E4M3;
+  const uint8_t* w8 = static_cast<const uint8_t*>(p.w);
   const float* wf = static_cast<const float*>(p.w);
   const uint16_t* wb = static_cast<const uint16_t*>(p.w);
   for (int i = 0; i < p.m; ++i) {
@@ -31,7 +38,11 @@ void linear_cpu(const LinearParams& p) {
     for (int j = 0; j < p.n; ++j) {
       const size_t row = size_t(j) * p.w_stride();
       double sum = 0.0;
-      if (bf16) {
+      if (fp8) {  // e4m3 code x its 128x128 block scale (the value the checkpoint stores)
+        const float* srow = p.w_scale + size_t(j / kFp8WeightBlock) * p.scale_stride();
+        for (int c = 0; c < p.k; ++c)
+          sum += double(x[c]) * (double(e4m3_bits_to_float(w8[row + c])) * double(srow[c / kFp8WeightBlock]));
+      } else if (bf16) {
         for (int c = 0; c < p.k; ++c) sum += double(x[c]) * double(bf16_bits_to_float(wb[row + c]));
       } else {
         for (int c = 0; c < p.k; ++c) sum += double(x[c]) * double(wf[row + c]);

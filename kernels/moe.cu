@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "kernels/moe.h"
+#include "kernels/kv_cast.cuh"
 
 namespace glm5 {
 
@@ -19,11 +20,6 @@ constexpr int kWarps = 8;              // warps per block of the expert kernels
 constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate and an up dot product)
 constexpr int kDownRowsPerWarp = 1;    // hidden rows per warp (each row: k dot products); B=1 still
                                        // gives hidden/8 = 768 blocks at GLM-5 size
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // Dot product of fp32 `x` with a bf16 row of length n, summed over the warp (all lanes get it).
 template <bool kVec>
@@ -49,8 +45,52 @@ __device__ float warp_dot_bf16(const float* x, const uint16_t* w, int n) {
   return warp_sum(acc);
 }
 
-// grid (B*k, ceil(inter / (kWarps*kGateUpRowsPerWarp))), block 32*kWarps.
+// Dot product of fp32 `x` with an FP8 row of length n (block scales `s`: one per 128 columns), summed
+// over the warp. Vector path: n % 16 == 0, w and x 16-byte aligned: 16 codes per lane per step, which
+// never straddle a 128-column block.
 template <bool kVec>
+__device__ float warp_dot_fp8(const float* x, const uint8_t* w, const float* s, int n) {
+  const int lane = threadIdx.x % 32;
+  float acc = 0.f;
+  if constexpr (kVec) {
+    for (int i = lane * 16; i < n; i += 32 * 16) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
+      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
+      float part = 0.f;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 xv = *reinterpret_cast<const float4*>(x + i + 4 * q);
+        const float2 a = e4m3x2_to_float2(uint16_t(u[q] & 0xffffu)), b = e4m3x2_to_float2(uint16_t(u[q] >> 16));
+        part = fmaf(a.x, xv.x, part);
+        part = fmaf(a.y, xv.y, part);
+        part = fmaf(b.x, xv.z, part);
+        part = fmaf(b.y, xv.w, part);
+      }
+      acc = fmaf(s[i / 128], part, acc);
+    }
+  } else {
+    for (int i = lane; i < n; i += 32) {
+      const float2 v = e4m3x2_to_float2(uint16_t(w[i]));
+      acc = fmaf(v.x * s[i / 128], x[i], acc);
+    }
+  }
+  return warp_sum(acc);
+}
+
+// Row `row` (of `rows_per_expert` per expert) of expert e's weight, BF16 or FP8, dotted with x.
+template <bool kVec, bool kFp8>
+__device__ float expert_row_dot(const float* x, const void* w, const float* s, int e, int rows_per_expert, int row, int n) {
+  const size_t r = size_t(e) * rows_per_expert + row;
+  if constexpr (kFp8) {
+    const int sc = (n + 127) / 128, sr = (rows_per_expert + 127) / 128;
+    return warp_dot_fp8<kVec>(x, static_cast<const uint8_t*>(w) + r * n, s + (size_t(e) * sr + row / 128) * sc, n);
+  } else {
+    return warp_dot_bf16<kVec>(x, static_cast<const uint16_t*>(w) + r * n, n);
+  }
+}
+
+// grid (B*k, ceil(inter / (kWarps*kGateUpRowsPerWarp))), block 32*kWarps.
+template <bool kVec, bool kFp8>
 __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
   const int pair = blockIdx.x;  // b * k + j
   const int b = pair / p.k;
@@ -65,9 +105,8 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
     if (i >= p.inter) break;
     float a = 0.f;
     if (valid) {
-      const size_t row = (size_t(e) * p.inter + i) * p.hidden;
-      const float g = warp_dot_bf16<kVec>(x, static_cast<const uint16_t*>(p.w_gate) + row, p.hidden);
-      const float u = warp_dot_bf16<kVec>(x, static_cast<const uint16_t*>(p.w_up) + row, p.hidden);
+      const float g = expert_row_dot<kVec, kFp8>(x, p.w_gate, p.s_gate, e, p.inter, i, p.hidden);
+      const float u = expert_row_dot<kVec, kFp8>(x, p.w_up, p.s_up, e, p.inter, i, p.hidden);
       a = g / (1.0f + expf(-g)) * u;
     }
     if (lane == 0) act[i] = a;
@@ -76,7 +115,7 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 
 // grid (B, ceil(hidden / (kWarps*kDownRowsPerWarp))), block 32*kWarps. Loops over the k slots, so no
 // atomics and a deterministic sum (slot order, as the CPU twin).
-template <bool kVec>
+template <bool kVec, bool kFp8>
 __global__ void moe_down_kernel(MoeExpertsParams p) {
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -89,8 +128,7 @@ __global__ void moe_down_kernel(MoeExpertsParams p) {
       const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
       if (e < 0 || e >= p.E) continue;
       const float* act = p.act + (size_t(b) * p.k + j) * p.inter;
-      const uint16_t* w = static_cast<const uint16_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
-      sum += warp_dot_bf16<kVec>(act, w, p.inter) * p.topk_weights[b * p.k + j];
+      sum += expert_row_dot<kVec, kFp8>(act, p.w_down, p.s_down, e, p.hidden, d, p.inter) * p.topk_weights[b * p.k + j];
     }
     if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
   }
@@ -182,17 +220,23 @@ void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
 
 void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   validate_moe_experts_params(p, "moe_experts_cuda", false);
-  const bool vec_up = p.hidden % 8 == 0 && aligned16(p.x) && aligned16(p.w_gate) && aligned16(p.w_up);
-  const bool vec_down = p.inter % 8 == 0 && aligned16(p.act) && aligned16(p.w_down);
+  const bool fp8 = p.w_dtype == DType::F8_E4M3;
+  const int vec_n = fp8 ? 16 : 8;  // elements per 16-byte weight load
+  const bool vec_up = p.hidden % vec_n == 0 && aligned16(p.x) && aligned16(p.w_gate) && aligned16(p.w_up);
+  const bool vec_down = p.inter % vec_n == 0 && aligned16(p.act) && aligned16(p.w_down);
   const dim3 block(32 * kWarps);
   const int up_rows = kWarps * kGateUpRowsPerWarp, down_rows = kWarps * kDownRowsPerWarp;
   const dim3 grid_up(p.B * p.k, (p.inter + up_rows - 1) / up_rows);
-  if (vec_up) moe_gate_up_kernel<true><<<grid_up, block, 0, stream>>>(p);
-  else moe_gate_up_kernel<false><<<grid_up, block, 0, stream>>>(p);
+  if (fp8 && vec_up) moe_gate_up_kernel<true, true><<<grid_up, block, 0, stream>>>(p);
+  else if (fp8) moe_gate_up_kernel<false, true><<<grid_up, block, 0, stream>>>(p);
+  else if (vec_up) moe_gate_up_kernel<true, false><<<grid_up, block, 0, stream>>>(p);
+  else moe_gate_up_kernel<false, false><<<grid_up, block, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
-  if (vec_down) moe_down_kernel<true><<<grid_down, block, 0, stream>>>(p);
-  else moe_down_kernel<false><<<grid_down, block, 0, stream>>>(p);
+  if (fp8 && vec_down) moe_down_kernel<true, true><<<grid_down, block, 0, stream>>>(p);
+  else if (fp8) moe_down_kernel<false, true><<<grid_down, block, 0, stream>>>(p);
+  else if (vec_down) moe_down_kernel<true, false><<<grid_down, block, 0, stream>>>(p);
+  else moe_down_kernel<false, false><<<grid_down, block, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 

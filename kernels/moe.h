@@ -39,7 +39,13 @@ struct MoeExpertsParams {
   const void* w_gate;        // [E, inter, hidden]
   const void* w_up;          // [E, inter, hidden]
   const void* w_down;        // [E, hidden, inter]
-  DType w_dtype = DType::F32;  // CPU: F32 or BF16; CUDA: BF16
+  DType w_dtype = DType::F32;  // CPU: F32, BF16 or F8_E4M3; CUDA: BF16 or F8_E4M3
+  // F8_E4M3 only: 128x128 block scales (HF weight_scale_inv, stacked per expert), fp32:
+  // s_gate, s_up [E, ceil(inter/128), ceil(hidden/128)], s_down [E, ceil(hidden/128), ceil(inter/128)];
+  // weight (e, r, c) = e4m3(w[e, r, c]) * s[e, r/128, c/128].
+  const float* s_gate = nullptr;
+  const float* s_up = nullptr;
+  const float* s_down = nullptr;
   float* act;                // [B, k, inter] scratch
   float* out;                // [B, hidden] (overwritten)
   int B = 0, E = 0, k = 0, hidden = 0, inter = 0;
@@ -50,7 +56,8 @@ struct MoeExpertsParams {
   int num_experts_total = 0;
 };
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,
-// inter > 0 and w_dtype is BF16 (or F32 when allow_f32_weight: the CPU twin). Expert ids are not
+// inter > 0 and w_dtype is BF16 or F8_E4M3 with its three scale pointers (or F32 when
+// allow_f32_weight: the CPU twin). Expert ids are not
 // checked here (device data): the CPU twin throws on an id outside [0, E); the CUDA kernels let such
 // a slot contribute nothing (act row 0, skipped in the sum).
 void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool allow_f32_weight);

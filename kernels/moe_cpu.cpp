@@ -93,15 +93,27 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
   const std::pair<const char*, int> dims[] = {{"B", p.B}, {"E", p.E}, {"k", p.k}, {"hidden", p.hidden}, {"inter", p.inter}};
   for (const auto& [name, value] : dims)
     require(value > 0, where + name + " = " + std::to_string(value) + ", expected > 0");
-  const bool dtype_ok = p.w_dtype == DType::BF16 || (allow_f32_weight && p.w_dtype == DType::F32);
-  require(dtype_ok, where + "w_dtype = " + dtype_name(p.w_dtype) + (allow_f32_weight ? ", expected F32 or BF16" : ", expected BF16"));
+  const bool dtype_ok = p.w_dtype == DType::BF16 || p.w_dtype == DType::F8_E4M3 ||
+                        (allow_f32_weight && p.w_dtype == DType::F32);
+  require(dtype_ok, where + "w_dtype = " + dtype_name(p.w_dtype) +
+                        (allow_f32_weight ? ", expected F32, BF16 or F8_E4M3" : ", expected BF16 or F8_E4M3"));
+  if (p.w_dtype == DType::F8_E4M3)
+    require(p.s_gate && p.s_up && p.s_down, where + "s_gate / s_up / s_down must be set for F8_E4M3 weights");
 }
 
 namespace {
-// Dot product of x (n floats) with row `row` of an [rows, n] weight in F32 or BF16, in double.
-double dot_row(const float* x, const void* w, DType dtype, size_t row, int n) {
+// Dot product of x (n floats) with row `row` of an [rows, n] weight in F32, BF16 or F8_E4M3 (block
+// scales `scale`: [rows/128 rounded up, ceil(n/128)] per expert; `rows_per_expert` locates the expert), in double.
+double dot_row(const float* x, const void* w, DType dtype, size_t row, int n, const float* scale = nullptr,
+               int rows_per_expert = 1) {
   double sum = 0.0;
-  if (dtype == DType::F32) {
+  if (dtype == DType::F8_E4M3) {
+    const uint8_t* r = static_cast<const uint8_t*>(w) + row * n;
+    const size_t e = row / rows_per_expert, rr = row % rows_per_expert;
+    const int sc = (n + 127) / 128, sr = (rows_per_expert + 127) / 128;
+    const float* s = scale + (e * sr + rr / 128) * sc;
+    for (int i = 0; i < n; ++i) sum += double(x[i]) * (double(e4m3_bits_to_float(r[i])) * double(s[i / 128]));
+  } else if (dtype == DType::F32) {
     const float* r = static_cast<const float*>(w) + row * n;
     for (int i = 0; i < n; ++i) sum += double(x[i]) * double(r[i]);
   } else {
@@ -127,13 +139,13 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
       if (e < 0 || e >= p.E) continue;  // another rank's expert
       float* act = p.act + (size_t(b) * p.k + j) * p.inter;
       for (int i = 0; i < p.inter; ++i) {
-        const float g = float(dot_row(x, p.w_gate, p.w_dtype, size_t(e) * p.inter + i, p.hidden));
-        const float u = float(dot_row(x, p.w_up, p.w_dtype, size_t(e) * p.inter + i, p.hidden));
+        const float g = float(dot_row(x, p.w_gate, p.w_dtype, size_t(e) * p.inter + i, p.hidden, p.s_gate, p.inter));
+        const float u = float(dot_row(x, p.w_up, p.w_dtype, size_t(e) * p.inter + i, p.hidden, p.s_up, p.inter));
         act[i] = g / (1.0f + std::exp(-g)) * u;
       }
       const float weight = p.topk_weights[size_t(b) * p.k + j];
       for (int d = 0; d < p.hidden; ++d)
-        out[d] += float(dot_row(act, p.w_down, p.w_dtype, size_t(e) * p.hidden + d, p.inter)) * weight;
+        out[d] += float(dot_row(act, p.w_down, p.w_dtype, size_t(e) * p.hidden + d, p.inter, p.s_down, p.hidden)) * weight;
     }
   }
 }

@@ -15,6 +15,9 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& c) {
   s->add_option("--batch", c.batches, "batch sizes, e.g. 1,32")->delimiter(',')->required()->check(CLI::Range(1, 4096));
   s->add_option("--model", c.base.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json");
   s->add_option("--weights", c.base.weights, "synthetic | checkpoint folder")->capture_default_str();
+  s->add_option("--weights-dtype", c.base.weights_dtype, "bf16 | fp8 (block-scaled FP8 projections and experts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   s->add_option("--backend", c.base.backend, "auto | cuda | cpu")->capture_default_str()->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   s->add_option("--steps", c.base.steps, "measured decode steps per point")->capture_default_str()->check(CLI::Range(1, 1000));
   s->add_option("--warmup", c.base.warmup, "untraced steps first")->capture_default_str()->check(CLI::Range(0, 1000));

@@ -77,7 +77,7 @@ std::vector<int32_t> parse_ids(const std::string& arg) {
 
 int run_decode(const std::string& weights_dir, const std::string& model, const std::string& prompt_arg, int new_tokens,
                const std::string& backend, const std::string& kv_dtype, const std::string& kv_path,
-               const std::string& reference) {
+               const std::string& reference, const std::string& weights_dtype) {
   require(kv_dtype == "bf16" || kv_dtype == "fp8", "--kv-dtype must be bf16 or fp8, got '" + kv_dtype + "'");
   require(!(weights_dir == "synthetic" && model.empty()),
           "--weights synthetic needs --model (glm5, glm5-tiny, deepseek-v3 or a config.json)");
@@ -117,6 +117,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   WeightOptions wo;
   wo.where = cuda ? Where::Device : Where::Host;
   wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
+  wo.fp8_linear = weights_dtype == "fp8";
   Weights w = weights_dir == "synthetic" ? synthetic_weights(cfg, 1234, wo) : load_weights(cfg, weights_dir, wo);
   Backend be = cuda ? Backend::Cuda : Backend::Cpu;
   GreedyDecodeResult r = greedy_decode(cfg, w, be, path, prompt, new_tokens);
@@ -176,6 +177,10 @@ int main(int argc, char** argv) {
   CLI::App* prof = app.add_subcommand("profile", "profile decode steps over the KV paths (the default command)");
   prof->add_option("--model", po.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json (default: glm5 on a GPU, glm5-tiny on CPU)");
   prof->add_option("--weights", po.weights, "synthetic | checkpoint folder")->capture_default_str();
+  prof->add_option("--weights-dtype", po.weights_dtype,
+                   "bf16 | fp8: fp8 stores the projections and experts as e4m3 with 128x128 block scales (GLM-5-FP8 layout)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   prof->add_option("--backend", po.backend, "auto | cuda | cpu")->capture_default_str()->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   prof->add_option("--kv-path", kv_path, "cast | gather-cast | fp8 | all")->capture_default_str()->check(CLI::IsMember({"cast", "gather-cast", "fp8", "all"}));
   prof->add_option("--kv-dtype", kv_dtype, "fp8 | bf16")->capture_default_str()->check(CLI::IsMember({"fp8", "bf16"}));
@@ -205,6 +210,7 @@ int main(int argc, char** argv) {
   });
 
   std::string weights_dir, model, prompt, backend = "auto", dkv_dtype = "bf16", dkv_path = "fp8", reference;
+  std::string dweights_dtype = "bf16";
   int new_tokens = 8;
   CLI::App* dec = app.add_subcommand("decode", "greedy decode of a prompt: prints the tokens and a logits hash");
   dec->add_option("--weights", weights_dir, "checkpoint folder (or 'synthetic' with --model)")->required();
@@ -230,6 +236,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"cast", "gather-cast", "fp8"}));
   dec->add_option("--reference", reference, "expected.safetensors: teacher-forced logits comparison");
+  dec->add_option("--weights-dtype", dweights_dtype, "bf16 | fp8: keep (or quantize to) FP8 block-scaled projections and experts")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bf16", "fp8"}));
   dec->parse_complete_callback([dec, &dkv_path, &dkv_dtype, &weights_dir, &model] {
     if (dkv_dtype == "bf16" && dec->count("--kv-path"))
       throw CLI::ValidationError("--kv-path " + dkv_path + " contradicts --kv-dtype bf16 (decode's default: a BF16 KV "
@@ -260,7 +269,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*dec) return run_decode(weights_dir, model, prompt, new_tokens, backend, dkv_dtype, dkv_path, reference);
+    if (*dec) return run_decode(weights_dir, model, prompt, new_tokens, backend, dkv_dtype, dkv_path, reference, dweights_dtype);
     if (*ana) return run_analyze(trace, aout);
     if (bench.selected()) return bench.run();
     if (*dif) return run_diff_cli(diff_args);

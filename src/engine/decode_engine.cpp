@@ -33,6 +33,7 @@ struct DecodeEngine::LayerWeights {
   Mat router;
   const float* router_bias = nullptr;
   const void *e_gate = nullptr, *e_up = nullptr, *e_down = nullptr;
+  const float *e_gate_s = nullptr, *e_up_s = nullptr, *e_down_s = nullptr;  // FP8 experts' block scales
   DType e_dt = DType::F32;
   int expert_begin = 0, experts = 0;  // this rank's routed experts (expert parallel)
 };
@@ -73,7 +74,9 @@ std::vector<float> rope_inv_freq(const ModelConfig& c) {
 DecodeEngine::Mat DecodeEngine::mat(const std::string& name) const {
   const WeightTensor& t = w_.get(name);
   require(t.shape.size() == 2, "weights: " + name + " must be a matrix");
-  return Mat{t.data, t.dtype, int(t.shape[0]), int(t.shape[1])};
+  Mat m{t.data, t.dtype, int(t.shape[0]), int(t.shape[1])};
+  m.scale = t.scale_inv;
+  return m;
 }
 
 const float* DecodeEngine::vec(const std::string& name) const {
@@ -88,6 +91,12 @@ DecodeEngine::Mat DecodeEngine::row_shard(const Mat& m, int row0, int rows) {
   Mat s = m;
   s.p = static_cast<const char*>(m.p) + size_t(row0) * (m.ld ? m.ld : m.k) * dtype_size(m.dt);
   s.n = rows;
+  if (m.dt == DType::F8_E4M3) {  // FP8 shards start on a 128-row block (GLM-5 / DeepSeek shards do)
+    require(row0 % kFp8WeightBlock == 0, "--tp: FP8 weight row shard at row " + std::to_string(row0) +
+                                             " is not a multiple of the 128-row scale block");
+    s.lds = m.lds ? m.lds : ((m.ld ? m.ld : m.k) + kFp8WeightBlock - 1) / kFp8WeightBlock;
+    s.scale = m.scale + size_t(row0 / kFp8WeightBlock) * s.lds;
+  }
   return s;
 }
 
@@ -96,26 +105,48 @@ DecodeEngine::Mat DecodeEngine::col_shard(const Mat& m, int col0, int cols) {
   s.p = static_cast<const char*>(m.p) + size_t(col0) * dtype_size(m.dt);
   s.ld = m.ld ? m.ld : m.k;
   s.k = cols;
+  if (m.dt == DType::F8_E4M3) {
+    require(col0 % kFp8WeightBlock == 0, "--tp: FP8 weight column shard at column " + std::to_string(col0) +
+                                             " is not a multiple of the 128-column scale block");
+    s.lds = m.lds ? m.lds : (s.ld + kFp8WeightBlock - 1) / kFp8WeightBlock;
+    s.scale = m.scale + col0 / kFp8WeightBlock;
+  }
   return s;
 }
 
 DecodeEngine::Mat DecodeEngine::fused_gate_up(const std::string& gate, const std::string& up, int row0, int rows) {
   Mat g = row_shard(mat(gate), row0, rows), u = row_shard(mat(up), row0, rows);
   require(g.dt == u.dt && g.k == u.k, "weights: " + gate + " and " + up + " differ in shape or dtype");
+  const bool fp8 = g.dt == DType::F8_E4M3;
+  // FP8: [gate codes; up codes] (16-byte padded) then [gate scales; up scales]: the 128-row blocks stack
+  // as the rows do (g.n is a multiple of 128 for every GLM-5 / DeepSeek shard; checked).
+  require(!fp8 || g.n % kFp8WeightBlock == 0, "weights: FP8 " + gate + " shard of " + std::to_string(g.n) +
+                                                  " rows is not a multiple of the 128-row scale block");
+  const size_t half = size_t(g.n) * g.k * dtype_size(g.dt), codes = (2 * half + 15) / 16 * 16;
+  const int lds = fp8 ? (g.lds ? g.lds : (g.k + kFp8WeightBlock - 1) / kFp8WeightBlock) : 0;
+  const size_t half_scales = fp8 ? size_t(g.n / kFp8WeightBlock) * lds * 4 : 0;
   auto it = fused_.find(g.p);
   if (it == fused_.end()) {
-    size_t half = size_t(g.n) * g.k * dtype_size(g.dt);
-    Buffer b(where_, 2 * half, "fused " + gate);
-    if (cuda_) {
-      CUDA_CHECK(cudaMemcpy(b.as<char>(), g.p, half, cudaMemcpyDeviceToDevice));
-      CUDA_CHECK(cudaMemcpy(b.as<char>() + half, u.p, half, cudaMemcpyDeviceToDevice));
-    } else {
-      std::memcpy(b.as<char>(), g.p, half);
-      std::memcpy(b.as<char>() + half, u.p, half);
+    Buffer b(where_, codes + 2 * half_scales, "fused " + gate);
+    const cudaMemcpyKind kind = cudaMemcpyDeviceToDevice;
+    auto copy = [&](size_t off, const void* src, size_t n) {
+      if (cuda_) CUDA_CHECK(cudaMemcpy(b.as<char>() + off, src, n, kind));
+      else std::memcpy(b.as<char>() + off, src, n);
+    };
+    copy(0, g.p, half);
+    copy(half, u.p, half);
+    if (fp8) {
+      copy(codes, g.scale, half_scales);
+      copy(codes + half_scales, u.scale, half_scales);
     }
     it = fused_.emplace(g.p, std::move(b)).first;
   }
-  return Mat{it->second.data(), g.dt, 2 * g.n, g.k};
+  Mat f{it->second.data(), g.dt, 2 * g.n, g.k};
+  if (fp8) {
+    f.scale = reinterpret_cast<const float*>(it->second.as<char>() + codes);
+    f.lds = lds;
+  }
+  return f;
 }
 
 size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOptions& o, int64_t cap) {
@@ -198,9 +229,17 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
       L.experts = local_experts;
       const size_t per_expert = size_t(c.moe_intermediate_size) * c.hidden_size * dtype_size(g.dtype);
       auto local = [&](const void* base) { return static_cast<const char*>(base) + L.expert_begin * per_expert; };
+      const WeightTensor& u = w_.get(p + "mlp.experts.up_proj.weight");
+      const WeightTensor& d = w_.get(p + "mlp.experts.down_proj.weight");
       L.e_gate = local(g.data);
-      L.e_up = local(w_.get(p + "mlp.experts.up_proj.weight").data);
-      L.e_down = local(w_.get(p + "mlp.experts.down_proj.weight").data);
+      L.e_up = local(u.data);
+      L.e_down = local(d.data);
+      if (g.dtype == DType::F8_E4M3) {  // block scales per expert: [E, ceil(rows/128), ceil(cols/128)]
+        auto local_s = [&](const WeightTensor& t) { return t.scale_inv + L.expert_begin * (t.scale_numel() / t.shape[0]); };
+        L.e_gate_s = local_s(g);
+        L.e_up_s = local_s(u);
+        L.e_down_s = local_s(d);
+      }
       L.gate_up = fused_gate_up(p + "mlp.shared_experts.gate_proj.weight", p + "mlp.shared_experts.up_proj.weight",
                                 rank_ * shared_inter, shared_inter);
       L.down = col_shard(mat(p + "mlp.shared_experts.down_proj.weight"), rank_ * shared_inter, shared_inter);
@@ -279,10 +318,13 @@ OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops)
 
 void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
   double bytes = double(w.n) * w.k * dsize(w.dt) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
+  if (w.dt == DType::F8_E4M3) bytes += double((w.n + 127) / 128) * ((w.k + 127) / 128) * 4;  // block scales
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   const bool split = opt_.precision == ActivationPrecision::SplitBf16;
   LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, split};
   p.ldw = w.ld;
+  p.w_scale = w.scale;
+  p.ld_scale = w.lds;
   if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
   else linear_cpu(p);
 }
@@ -510,6 +552,7 @@ void DecodeEngine::mlp(int l) {
       double bytes = slots * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
+                         L.e_gate_s, L.e_up_s, L.e_down_s,
                          expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
       GLM5_RUN(moe_experts, p);
     }

@@ -80,6 +80,8 @@ class DecodeEngine {
     DType dt = DType::F32;
     int n = 0, k = 0;
     int ld = 0;          // elements between rows (0: k); column shards of a wider weight set it
+    const float* scale = nullptr;  // F8_E4M3: 128x128 block scales of this shard's first block
+    int lds = 0;                   // F8_E4M3: scale elements between block rows (0: ceil(k/128))
   };
   struct LayerWeights;
 

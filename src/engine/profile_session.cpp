@@ -258,6 +258,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   WeightOptions wo;
   wo.where = cuda ? Where::Device : Where::Host;
   wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
+  require(o.weights_dtype == "bf16" || o.weights_dtype == "fp8", "--weights-dtype must be bf16 or fp8, got '" + o.weights_dtype + "'");
+  wo.fp8_linear = o.weights_dtype == "fp8";
   EngineOptions eo;
   eo.backend = cuda ? Backend::Cuda : Backend::Cpu;
   eo.batch = o.batch;
@@ -336,6 +338,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                          {"backend", cuda ? "cuda" : "cpu"},
                          {"model", cfg.name},
                          {"weights", o.weights},
+                         {"weights_dtype", o.weights_dtype},
                          {"kv_dtype", o.kv_fp8 ? "fp8" : "bf16"},
                          {"batch", o.batch},
                          {"context", context},

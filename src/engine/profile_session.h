@@ -13,6 +13,7 @@ namespace glm5 {
 struct ProfileOptions {
   std::string model;              // built-in name or config.json path ("" = default for the backend)
   std::string weights = "synthetic";  // "synthetic" or a checkpoint folder
+  std::string weights_dtype = "bf16";  // bf16 | fp8 (FP8 projections and experts with 128x128 block scales)
   std::string backend = "auto";   // auto | cuda | cpu
   std::vector<KvPath> paths;      // in order; empty = all three FP8 paths
   bool kv_fp8 = true;             // --kv-dtype fp8 | bf16

@@ -33,9 +33,35 @@ int64_t numel_of(const std::vector<int64_t>& s) {
   return n;
 }
 
-// Stored dtype of a tensor: vectors (norm weights, biases) F32, matrices opt.matrix_dtype.
-DType stored_dtype(const std::vector<int64_t>& shape, const WeightOptions& opt) {
-  return shape.size() == 1 ? DType::F32 : opt.matrix_dtype;
+// Stored dtype of a tensor: vectors (norm weights, biases) F32, FP8-eligible matrices F8_E4M3 under
+// opt.fp8_linear, other matrices opt.matrix_dtype.
+DType stored_dtype(const std::string& name, const std::vector<int64_t>& shape, const WeightOptions& opt) {
+  if (shape.size() == 1) return DType::F32;
+  if (opt.fp8_linear && fp8_weight_name(name)) return DType::F8_E4M3;
+  return opt.matrix_dtype;
+}
+
+// FP8 block geometry of a [rows, cols] or stacked [E, rows, cols] tensor.
+struct BlockGeometry {
+  int64_t mats = 1, rows = 0, cols = 0;
+  int64_t row_blocks() const { return (rows + 127) / 128; }
+  int64_t col_blocks() const { return (cols + 127) / 128; }
+  int64_t scales() const { return mats * row_blocks() * col_blocks(); }
+  int64_t numel() const { return mats * rows * cols; }
+};
+BlockGeometry block_geometry(const std::vector<int64_t>& shape) {
+  BlockGeometry g;
+  g.cols = shape.back();
+  g.rows = shape[shape.size() - 2];
+  g.mats = shape.size() == 3 ? shape[0] : 1;
+  return g;
+}
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+// Bytes of a stored tensor: FP8 codes (padded to 16) then fp32 scales; else numel * dtype size.
+size_t stored_bytes_of(const std::vector<int64_t>& shape, DType dt) {
+  if (dt != DType::F8_E4M3) return size_t(numel_of(shape)) * dtype_size(dt);
+  const BlockGeometry g = block_geometry(shape);
+  return align16(size_t(g.numel())) + size_t(g.scales()) * 4;
 }
 
 void check_options(const WeightOptions& opt) {
@@ -257,6 +283,48 @@ void convert_into(const Checkpoint& ck, const TensorSpec& spec, DType to, Buffer
   }
 }
 
+// Writes checkpoint tensor `spec` ([rows, cols]) as FP8 codes at byte `code_offset` of `buf` and its fp32
+// 128x128 block scales at byte `scale_offset`. An F8_E4M3 tensor is copied as stored (codes and
+// scale_inv as fp32); a BF16 / F16 / F32 one is quantized per block: scale = amax / 448 (1 for an
+// all-zero block), code = e4m3(x / scale) (DeepSeek-V3's weight quantization). Non-finite values are
+// an error naming the tensor.
+void fp8_block_into(const Checkpoint& ck, const TensorSpec& spec, Buffer& buf, size_t code_offset, size_t scale_offset) {
+  const SafetensorsView& v = *ck.views.at(spec.name);
+  const std::string& file = *ck.file_of.at(spec.name);
+  const BlockGeometry g = block_geometry(spec.shape);
+  std::vector<float> scales(size_t(g.row_blocks() * g.col_blocks()));
+  std::vector<uint8_t> codes(size_t(g.rows * g.cols));
+  if (v.dtype == DType::F8_E4M3) {
+    const SafetensorsView& sv = *ck.views.at(spec.name + "_scale_inv");
+    for (size_t i = 0; i < scales.size(); ++i) {
+      scales[i] = read_element_as_float(sv.dtype, sv.data, int64_t(i));
+      if (!std::isfinite(scales[i]))
+        throw Error(*ck.file_of.at(spec.name + "_scale_inv") + ": tensor '" + spec.name + "_scale_inv' has a non-finite value at element " + std::to_string(i));
+    }
+    std::memcpy(codes.data(), v.data, codes.size());
+    for (size_t i = 0; i < codes.size(); ++i)
+      if ((codes[i] & 0x7f) == 0x7f)
+        throw Error(file + ": tensor '" + spec.name + "' has a NaN code at element " + std::to_string(i));
+  } else {
+    std::vector<float> x(codes.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = read_element_as_float(v.dtype, v.data, int64_t(i));
+      if (!std::isfinite(x[i]))
+        throw Error(file + ": tensor '" + spec.name + "' has a non-finite value (" + (std::isnan(x[i]) ? "NaN" : "Inf") +
+                    ") at element " + std::to_string(i));
+    }
+    for (int64_t i = 0; i < int64_t(x.size()); ++i) {
+      float& s = scales[size_t((i / g.cols / 128) * g.col_blocks() + (i % g.cols) / 128)];
+      s = std::max(s, std::fabs(x[size_t(i)]));
+    }
+    for (float& s : scales) s = s > 0.f ? s / 448.f : 1.f;
+    for (int64_t i = 0; i < int64_t(x.size()); ++i)
+      codes[size_t(i)] = float_to_e4m3_bits(x[size_t(i)] / scales[size_t((i / g.cols / 128) * g.col_blocks() + (i % g.cols) / 128)]);
+  }
+  buf.upload(codes.data(), codes.size(), code_offset);
+  buf.upload(scales.data(), scales.size() * 4, scale_offset);
+}
+
 }  // namespace
 
 // ---- public: tensor lists ----
@@ -289,7 +357,7 @@ size_t estimate_weight_bytes(const ModelConfig& cfg, const WeightOptions& opt) {
   size_t total = 0;
   for (const TensorSpec& s : stored_tensor_specs(cfg)) {
     if (opt.share_mlp_weights && !shared_mlp_target(cfg, s.name).empty()) continue;
-    total += size_t(numel_of(s.shape)) * dtype_size(stored_dtype(s.shape, opt));
+    total += stored_bytes_of(s.shape, stored_dtype(s.name, s.shape, opt));
   }
   return total;
 }
@@ -297,6 +365,20 @@ size_t estimate_weight_bytes(const ModelConfig& cfg, const WeightOptions& opt) {
 // ---- Weights ----
 
 int64_t WeightTensor::numel() const { return numel_of(shape); }
+int64_t WeightTensor::scale_numel() const {
+  return dtype == DType::F8_E4M3 && shape.size() >= 2 ? block_geometry(shape).scales() : 0;
+}
+
+bool fp8_weight_name(const std::string& name) {
+  auto ends_with = [&](const char* suf) {
+    const size_t n = std::strlen(suf);
+    return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
+  };
+  if (name.rfind("model.layers.", 0) != 0 || !ends_with("_proj.weight") && !ends_with("_proj_with_mqa.weight") &&
+                                                 !ends_with(".wq_b.weight") && !ends_with(".wk.weight"))
+    return false;
+  return !ends_with("kv_b_proj.weight") && !ends_with("weights_proj.weight");
+}
 
 const WeightTensor& Weights::get(const std::string& name) const {
   auto it = tensors_.find(name);
@@ -349,10 +431,28 @@ Weights load_weights(const ModelConfig& cfg, const std::string& dir, const Weigh
         continue;
       }
     }
-    const DType dt = stored_dtype(s.shape, opt);
-    const size_t bytes = size_t(numel_of(s.shape)) * dtype_size(dt);
+    const DType dt = stored_dtype(s.name, s.shape, opt);
+    const size_t bytes = stored_bytes_of(s.shape, dt);
     Buffer buf(opt.where, bytes, s.name);
     auto e = expected.find(s.name);
+    if (dt == DType::F8_E4M3) {
+      const BlockGeometry g = block_geometry(s.shape);
+      const size_t per_codes = size_t(g.rows * g.cols), per_scales = size_t(g.row_blocks() * g.col_blocks());
+      const std::string key = ".mlp.experts.";
+      const size_t at = s.name.find(key);
+      for (int64_t x = 0; x < g.mats; ++x) {
+        const TensorSpec& src = e != expected.end() ? e->second
+            : expected.at(s.name.substr(0, at + key.size()) + std::to_string(x) + "." + s.name.substr(at + key.size()));
+        fp8_block_into(ck, src, buf, size_t(x) * per_codes, align16(size_t(g.numel())) + size_t(x) * per_scales * 4);
+      }
+      WeightTensor t;
+      t.dtype = dt;
+      t.shape = s.shape;
+      t.data = buf.data();
+      t.scale_inv = reinterpret_cast<const float*>(static_cast<const uint8_t*>(buf.data()) + align16(size_t(g.numel())));
+      w.add(s.name, std::move(t), std::move(buf));
+      continue;
+    }
     if (e != expected.end()) {
       convert_into(ck, e->second, dt, buf, 0);
     } else {
@@ -423,13 +523,23 @@ Weights synthetic_weights(const ModelConfig& cfg, uint64_t seed, const WeightOpt
         continue;
       }
     }
-    const DType dt = stored_dtype(s.shape, opt);
+    const DType dt = stored_dtype(s.name, s.shape, opt);
     const int64_t n = numel_of(s.shape);
-    Buffer buf(opt.where, size_t(n) * dtype_size(dt), s.name);
+    Buffer buf(opt.where, stored_bytes_of(s.shape, dt), s.name);
     const SyntheticFill f = synthetic_fill_for(s.name, s.shape, seed);
-    if (opt.where == Where::Host) synthetic_fill_host(buf.data(), dt, n, f);
-    else synthetic_fill_cuda(buf.data(), dt, n, f, nullptr);
     WeightTensor t;
+    if (dt == DType::F8_E4M3) {
+      const BlockGeometry g = block_geometry(s.shape);
+      uint8_t* codes = static_cast<uint8_t*>(buf.data());
+      float* scales = reinterpret_cast<float*>(codes + align16(size_t(n)));
+      if (opt.where == Where::Host) synthetic_fill_fp8_host(codes, scales, g.mats, g.rows, g.cols, f);
+      else synthetic_fill_fp8_cuda(codes, scales, g.mats, g.rows, g.cols, f, nullptr);
+      t.scale_inv = scales;
+    } else if (opt.where == Where::Host) {
+      synthetic_fill_host(buf.data(), dt, n, f);
+    } else {
+      synthetic_fill_cuda(buf.data(), dt, n, f, nullptr);
+    }
     t.dtype = dt;
     t.shape = s.shape;
     t.data = buf.data();

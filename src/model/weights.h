@@ -29,8 +29,12 @@ struct WeightTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   const void* data = nullptr;
+  // F8_E4M3 tensors: fp32 block scales (HF `weight_scale_inv`), row-major [ceil(rows/128), ceil(cols/128)]
+  // per matrix (stacked experts: [E, ceil(rows/128), ceil(cols/128)]), in the same storage as data.
+  const float* scale_inv = nullptr;
   int64_t numel() const;
-  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  int64_t scale_numel() const;  // 0 unless F8_E4M3
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype) + size_t(scale_numel()) * 4; }
 };
 
 // How to store what is loaded. Matrices (2-D and stacked 3-D) take `matrix_dtype` (F32 for the CPU
@@ -42,7 +46,19 @@ struct WeightOptions {
   // shared-expert weights of the first MoE layer, every dense layer the MLP of layer 0. Attention
   // weights and the KV cache stay distinct per layer.
   bool share_mlp_weights = false;
+  // FP8 weights as GLM-5-FP8 / DeepSeek-V3 checkpoints ship them: every tensor fp8_weight_name() accepts
+  // is stored as F8_E4M3 codes + fp32 128x128 block scales (WeightTensor.scale_inv). An FP8 checkpoint
+  // tensor is kept as is (codes copied, scales to fp32); a BF16/F32 one is quantized per block
+  // (scale = amax / 448). The other matrices keep matrix_dtype (which must then be BF16 or F32).
+  bool fp8_linear = false;
 };
+
+// Whether tensor `name` is stored FP8 under WeightOptions.fp8_linear: the projections of attention
+// (q_a, q_b, kv_a_proj_with_mqa, o_proj), the indexer's wq_b and wk, the dense MLP, the routed and the
+// shared experts — the tensors DeepSeek-V3's FP8 checkpoint quantizes. Not: embed_tokens, lm_head, the
+// router (mlp.gate), indexer.weights_proj, norms, and kv_b_proj (the engine folds it into the absorbed
+// query / output maps, kernels/mla_absorb, which read BF16; the FP8 checkpoint's kv_b is dequantized).
+bool fp8_weight_name(const std::string& name);
 
 // name -> tensor. Experts are also available stacked, under
 //   model.layers.N.mlp.experts.{gate,up}_proj.weight  [E, moe_intermediate, hidden]

@@ -120,7 +120,7 @@ TEST(MoeExperts, HandChecked) {
   std::vector<float> x = {1.f, 2.f}, wg = {9, 9, 1, 0}, wu = {9, 9, 0, 1}, wd = {9, 9, 1, -2};
   std::vector<int32_t> ids = {1};
   std::vector<float> tw = {0.5f}, act(1), out(2, 123.f);
-  MoeExpertsParams p{x.data(), ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::F32,
+  MoeExpertsParams p{x.data(), ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::F32, nullptr, nullptr, nullptr,
                      act.data(), out.data(), 1, 2, 1, 2, 1};
   moe_experts_cpu(p);
   EXPECT_NEAR(act[0], 1.4621172f, 1e-6f);
@@ -141,7 +141,7 @@ TEST(MoeExperts, RandomBf16AgainstDouble) {
   for (auto& v : x) v = nd(rng);
   for (auto& v : tw) v = std::abs(nd(rng));
   std::vector<int32_t> ids = {5, 0, 2, 1, 1, 3, 4, 0, 5};  // a repeated expert is allowed
-  MoeExpertsParams p{x.data(), ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::BF16,
+  MoeExpertsParams p{x.data(), ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::BF16, nullptr, nullptr, nullptr,
                      act.data(), out.data(), B, E, k, hidden, inter};
   moe_experts_cpu(p);
   auto f = [](uint16_t b) { return double(bf16_bits_to_float(b)); };

@@ -16,19 +16,16 @@
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "tests/shared_dir.h"
+#include "tests/model/safetensors_writer.h"
 
 namespace glm5 {
 namespace {
 
 namespace fs = std::filesystem;
+using test::RawTensor;
+using test::RawTensors;
+using test::write_safetensors;
 const std::string kGolden = glm5::test::golden_dir();
-
-struct RawTensor {
-  std::string dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-using RawTensors = std::map<std::string, RawTensor>;
 
 RawTensors read_golden() {
   SafetensorsFile f(kGolden + "/model.safetensors");
@@ -36,24 +33,6 @@ RawTensors read_golden() {
   for (const auto& [name, v] : f.views())
     out[name] = {dtype_name(v.dtype), v.shape, std::vector<uint8_t>(v.data, v.data + v.nbytes)};
   return out;
-}
-
-// Writes a well-formed safetensors file (header padded to 8 bytes as the reference writer does).
-void write_safetensors(const std::string& path, const RawTensors& ts) {
-  nlohmann::json h = nlohmann::json::object();
-  h["__metadata__"] = {{"format", "pt"}};
-  size_t off = 0;
-  for (const auto& [name, t] : ts) {
-    h[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes.size()}}};
-    off += t.bytes.size();
-  }
-  std::string hs = h.dump();
-  while (hs.size() % 8) hs += ' ';
-  std::ofstream o(path, std::ios::binary);
-  uint64_t n = hs.size();
-  o.write(reinterpret_cast<const char*>(&n), 8);
-  o.write(hs.data(), std::streamsize(hs.size()));
-  for (const auto& [name, t] : ts) o.write(reinterpret_cast<const char*>(t.bytes.data()), std::streamsize(t.bytes.size()));
 }
 
 // Writes raw bytes: 8-byte header length `len`, header text, then `data_bytes` zero bytes.

@@ -1,0 +1,160 @@
+// CUDA kernels of linear_fp8.h: FP8 (e4m3, 128x128 block scales) weight GEMV and block dequantization.
+// GEMV layout: block = 4 warps, warp w owns rows n0 + 4w .. n0 + 4w + 3 (kRows) and tokens
+// t0 .. t0 + MT - 1 of the grid's token chunk; lane l reads codes [16l + 512i, +16) of each of its rows
+// (one 16-byte load per row: 32 lanes cover 512 contiguous bytes), the block scale of those 16 codes
+// (they never straddle a 128-block), and the 16 matching fp32 x values of each token (4 x float4,
+// L1/L2 hits: every row block re-reads x); acc[row][token] += scale * sum_16(code * x) in fp32, then a
+// warp-shuffle sum. e4m3 -> f16 -> f32 is exact (cvt.rn.f16x2.e4m3x2).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/kv_cast.cuh"
+#include "kernels/linear_fp8.h"
+
+namespace glm5 {
+
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kRows = 4;  // output rows per warp
+
+__device__ __forceinline__ float dot16(const uint4& codes, const float4* x4) {
+  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 a = e4m3x2_to_float2(uint16_t(w[q] & 0xffffu));
+    const float2 b = e4m3x2_to_float2(uint16_t(w[q] >> 16));
+    const float4 xv = x4[q];
+    s = fmaf(a.x, xv.x, s);
+    s = fmaf(a.y, xv.y, s);
+    s = fmaf(b.x, xv.z, s);
+    s = fmaf(b.y, xv.w, s);
+  }
+  return s;
+}
+
+// grid (ceil(m / MT), ceil(n / (kWarps * kRows))), block 32 * kWarps.
+template <int MT>
+__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(LinearParams p) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
+  const int r0 = (blockIdx.y * kWarps + warp) * kRows;
+  if (r0 >= p.n) return;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  const int ldw = p.w_stride(), lds = p.scale_stride();
+  float acc[kRows][MT];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
+  for (int c = lane * 16; c < p.k; c += 32 * 16) {
+    uint4 codes[kRows];
+    float sc[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {  // all weight loads first: kRows x 16 B in flight per lane
+      const int row = min(r0 + r, p.n - 1);  // rows past n repeat the last (never stored)
+      codes[r] = __ldg(reinterpret_cast<const uint4*>(w + size_t(row) * ldw + c));
+      sc[r] = __ldg(p.w_scale + size_t(row / kFp8WeightBlock) * lds + c / kFp8WeightBlock);
+    }
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      if (t >= mt) break;
+      const float4* xr = reinterpret_cast<const float4*>(p.x + size_t(t0 + t) * p.k + c);
+      float4 x4[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) x4[q] = __ldg(xr + q);
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[r], dot16(codes[r], x4), acc[r][t]);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      const float s = warp_sum(acc[r][t]);
+      if (lane == 0 && t < mt && r0 + r < p.n) {
+        float* y = p.y + size_t(t0 + t) * p.n + r0 + r;
+        *y = p.accumulate ? *y + s : s;
+      }
+    }
+}
+
+// Scalar path (any k or alignment): one warp per (row, token), lane-strided over k.
+__global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
+  const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (warp >= p.n * p.m) return;
+  const int row = warp % p.n, t = warp / p.n;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w) + size_t(row) * p.w_stride();
+  const float* srow = p.w_scale + size_t(row / kFp8WeightBlock) * p.scale_stride();
+  const float* x = p.x + size_t(t) * p.k;
+  float acc = 0.f;
+  for (int c = lane; c < p.k; c += 32) {
+    const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(w[c]), __NV_E4M3)));
+    acc = fmaf(v * srow[c / kFp8WeightBlock], x[c], acc);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) {
+    float* y = p.y + size_t(t) * p.n + row;
+    *y = p.accumulate ? *y + acc : acc;
+  }
+}
+
+__global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restrict__ out) {
+  const int64_t total = int64_t(p.n) * p.k;
+  const uint8_t* w = static_cast<const uint8_t*>(p.w);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / p.k, c = i % p.k;
+    const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(w[r * p.w_stride() + c]), __NV_E4M3)));
+    const float s = p.w_scale[(r / kFp8WeightBlock) * p.scale_stride() + c / kFp8WeightBlock];
+    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v * s));
+  }
+}
+
+bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
+template <int MT>
+void launch_vec(const LinearParams& p, cudaStream_t stream) {
+  const dim3 grid((p.m + MT - 1) / MT, (p.n + kWarps * kRows - 1) / (kWarps * kRows));
+  linear_fp8_gemv_vec_kernel<MT><<<grid, 32 * kWarps, 0, stream>>>(p);
+}
+
+}  // namespace
+
+void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream) {
+  validate_linear_params(p, "linear_fp8_gemv_cuda", false);
+  require(p.w_dtype == DType::F8_E4M3, "linear_fp8_gemv_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
+                                           ", expected F8_E4M3");
+  require(int64_t(p.m) * p.n < (int64_t(1) << 31) / 32, "linear_fp8_gemv_cuda: m * n too large");
+  const bool vec = p.k % 16 == 0 && p.w_stride() % 16 == 0 && aligned16(p.w) && aligned16(p.x);
+  if (!vec) {
+    const int64_t warps = int64_t(p.m) * p.n;
+    linear_fp8_gemv_scalar_kernel<<<int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(p);
+  } else if (p.m == 1) {
+    launch_vec<1>(p, stream);
+  } else if (p.m == 2) {
+    launch_vec<2>(p, stream);
+  } else if (p.m <= 4) {
+    launch_vec<4>(p, stream);
+  } else if (p.m <= 8) {
+    launch_vec<8>(p, stream);
+  } else {
+    launch_vec<16>(p, stream);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStream_t stream) {
+  require(p.w != nullptr && p.w_scale != nullptr && out != nullptr, "fp8_block_dequant_bf16_cuda: null pointer");
+  const int64_t total = int64_t(p.n) * p.k;
+  if (total == 0) return;
+  const int blocks = int(std::min<int64_t>((total + 255) / 256, 8192));
+  fp8_block_dequant_bf16_kernel<<<blocks, 256, 0, stream>>>(p, out);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace glm5

@@ -1,0 +1,175 @@
+// FP8 block-scaled weights on the GPU (linear_fp8.cu through linear_cuda, and the MoE experts kernel)
+// against their CPU twins, at GLM-5's projection shapes: q_a 6144->2048, kv_a 6144->576, q_b
+// 2048->16384, o_proj 16384->6144 (and its --tp 2 column shard), shared-expert gate_up 6144->4096;
+// m = 1, 2, 3, 8, 16 (GEMV kernel) and 32 (dequantize + cuBLASLt BF16), with accumulate. Weights are
+// random e4m3 codes with random block scales (so a wrong block index shows), x fresh N(0, 1).
+// Tolerance: GEMV sums in fp32 with exact weights (rel 1e-5 of sum |x w|); the large-m path rounds
+// W and x to bf16 (rel 2e-2 of sum |x w|, bf16's 2^-8 over random-sign sums).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/dtype.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "kernels/linear.h"
+#include "kernels/moe.h"
+
+namespace glm5 {
+namespace {
+
+struct Fp8Weight {
+  int n, K;
+  std::vector<uint8_t> codes;
+  std::vector<float> scales;
+  Buffer dcodes, dscales;
+  Fp8Weight(int n_, int K_, uint64_t seed) : n(n_), K(K_), codes(size_t(n_) * K_), scales(size_t((n_ + 127) / 128) * ((K_ + 127) / 128)) {
+    for (size_t i = 0; i < codes.size(); i += 8) {
+      const uint64_t h = splitmix64(seed * 0x9e3779b9ull + i);
+      for (size_t q = 0; q < 8 && i + q < codes.size(); ++q) {
+        uint8_t c = uint8_t(h >> (8 * q));
+        if ((c & 0x7f) == 0x7f) c = 0x3f;  // no NaN codes
+        codes[i + q] = c;
+      }
+    }
+    for (size_t i = 0; i < scales.size(); ++i) scales[i] = (0.5f + rng_uniform(seed, 77, i)) / 448.f / std::sqrt(float(K));
+    dcodes = Buffer(Where::Device, codes.size(), "codes");
+    dcodes.upload(codes.data(), codes.size());
+    dscales = Buffer(Where::Device, scales.size() * 4, "scales");
+    dscales.upload(scales.data(), scales.size() * 4);
+  }
+};
+
+// Compares linear_cuda to linear_cpu on columns [c0, c0 + k) of W (k = K - c0 when 0).
+void check(LinearContext& ctx, const Fp8Weight& W, int m, bool accumulate, int c0 = 0, int k = 0) {
+  if (k == 0) k = W.K - c0;
+  const int n = W.n, lds = (W.K + 127) / 128;
+  std::vector<float> x(size_t(m) * k), y0(size_t(m) * n);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(21, m * 7 + k, i);
+  for (size_t i = 0; i < y0.size(); ++i) y0[i] = rng_normal(22, m * 5 + n, i);
+  Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, y0.size() * 4, "y");
+  dx.upload(x.data(), dx.bytes());
+  dy.upload(y0.data(), dy.bytes());
+  LinearParams dp{dx.as<float>(), W.dcodes.as<uint8_t>() + c0, DType::F8_E4M3, dy.as<float>(), m, n, k, accumulate, false};
+  dp.ldw = W.K;
+  dp.w_scale = W.dscales.as<float>() + c0 / 128;
+  dp.ld_scale = lds;
+  linear_cuda(dp, ctx, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got(y0.size());
+  dy.download(got.data(), dy.bytes());
+  std::vector<float> ref = y0;
+  LinearParams hp = dp;
+  hp.x = x.data();
+  hp.w = W.codes.data() + c0;
+  hp.w_scale = W.scales.data() + c0 / 128;
+  hp.y = ref.data();
+  // Reference rows: all, or 512 spread over n (CPU time).
+  const int step = n > 2048 ? n / 512 : 1;
+  double max_rel = 0;
+  for (int r = 0; r < n; r += step) {
+    for (int i = 0; i < m; ++i) {
+      double want = accumulate ? y0[size_t(i) * n + r] : 0.0, mag = std::fabs(want);
+      const float* srow = W.scales.data() + size_t(r / 128) * lds;
+      for (int c = 0; c < k; ++c) {
+        const double wv = double(e4m3_bits_to_float(W.codes[size_t(r) * W.K + c0 + c])) * srow[(c0 + c) / 128];
+        want += double(x[size_t(i) * k + c]) * wv;
+        mag += std::fabs(double(x[size_t(i) * k + c]) * wv);
+      }
+      max_rel = std::max(max_rel, std::fabs(double(got[size_t(i) * n + r]) - want) / mag);
+    }
+  }
+  (void)hp;
+  const bool gemv = m <= ctx.fp8_gemv_max_m;
+  std::printf("fp8 linear n=%d k=%d (c0=%d) m=%d acc=%d %s: max rel err %.3g\n", n, k, c0, m, int(accumulate),
+              gemv ? "gemv" : "dequant+cuBLASLt", max_rel);
+  EXPECT_LT(max_rel, gemv ? 1e-5 : 2e-2) << "n=" << n << " k=" << k << " m=" << m;
+}
+
+TEST(GpuLinearFp8, Glm5ShapesMatchCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LinearContext ctx;
+  Fp8Weight q_a(2048, 6144, 1), kv_a(576, 6144, 2), q_b(16384, 2048, 3), o_proj(6144, 16384, 4), gate_up(4096, 6144, 5);
+  for (int m : {1, 2, 3, 8, 16, 32}) {
+    check(ctx, q_a, m, false);
+    check(ctx, kv_a, m, false);
+    check(ctx, o_proj, m, true);
+  }
+  check(ctx, q_b, 1, false);
+  check(ctx, gate_up, 5, false);
+  check(ctx, o_proj, 3, true, 8192, 8192);  // --tp 2 rank 1 column shard
+}
+
+TEST(GpuLinearFp8, OddShapesUseScalarPathAndAgree) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LinearContext ctx;
+  Fp8Weight w(300, 520, 6), v(130, 72, 7);
+  for (int m : {1, 4, 17}) {
+    check(ctx, w, m, m == 4);
+    check(ctx, v, m, false);
+  }
+}
+
+TEST(GpuLinearFp8, CpuTwinAgreesWithGpuOnLoadedLayout) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  // linear_cpu's FP8 branch on the same params equals the GPU (the engine's CPU/GPU parity relies on it).
+  LinearContext ctx;
+  Fp8Weight w(256, 384, 8);
+  const int m = 2, n = 256, k = 384;
+  std::vector<float> x(size_t(m) * k), y(size_t(m) * n), got(y.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(5, 5, i);
+  LinearParams hp{x.data(), w.codes.data(), DType::F8_E4M3, y.data(), m, n, k, false, false};
+  hp.w_scale = w.scales.data();
+  linear_cpu(hp);
+  Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, y.size() * 4, "y");
+  dx.upload(x.data(), dx.bytes());
+  LinearParams dp = hp;
+  dp.x = dx.as<float>();
+  dp.w = w.dcodes.data();
+  dp.w_scale = w.dscales.as<float>();
+  dp.y = dy.as<float>();
+  linear_cuda(dp, ctx, nullptr);
+  dy.download(got.data(), dy.bytes());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(got[i], y[i], 1e-4 * (1 + std::fabs(y[i])));
+}
+
+TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  // GLM-5-sized experts would take minutes on the CPU twin; 16 experts of the real row lengths.
+  const int E = 16, k = 8, hidden = 6144, inter = 2048;
+  for (int B : {1, 3}) {
+    Fp8Weight g(E * inter, hidden, 11), u(E * inter, hidden, 12), d(E * hidden, inter, 13);
+    std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k), out(size_t(B) * hidden), act(size_t(B) * k * inter);
+    std::vector<int32_t> ids(size_t(B) * k);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(31, B, i);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(splitmix64(i + 100 * B) % E);
+    for (size_t i = 0; i < tw.size(); ++i) tw[i] = rng_uniform(32, B, i);
+    MoeExpertsParams hp{x.data(), ids.data(), tw.data(), g.codes.data(), u.codes.data(), d.codes.data(), DType::F8_E4M3,
+                        g.scales.data(), u.scales.data(), d.scales.data(), act.data(), out.data(), B, E, k, hidden, inter};
+    moe_experts_cpu(hp);
+    Buffer dx(Where::Device, x.size() * 4, "x"), dids(Where::Device, ids.size() * 4, "ids"), dtw(Where::Device, tw.size() * 4, "tw");
+    Buffer dout(Where::Device, out.size() * 4, "out"), dact(Where::Device, act.size() * 4, "act");
+    dx.upload(x.data(), dx.bytes());
+    dids.upload(ids.data(), dids.bytes());
+    dtw.upload(tw.data(), dtw.bytes());
+    MoeExpertsParams dp{dx.as<float>(), dids.as<int32_t>(), dtw.as<float>(), g.dcodes.data(), u.dcodes.data(), d.dcodes.data(),
+                        DType::F8_E4M3, g.dscales.as<float>(), u.dscales.as<float>(), d.dscales.as<float>(),
+                        dact.as<float>(), dout.as<float>(), B, E, k, hidden, inter};
+    moe_experts_cuda(dp, nullptr);
+    std::vector<float> got(out.size());
+    dout.download(got.data(), dout.bytes());
+    double max_abs = 0, max_ref = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      max_abs = std::max(max_abs, std::fabs(double(got[i]) - out[i]));
+      max_ref = std::max(max_ref, std::fabs(double(out[i])));
+    }
+    std::printf("fp8 moe B=%d E=%d k=%d: max abs %.3g of max %.3g\n", B, E, k, max_abs, max_ref);
+    EXPECT_LT(max_abs / max_ref, 1e-4);
+  }
+}
+
+}  // namespace
+}  // namespace glm5
