@@ -1,4 +1,8 @@
-// CUDA kernel of mla_decode.h: sparse MLA decode, fp32 FMA (no tensor cores yet).
+// CUDA kernels of mla_decode.h: sparse MLA decode.
+// Fast path (GLM-5 / DeepSeek shapes: L = 512, R % 16 == 0, R <= 64, 16-byte aligned rows): the
+// tensor-core kernel of kernels/mla_decode_tc.cuh, one CTA per (request, 64 heads, chunk), each selected
+// row read once per request. Every other shape (e.g. glm5-tiny's L = 64, or rows that are not 16-byte
+// multiples) falls back to the fp32 FMA kernel below:
 // One block per (request, group of 16 heads, chunk of the top-k rows); the chunk's rows are streamed
 // in tiles of 32:
 //   1. the block loads the tile into shared memory as BF16 (FP8 rows dequantized exactly as kv_cast
@@ -18,6 +22,7 @@
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_decode_tc.cuh"
 
 namespace glm5 {
 namespace {
@@ -127,16 +132,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
   float* a_s = l_s + kHeads;                                         // [kHeads] this tile's rescale
   int* idx_s = reinterpret_cast<int*>(a_s + kHeads);                 // [kRows]
 
-  const int b = blockIdx.y, h0 = blockIdx.x * kHeads;
+  const int b = blockIdx.y, h0 = blockIdx.x * kHeads, HQ = p.H * p.s_q;  // h: query head t * H + h
   const int j_begin = kSplit ? blockIdx.z * chunk : 0;
   const int j_end = kSplit ? min(p.topk, j_begin + chunk) : p.topk;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (int i = tid; i < kHeads * W; i += kThreads) {
     const int hh = i / W, d = i % W, h = h0 + hh;
     float v = 0.f;
-    if (h < p.H)
-      v = d < L ? p.q_latent[(int64_t(b) * p.H + h) * L + d]
-                : p.q_rope[int64_t(b) * p.q_rope_row_stride + int64_t(h) * p.q_rope_head_stride + (d - L)];
+    if (h < HQ) v = d < L ? p.q_latent[(int64_t(b) * HQ + h) * L + d] : mla_tc::q_rope_row(p, b, h)[d - L];
     q_s[i] = v;
   }
   if (tid < kHeads) {
@@ -221,17 +224,17 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 
   if constexpr (kSplit) {
     const int S = gridDim.z, z = blockIdx.z;
-    const int64_t n_part = int64_t(p.B) * p.H * S;
+    const int64_t n_part = int64_t(p.B) * HQ * S;
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       const int h = h0 + hh;
-      if (h < p.H && col < L) {
-        float* o = p.workspace + ((int64_t(b) * p.H + h) * S + z) * L + col;
+      if (h < HQ && col < L) {
+        float* o = p.workspace + ((int64_t(b) * HQ + h) * S + z) * L + col;
         *reinterpret_cast<float2*>(o) = acc[hh];
       }
     }
-    if (tid < kHeads && h0 + tid < p.H) {
-      const int64_t i = (int64_t(b) * p.H + h0 + tid) * S + z;
+    if (tid < kHeads && h0 + tid < HQ) {
+      const int64_t i = (int64_t(b) * HQ + h0 + tid) * S + z;
       p.workspace[n_part * L + i] = m_s[tid];
       p.workspace[n_part * (L + 1) + i] = l_s[tid];
     }
@@ -239,16 +242,16 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 #pragma unroll
     for (int hh = 0; hh < kHeads; ++hh) {
       const int h = h0 + hh;
-      if (h < p.H && col < L) {
+      if (h < HQ && col < L) {
         const float l = l_s[hh], inv = l > 0.f ? 1.f / l : 0.f;
-        float* o = p.out + (int64_t(b) * p.H + h) * L + col;
+        float* o = p.out + (int64_t(b) * HQ + h) * L + col;
         o[0] = acc[hh].x * inv;
         o[1] = acc[hh].y * inv;
       }
     }
-    if (p.lse && tid < kHeads && h0 + tid < p.H) {
+    if (p.lse && tid < kHeads && h0 + tid < HQ) {
       const float l = l_s[tid];
-      p.lse[int64_t(b) * p.H + h0 + tid] = l > 0.f ? m_s[tid] + logf(l) : -INFINITY;
+      p.lse[int64_t(b) * HQ + h0 + tid] = l > 0.f ? m_s[tid] + logf(l) : -INFINITY;
     }
   }
 }
@@ -259,8 +262,8 @@ constexpr int kCombineThreads = 128;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
-  const int L = p.layout.latent_dim, h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-  const int64_t n_part = int64_t(p.B) * p.H * S, bh = int64_t(b) * p.H + h;
+  const int L = p.layout.latent_dim, h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, HQ = p.H * p.s_q;
+  const int64_t n_part = int64_t(p.B) * HQ * S, bh = int64_t(b) * HQ + h;
   const float* m_p = p.workspace + n_part * L + bh * S;
   const float* l_p = p.workspace + n_part * (L + 1) + bh * S;
   if (tid < 32) {
@@ -293,35 +296,75 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Mla
 
 }  // namespace
 
+namespace {
+
+// Whether the tensor-core kernel handles p's shapes (see mla_decode_tc.cuh).
+bool tc_supported(const MlaDecodeParams& p) {
+  const LatentLayout& l = p.layout;
+  return l.latent_dim == mla_tc::kL && l.rope_dim % 16 == 0 && l.latent_dim + l.rope_dim <= mla_tc::kMaxW &&
+         l.row_bytes % 16 == 0 && (reinterpret_cast<uintptr_t>(p.kv) & 15u) == 0;
+}
+
+template <int MT, bool kSplit>
+void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
+  const mla_tc::Smem sm(MT, p.layout.fp8, p.layout.row_bytes);
+  auto kernel = mla_tc::mla_decode_tc_kernel<MT, kSplit>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm.total));
+  kernel<<<dim3((p.H * p.s_q + 63) / 64, p.B, S), mla_tc::kThreads, sm.total, stream>>>(p, chunk);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <bool kSplit>
+void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
+  const int hq = p.H * p.s_q;
+  if (hq <= 16) launch_tc<1, kSplit>(p, S, chunk, stream);
+  else if (hq <= 32) launch_tc<2, kSplit>(p, S, chunk, stream);
+  else launch_tc<4, kSplit>(p, S, chunk, stream);
+}
+
+}  // namespace
+
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   validate_mla_decode_params(p);
   const int L = p.layout.latent_dim, R = p.layout.rope_dim;
-  require(L <= kMaxLatent && R <= kMaxRope,
-          "mla_decode_cuda: L = " + std::to_string(L) + ", R = " + std::to_string(R) +
-              "; the kernel supports L <= " + std::to_string(kMaxLatent) + " and R <= " + std::to_string(kMaxRope));
   if (p.B == 0 || p.H == 0) return;
+  const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p) : p.kernel == MlaDecodeKernel::TensorCore;
+  require(!tc || tc_supported(p), "mla_decode_cuda: kernel = TensorCore needs L = 512, R % 16 == 0, R <= 64 and "
+                                  "16-byte aligned kv rows; got L = " + std::to_string(L) + ", R = " +
+                                  std::to_string(R) + ", row_bytes = " + std::to_string(p.layout.row_bytes));
+  require(tc || (L <= kMaxLatent && R <= kMaxRope),
+          "mla_decode_cuda: L = " + std::to_string(L) + ", R = " + std::to_string(R) +
+              "; the kernels support L <= " + std::to_string(kMaxLatent) + " and R <= " + std::to_string(kMaxRope));
   require(p.topk == 0 || (reinterpret_cast<uintptr_t>(p.kv) & 3u) == 0,
           "mla_decode_cuda: kv must be 4-byte aligned (rows are read as 32-bit words)");
-  const size_t smem = smem_bytes(L + R);
-  const int groups = (p.H + kHeads - 1) / kHeads;
-  const int S = p.workspace ? mla_decode_num_splits(p.B, p.H, p.topk) : 1;
-  if (S <= 1) {
-    CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    mla_decode_kernel<false><<<dim3(groups, p.B), kThreads, smem, stream>>>(p, p.topk);
-    CUDA_CHECK_LAUNCH();
-    return;
+  const int HQ = p.H * p.s_q;  // query heads per request
+  const int S = p.workspace ? mla_decode_num_splits(p.B, HQ, p.topk) : 1;
+  int chunk = p.topk;
+  if (S > 1) {
+    const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
+    require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
+                                           ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
+                                           std::to_string(need));
+    require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0,
+            "mla_decode_cuda: workspace must be 16-byte aligned");
+    const int tiles = (p.topk + kRows - 1) / kRows;
+    chunk = (tiles + S - 1) / S * kRows;
   }
-  const size_t need = mla_decode_workspace_bytes(p.B, p.H, p.topk, L);
-  require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
-                                         ", expected >= mla_decode_workspace_bytes(B, H, topk, L) = " +
-                                         std::to_string(need));
-  require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0, "mla_decode_cuda: workspace must be 16-byte aligned");
-  const int tiles = (p.topk + kRows - 1) / kRows, chunk = (tiles + S - 1) / S * kRows;
-  CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  mla_decode_kernel<true><<<dim3(groups, p.B, S), kThreads, smem, stream>>>(p, chunk);
-  CUDA_CHECK_LAUNCH();
-  mla_decode_combine_kernel<<<dim3(p.H, p.B), kCombineThreads, sizeof(float) * S, stream>>>(p, S);
-  CUDA_CHECK_LAUNCH();
+  if (tc) {
+    if (S <= 1) launch_tc_heads<false>(p, 1, chunk, stream);
+    else launch_tc_heads<true>(p, S, chunk, stream);
+  } else {  // fp32 fallback (shapes the tensor-core kernel does not handle)
+    const size_t smem = smem_bytes(L + R);
+    const int groups = (HQ + kHeads - 1) / kHeads;
+    auto kernel = S <= 1 ? mla_decode_kernel<false> : mla_decode_kernel<true>;
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<dim3(groups, p.B, S), kThreads, smem, stream>>>(p, chunk);
+    CUDA_CHECK_LAUNCH();
+  }
+  if (S > 1) {
+    mla_decode_combine_kernel<<<dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream>>>(p, S);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 }  // namespace glm5

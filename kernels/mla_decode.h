@@ -13,6 +13,13 @@
 
 namespace glm5 {
 
+// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: TensorCore where it handles
+// the shapes (L = 512, R % 16 == 0, R <= 64, 16-byte aligned kv and rows: GLM-5, DeepSeek), else
+// Fp32. TensorCore: BF16 mma.sync, one CTA per (request, 64 heads, chunk) (kernels/mla_decode_tc.cuh);
+// throws glm5::Error on other shapes. Fp32: the FMA kernel, one block per (request, 16 heads, chunk),
+// any L <= 512, R <= 128 (kept for the shapes TensorCore does not handle, e.g. glm5-tiny's L = 64).
+enum class MlaDecodeKernel { Auto, TensorCore, Fp32 };
+
 struct MlaDecodeParams {
   const float* q_latent;  // [B, H, L]
   const float* q_rope;    // rope part of the query: head h of request b at q_rope + b*q_rope_row_stride + h*q_rope_head_stride
@@ -26,28 +33,41 @@ struct MlaDecodeParams {
   int B = 0, H = 0, topk = 0;
   float scale = 1.f;      // softmax scale (1/sqrt(qk_head_dim), x mscale^2 under YaRN)
   // Optional device scratch for the split-K (flash-decoding) path of mla_decode_cuda: the top-k rows
-  // of each request are split into chunks, one block per (request, 16 heads, chunk) writes an
+  // of each request are split into chunks, one block per (request, 64 heads, chunk) writes an
   // unnormalized partial (out[L], running max m, sum l) here, and a combine kernel merges the
-  // partials with the log-sum-exp rule. Null: the single-pass kernel (one block per request and 16
-  // heads; slow at small B). Must hold mla_decode_workspace_bytes(B, H, topk, L) bytes, 16-byte
+  // partials with the log-sum-exp rule. Null: the single-pass kernel (one block per request and 64
+  // heads; slow at small B: B blocks for 132 SMs). Must hold mla_decode_workspace_bytes(B, H, topk, L) bytes, 16-byte
   // aligned; not read by the CPU twin. Owned by the caller; may be reused once the stream is past.
   float* workspace = nullptr;
   size_t workspace_bytes = 0;
+  MlaDecodeKernel kernel = MlaDecodeKernel::Auto;
+  // Query tokens per request (MTP / speculative decode; 1 = plain decode). Token t of request b is
+  // query row bt = b * s_q + t: q_latent [B * s_q, H, L], its rope at q_rope + bt * q_rope_row_stride
+  // + h * q_rope_head_stride, out [B * s_q, H, L], lse [B * s_q, H]; all s_q tokens of request b
+  // attend to the same indices[b, :] (each selected row is read once for the s_q * H query heads).
+  // Split-K sizing then uses s_q * H heads: mla_decode_workspace_bytes(B, s_q * H, topk, L).
+  int s_q = 1;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
-// are bit-identical across the three paths, the kernel's agree to fp32 summation order.
+// are bit-identical across the three paths, and so are the CUDA kernel's (same values, same order).
+// Precision of mla_decode_cuda (tensor-core kernel, L = 512 shapes): Q is rounded to bf16 once, the
+// softmax probabilities P are rounded to bf16 for P . V, products accumulate in fp32, the softmax
+// (max, exp, sum l, lse) is fp32. Against the CPU twin fed the bf16-rounded Q, |out - ref| <=
+// 2^-8 * max|V| (P rounding, relative <= 2^-8 per weight) and lse agrees to fp32 order (~1e-5); the
+// fp32 fallback kernel (other shapes, e.g. glm5-tiny's L = 64) matches the twin to fp32 order.
 // Index values < 0 are skipped; indices must be < the number of rows of `kv` (not checkable here).
-// Throws glm5::Error on null pointers, B/H/topk < 0, a layout not from make_latent_layout, or (CUDA)
+// Throws glm5::Error on null pointers, B/H/topk < 0, s_q < 1, a layout not from make_latent_layout, or (CUDA)
 // L > 512, R > 128 (the kernel's register tile; GLM-5 and DeepSeek use L = 512, R = 64).
 void validate_mla_decode_params(const MlaDecodeParams& p);
-// Number of top-k chunks the split-K path uses for (B, H, topk): enough blocks for ~4 per SM of an
-// H200 (132 SMs), chunks a multiple of 32 rows; 1 = no split (the workspace is then not used).
+// Number of top-k chunks the split-K path uses for (B, H, topk): S = min(132 / (B * ceil(H / 64)),
+// tiles of 32 rows), so the grid is at most one wave of an H200 (132 SMs, one CTA each), chunks a
+// multiple of 32 rows; 1 = no split (the workspace is then not used).
 // Depends only on its arguments (no device query), so a caller can size the workspace up front.
 int mla_decode_num_splits(int B, int H, int topk);
 // Bytes of workspace the split-K path needs: B * H * S * (L + 2) * 4 with S = mla_decode_num_splits
-// (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB (S = 64), B = 32 -> 21 MB
-// (S = 5), B = 128 -> 34 MB (S = 2).
+// (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB (S = 64), B = 32 -> 17 MB
+// (S = 4), B = 64 -> 17 MB (S = 2), B = 128 -> 0 (S = 1).
 size_t mla_decode_workspace_bytes(int B, int H, int topk, int L);
 void mla_decode_cpu(const MlaDecodeParams& p);
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);

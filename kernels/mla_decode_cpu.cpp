@@ -17,6 +17,7 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
   require(p.B >= 0 && p.H >= 0 && p.topk >= 0, "mla_decode: B = " + std::to_string(p.B) + ", H = " +
                                                     std::to_string(p.H) + ", topk = " + std::to_string(p.topk) +
                                                     ", expected all >= 0");
+  require(p.s_q >= 1, "mla_decode: s_q = " + std::to_string(p.s_q) + ", expected >= 1 query tokens per request");
   if (p.B == 0 || p.H == 0) return;
   require(p.q_latent && p.q_rope && p.out, "mla_decode: q_latent, q_rope and out must be non-null");
   require(p.topk == 0 || (p.kv && p.indices), "mla_decode: kv and indices must be non-null when topk > 0");
@@ -27,11 +28,13 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
 }
 
 int mla_decode_num_splits(int B, int H, int topk) {
-  constexpr int kRowsPerTile = 32, kHeadsPerBlock = 16, kTargetBlocks = 4 * 132;  // H200: 132 SMs
+  // The tensor-core kernel runs one CTA per SM (~165 KB of shared memory) and one CTA per (request,
+  // 64 heads, chunk): split until the grid holds about one wave of the H200's 132 SMs, never more.
+  constexpr int kRowsPerTile = 32, kHeadsPerBlock = 64, kSms = 132;
   if (B <= 0 || H <= 0 || topk <= kRowsPerTile) return 1;
   const int64_t tiles = (topk + kRowsPerTile - 1) / kRowsPerTile;
   const int64_t blocks = int64_t(B) * ((H + kHeadsPerBlock - 1) / kHeadsPerBlock);
-  int64_t s = std::min<int64_t>((kTargetBlocks + blocks - 1) / blocks, tiles);
+  int64_t s = std::min<int64_t>(kSms / blocks, tiles);
   if (s <= 1) return 1;
   const int64_t tiles_per_split = (tiles + s - 1) / s;
   return int((tiles + tiles_per_split - 1) / tiles_per_split);
@@ -61,10 +64,11 @@ void mla_decode_cpu(const MlaDecodeParams& p) {
       else std::memcpy(bf.data(), row, 2 * W);
       for (int i = 0; i < W; ++i) rows[size_t(j) * W + i] = bf16_bits_to_float(bf[i]);
     }
-    for (int h = 0; h < p.H; ++h) {
-      const float* ql = p.q_latent + (int64_t(b) * p.H + h) * L;
-      const float* qr = p.q_rope + int64_t(b) * p.q_rope_row_stride + int64_t(h) * p.q_rope_head_stride;
-      float* o = p.out + (int64_t(b) * p.H + h) * L;
+    for (int hq = 0; hq < p.s_q * p.H; ++hq) {  // query head hq = t * H + h of request b
+      const int64_t bt = int64_t(b) * p.s_q + hq / p.H, h = hq % p.H;
+      const float* ql = p.q_latent + (bt * p.H + h) * L;
+      const float* qr = p.q_rope + bt * p.q_rope_row_stride + h * p.q_rope_head_stride;
+      float* o = p.out + (bt * p.H + h) * L;
       float m = -std::numeric_limits<float>::infinity();
       for (int j = 0; j < p.topk; ++j) {
         if (!valid[j]) continue;
@@ -77,7 +81,7 @@ void mla_decode_cpu(const MlaDecodeParams& p) {
       }
       for (int i = 0; i < L; ++i) o[i] = 0.f;
       if (m == -std::numeric_limits<float>::infinity()) {  // no valid index: out = 0, lse = -inf
-        if (p.lse) p.lse[int64_t(b) * p.H + h] = m;
+        if (p.lse) p.lse[bt * p.H + h] = m;
         continue;
       }
       float sum = 0.f;
@@ -89,7 +93,7 @@ void mla_decode_cpu(const MlaDecodeParams& p) {
         for (int i = 0; i < L; ++i) o[i] += e * c[i];
       }
       for (int i = 0; i < L; ++i) o[i] /= sum;
-      if (p.lse) p.lse[int64_t(b) * p.H + h] = m + std::log(sum);
+      if (p.lse) p.lse[bt * p.H + h] = m + std::log(sum);
     }
   }
 }

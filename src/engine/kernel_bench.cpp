@@ -345,8 +345,19 @@ std::string check_mla(cudaStream_t stream) {
     std::vector<int32_t> idx = random_indices(B, topk, rows, seed);
     for (size_t i = 0; i < idx.size(); i += 13) idx[i] = -1;
     MlaInputs in = make_mla_inputs(B, H, topk, l, idx, seed);
+    // The tensor-core kernel rounds Q to bf16 (and P for P . V): the twin gets the same bf16 Q, and
+    // out may differ by the P rounding, <= 2^-8 * max|V| (2^-7 allowed), lse to fp32 order.
     std::vector<float> ql = to_host<float>(in.q_latent, size_t(B) * H * l.latent_dim);
     std::vector<float> qr = to_host<float>(in.q_rope, size_t(B) * H * l.rope_dim);
+    for (float& x : ql) x = round_bf16(x);
+    for (float& x : qr) x = round_bf16(x);
+    double max_v = 0;
+    std::vector<uint16_t> vrow(l.latent_dim + l.rope_dim);
+    for (int r = 0; r < rows; ++r) {
+      dequant_latent_row_bf16(pool.data() + size_t(r) * l.row_bytes, l, vrow.data());
+      for (int i = 0; i < l.latent_dim; ++i) max_v = std::max(max_v, double(std::fabs(bf16_bits_to_float(vrow[i]))));
+    }
+    const double tol_rel = std::ldexp(max_v, -7) / std::max(1.0, max_v) + 1e-5;
     std::vector<float> want(size_t(B) * H * l.latent_dim), want_lse(size_t(B) * H);
     MlaDecodeParams hp;
     hp.q_latent = ql.data();
@@ -378,16 +389,16 @@ std::string check_mla(cudaStream_t stream) {
         max_ref = std::max(max_ref, double(std::fabs(want[i])));
       }
       for (size_t i = 0; i < want_lse.size(); ++i) max_lse = std::max(max_lse, double(std::fabs(got_lse[i] - want_lse[i])));
-      const double rel = max_abs / std::max(1.0, max_ref);
-      require(rel <= 2e-5 && max_lse <= 2e-5, std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + " H=" +
-                                                  std::to_string(H) + ": max abs error " + sci(max_abs) +
-                                                  " (max |out| " + sci(max_ref) + "), lse error " + sci(max_lse) +
-                                                  " vs the CPU twin, expected <= 2e-5 (seed " + std::to_string(seed) +
-                                                  "); not timed");
+      const double rel = max_abs / std::max(1.0, max_v);
+      require(rel <= tol_rel && max_lse <= 1e-4,
+              std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + " H=" + std::to_string(H) +
+                  ": max abs error " + sci(max_abs) + " (max |V| " + sci(max_v) + ", max |out| " + sci(max_ref) +
+                  "), lse error " + sci(max_lse) + " vs the CPU twin with bf16 Q, expected <= " +
+                  sci(tol_rel * std::max(1.0, max_v)) + " and 1e-4 (seed " + std::to_string(seed) + "); not timed");
       worst = std::max(worst, std::max(rel, max_lse));
     }
   }
-  return "max rel err " + sci(worst) + " vs CPU twin (B=3, topk 512, H 64 and 16)";
+  return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64 and 16)";
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,17 @@
-// GPU tests of kernels/mla_decode.h: the CUDA kernel against the CPU twin (shape sweep, -1 padding,
+// GPU tests of kernels/mla_decode.h: the CUDA kernels against the CPU twin (shape sweep, -1 padding,
 // all-invalid requests), and the three KV paths (fp8, cast, gather-cast) agreeing on the GPU.
+//
+// Tolerances. L = 512 shapes run the tensor-core kernel, which rounds Q to bf16 once and the softmax
+// weights P to bf16 for P . V (fp32 accumulation and fp32 softmax otherwise). Its reference is the CPU
+// twin fed the bf16-rounded Q, so both compute the same scores up to fp32 summation order:
+//   |lse - ref| <= 1e-4 (fp32 order of 576-long dot products and 2048-long sums, scores O(1));
+//   |out - ref| <= 2^-7 * max|V| + 1e-5 * max(1, max|out|): out is a P-weighted mean of the V rows,
+//   each weight rounded to bf16 (relative error <= u = 2^-8, bf16 has 8 significant bits) while l
+//   sums the fp32 weights, so the mean moves by at most 2^-8 * max|V| (twice that as margin).
+// Against the twin fed the fp32 Q (small cases only), Q rounding moves each score by at most
+// delta = scale * 2^-8 * sum_i |q_i| |k_i| <= scale * 2^-8 * ||q||_1 * max|K|, hence
+//   |out - ref| <= max|V| * (exp(2 delta) - 1) + the bound above, |lse - ref| <= delta + 1e-4.
+// Other shapes (glm5-tiny's L = 64) run the fp32 fallback kernel: 2e-5 against the fp32-Q twin.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "common/buffer.h"
@@ -23,6 +36,8 @@ namespace {
 
 struct Case {
   int L, R, B, H, topk, rows, valid;  // `valid`: indices per request that are >= 0 (rest -1); -1: all
+  int s_q = 1;                        // query tokens per request (MTP), sharing the request's indices
+  int HQ() const { return s_q * H; }  // query heads per request
 };
 
 struct Data {
@@ -37,8 +52,8 @@ Data make_data(const Case& c, uint64_t seed, bool fill_pool = true) {
   d.layout = make_latent_layout(c.L, c.R, true);
   d.pool.resize(size_t(c.rows) * d.layout.row_bytes);
   if (fill_pool) kv_fill_random_cpu({d.pool.data(), d.layout, nullptr, {}, 0, c.rows, seed});
-  d.q_latent.resize(size_t(c.B) * c.H * c.L);
-  d.q_rope.resize(size_t(c.B) * c.H * c.R);
+  d.q_latent.resize(size_t(c.B) * c.HQ() * c.L);
+  d.q_rope.resize(size_t(c.B) * c.HQ() * c.R);
   for (size_t i = 0; i < d.q_latent.size(); ++i) d.q_latent[i] = 0.2f * rng_normal(seed, 11, i);
   for (size_t i = 0; i < d.q_rope.size(); ++i) d.q_rope[i] = 0.2f * rng_normal(seed, 12, i);
   d.indices.resize(size_t(c.B) * c.topk);
@@ -66,9 +81,49 @@ MlaDecodeParams params(const Case& c, const float* ql, const float* qr, const ui
   p.lse = lse;
   p.B = c.B;
   p.H = c.H;
+  p.s_q = c.s_q;
   p.topk = c.topk;
   p.scale = 1.f / std::sqrt(256.f);
   return p;
+}
+
+// Whether mla_decode_cuda runs the tensor-core kernel for this case (see mla_decode.cu tc_supported).
+bool tensor_core_case(const Case& c) { return c.L == 512 && c.R % 16 == 0 && c.L + c.R <= 576; }
+
+// The CPU twin over the B requests, one thread per slice of requests (the twin is plain fp32 loops).
+void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vector<float>& out, std::vector<float>& lse) {
+  out.assign(size_t(c.B) * c.HQ() * c.L, 0.f);
+  lse.assign(size_t(c.B) * c.HQ(), 0.f);
+  const int n_threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < n_threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int b = t; b < c.B; b += n_threads) {
+        Case one = c;
+        one.B = 1;
+        MlaDecodeParams p = params(one, ql.data() + size_t(b) * c.HQ() * c.L, d.q_rope.data() + size_t(b) * c.HQ() * c.R,
+                                   d.pool.data(), d.layout, d.indices.data() + size_t(b) * c.topk,
+                                   out.data() + size_t(b) * c.HQ() * c.L, lse.data() + size_t(b) * c.HQ());
+        p.q_rope_row_stride = c.H * c.R;
+        mla_decode_cpu(p);
+      }
+    });
+  for (auto& th : pool) th.join();
+}
+
+// max |value| over the latent (V) part and over the whole row (K) of every pool row, as dequantized.
+std::pair<double, double> max_abs_v_k(const Case& c, const Data& d) {
+  std::vector<uint16_t> bf(c.L + c.R);
+  double v = 0, k = 0;
+  for (int r = 0; r < c.rows; ++r) {
+    dequant_latent_row_bf16(d.pool.data() + size_t(r) * d.layout.row_bytes, d.layout, bf.data());
+    for (int i = 0; i < c.L + c.R; ++i) {
+      const double a = std::fabs(bf16_bits_to_float(bf[i]));
+      k = std::max(k, a);
+      if (i < c.L) v = std::max(v, a);
+    }
+  }
+  return {v, k};
 }
 
 }  // namespace
@@ -80,9 +135,9 @@ struct GpuResult {
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
                   const int32_t* idx, bool split) {
-  const size_t n_out = size_t(c.B) * c.H * c.L, n_lse = size_t(c.B) * c.H;
+  const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
-  const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.H, c.topk, c.L) : 0;
+  const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
   Buffer ws(Where::Device, std::max<size_t>(ws_bytes, 16), "mla workspace");
   MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), kv, layout, idx, o.as<float>(), l.as<float>());
   if (split) {
@@ -102,10 +157,30 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   Data d = make_data(c, seed);
-  const size_t n_out = size_t(c.B) * c.H * c.L, n_lse = size_t(c.B) * c.H;
-  std::vector<float> out(n_out), lse(n_lse);
-  mla_decode_cpu(params(c, d.q_latent.data(), d.q_rope.data(), d.pool.data(), d.layout, d.indices.data(), out.data(),
-                        lse.data()));
+  const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
+  const bool tc = tensor_core_case(c);
+  // Reference: the twin fed the Q the kernel uses (bf16-rounded for the tensor-core kernel).
+  Data dq = d;
+  if (tc) {
+    for (float& x : dq.q_latent) x = round_bf16(x);
+    for (float& x : dq.q_rope) x = round_bf16(x);
+  }
+  std::vector<float> out, lse;
+  twin(c, dq, dq.q_latent, out, lse);
+  const auto [max_v, max_k] = max_abs_v_k(c, d);
+  double q_l1 = 0;  // max over (b, h) of ||q||_1 over the L + R dims
+  for (size_t bh = 0; bh < n_lse; ++bh) {
+    double s = 0;
+    for (int i = 0; i < c.L; ++i) s += std::fabs(d.q_latent[bh * c.L + i]);
+    for (int i = 0; i < c.R; ++i) s += std::fabs(d.q_rope[bh * c.R + i]);
+    q_l1 = std::max(q_l1, s);
+  }
+  const double scale = 1.0 / 16.0, p_tol = std::ldexp(max_v, -7);
+  const double delta = tc ? scale * std::ldexp(q_l1 * max_k, -8) : 0.0;
+  // The fp32-Q twin as a second reference, on the smaller cases (the twin is slow at B=64, H=64).
+  std::vector<float> out32, lse32;
+  const bool check_fp32_q = tc && double(c.B) * c.HQ() * c.topk <= double(8) * 64 * 2048;
+  if (check_fp32_q) twin(c, d, d.q_latent, out32, lse32);
 
   Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), pool = to_device(d.pool, "pool"),
          idx = to_device(d.indices, "indices");
@@ -133,13 +208,29 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
         max_lse = std::max(max_lse, double(std::fabs(g.lse[i] - lse[i])));
       }
     }
-    std::printf("mla_decode %s L=%d B=%d H=%d topk=%d (S=%d): max abs err %.3g (max |out| %.3g), max lse err %.3g\n",
-                split ? "split" : "single", c.L, c.B, c.H, c.topk, split ? mla_decode_num_splits(c.B, c.H, c.topk) : 1,
-                max_abs, max_ref, max_lse);
-    EXPECT_LE(max_abs, 2e-5 * std::max(1.0, max_ref));
-    EXPECT_LE(max_lse, 2e-5);
+    const double tol_out = tc ? p_tol + 1e-5 * std::max(1.0, max_ref) : 2e-5 * std::max(1.0, max_ref);
+    const double tol_lse = tc ? 1e-4 : 2e-5;
+    std::printf("mla_decode %s %s L=%d B=%d s_q=%d H=%d topk=%d (S=%d): max abs err %.3g (tol %.3g, max |out| %.3g, "
+                "max |V| %.3g), max lse err %.3g (tol %.3g)\n",
+                tc ? "tensor-core" : "fp32", split ? "split" : "single", c.L, c.B, c.s_q, c.H, c.topk,
+                split ? mla_decode_num_splits(c.B, c.HQ(), c.topk) : 1, max_abs, tol_out, max_ref, max_v, max_lse,
+                tol_lse);
+    EXPECT_LE(max_abs, tol_out);
+    EXPECT_LE(max_lse, tol_lse);
+    for (size_t i = 0; i < n_out; ++i) ASSERT_TRUE(std::isfinite(g.out[i])) << "out " << i;
+    if (check_fp32_q) {
+      double e_out = 0, e_lse = 0;
+      for (size_t i = 0; i < n_out; ++i) e_out = std::max(e_out, double(std::fabs(g.out[i] - out32[i])));
+      for (size_t i = 0; i < n_lse; ++i)
+        if (!std::isinf(lse32[i])) e_lse = std::max(e_lse, double(std::fabs(g.lse[i] - lse32[i])));
+      const double t_out = max_v * std::expm1(2 * delta) + tol_out, t_lse = delta + tol_lse;
+      std::printf("  vs fp32-Q twin: max abs err %.3g (bound %.3g), lse err %.3g (bound %.3g)\n", e_out, t_out, e_lse,
+                  t_lse);
+      EXPECT_LE(e_out, t_out);
+      EXPECT_LE(e_lse, t_lse);
+    }
     if (c.B > 1) {
-      for (int i = 0; i < c.H * c.L; ++i) ASSERT_EQ(g.out[size_t(c.B - 1) * c.H * c.L + i], 0.f);
+      for (int i = 0; i < c.HQ() * c.L; ++i) ASSERT_EQ(g.out[size_t(c.B - 1) * c.HQ() * c.L + i], 0.f);
     }
 
     // cast and gather-cast paths on the GPU: same values, same kernel order -> the same bits as fp8.
@@ -166,7 +257,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMlaDecode,
                                            Case{512, 64, 2, 8, 16, 100, 5},
                                            Case{512, 64, 3, 64, 16, 100, -1},
                                            Case{512, 64, 4, 4, 100, 300, 99},
-                                           Case{512, 64, 1, 1, 33, 50, -1}));
+                                           Case{512, 64, 1, 1, 33, 50, -1},
+                                           // GLM-5 per-GPU heads 64 / 16 / 8 (TP1 / TP4 / TP8) x batch 1 / 8 / 64,
+                                           // top-k 2048 with -1 padding (the last request of B > 1 all -1)
+                                           Case{512, 64, 1, 64, 2048, 30000, 2000},
+                                           Case{512, 64, 8, 64, 2048, 30000, 1999},
+                                           Case{512, 64, 64, 64, 2048, 30000, 2040},
+                                           Case{512, 64, 1, 16, 2048, 30000, 1777},
+                                           Case{512, 64, 8, 16, 2048, 30000, -1},
+                                           Case{512, 64, 64, 16, 2048, 30000, 2047},
+                                           Case{512, 64, 1, 8, 2048, 30000, 2048},
+                                           Case{512, 64, 8, 8, 2048, 30000, 1000},
+                                           Case{512, 64, 64, 8, 2048, 30000, -1},
+                                           Case{512, 64, 2, 128, 2048, 30000, 1500},  // two head blocks
+                                           Case{512, 64, 3, 40, 300, 3000, 250},      // 40 heads padded to 64
+                                           Case{512, 64, 2, 24, 2048, 3000, 2000},    // 24 heads padded to 32
+                                           Case{512, 48, 2, 64, 200, 3000, 190},      // R = 48
+                                           // MTP: s_q query tokens per request share its indices
+                                           Case{512, 64, 4, 64, 2048, 30000, 1900, 2},  // 128 query heads
+                                           Case{512, 64, 1, 16, 2048, 30000, -1, 2},
+                                           Case{512, 64, 3, 8, 500, 3000, 450, 3},      // 24 query heads
+                                           Case{64, 32, 3, 4, 16, 40, 12, 2}));         // fp32 kernel
 
 TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
@@ -183,41 +294,91 @@ TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
 }
 
-// Not a pass/fail check: time of the fp8 decode at GLM-5 decode shapes, single-pass and split-K.
+// Forcing the tensor-core kernel on a shape it does not handle is an error, not a wrong answer; the
+// fp32 kernel forced on a GLM-5 shape still matches the twin to fp32 order.
+TEST(GpuMlaDecodeKernelChoice, ForcedKernels) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  for (const Case& c : {Case{64, 32, 2, 4, 16, 40, -1}, Case{512, 64, 2, 16, 300, 500, 250}}) {
+    Data d = make_data(c, fresh_seed());
+    Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), pool = to_device(d.pool, "pool"),
+           idx = to_device(d.indices, "indices"), out(Where::Device, size_t(c.B) * c.HQ() * c.L * 4, "out"),
+           lse(Where::Device, size_t(c.B) * c.HQ() * 4, "lse");
+    MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
+                               out.as<float>(), lse.as<float>());
+    if (c.L != 512) {
+      p.kernel = MlaDecodeKernel::TensorCore;
+      EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
+      continue;
+    }
+    p.kernel = MlaDecodeKernel::Fp32;
+    mla_decode_cuda(p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> ref(size_t(c.B) * c.HQ() * c.L), ref_lse(size_t(c.B) * c.HQ());
+    twin(c, d, d.q_latent, ref, ref_lse);
+    const std::vector<float> got = to_host<float>(out, ref.size());
+    double e = 0, m = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      e = std::max(e, double(std::fabs(got[i] - ref[i])));
+      m = std::max(m, double(std::fabs(ref[i])));
+    }
+    EXPECT_LE(e, 2e-5 * std::max(1.0, m)) << "forced fp32 kernel";
+  }
+}
+
+// Not a pass/fail check: time of the decode at GLM-5 decode shapes (fp8 and bf16 rows, 64 and 16
+// heads, split-K as mla_decode_num_splits chooses, and without the workspace), with the roofline
+// floor max(bytes / 4.26 TB/s, FLOPs / 790 TFLOP/s) of the H200 for comparison. Pool 200k rows
+// (131 MB FP8) so the selected rows come from HBM, not L2.
 TEST(GpuMlaDecodeTiming, Glm5Batch) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  for (int B : {1, 32, 128}) {
-    Case c{512, 64, B, 64, 2048, 100000, -1};
-    Data d = make_data(c, 3, /*fill_pool=*/false);
-    Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"),
-           pool(Where::Device, d.pool.size(), "pool"), idx = to_device(d.indices, "indices");
-    kv_fill_random_cuda({pool.as<uint8_t>(), d.layout, nullptr, {}, 0, c.rows, 3}, nullptr);
-    Buffer out(Where::Device, size_t(B) * 64 * 512 * 4, "out");
-    const size_t ws_bytes = mla_decode_workspace_bytes(B, 64, 2048, 512);
-    Buffer ws(Where::Device, std::max<size_t>(ws_bytes, 16), "mla workspace");
-    for (bool split : {false, true}) {
-      MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
-                                 out.as<float>(), nullptr);
-      if (split) {
-        p.workspace = ws.as<float>();
-        p.workspace_bytes = ws_bytes;
-      }
-      mla_decode_cuda(p, nullptr);
-      cudaEvent_t a, e;
-      CUDA_CHECK(cudaEventCreate(&a));
-      CUDA_CHECK(cudaEventCreate(&e));
-      CUDA_CHECK(cudaEventRecord(a));
-      for (int i = 0; i < 10; ++i) mla_decode_cuda(p, nullptr);
-      CUDA_CHECK(cudaEventRecord(e));
-      CUDA_CHECK(cudaEventSynchronize(e));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, a, e));
-      const double us = ms * 100.0, flops = 2.0 * B * 64 * 2048 * (2 * 512 + 64);
-      std::printf("mla_decode fp8 %s B=%d H=64 topk=2048 (S=%d, workspace %.1f MB): %.1f us, %.2f TFLOP/s\n",
-                  split ? "split " : "single", B, split ? mla_decode_num_splits(B, 64, 2048) : 1, ws_bytes / 1e6, us,
-                  flops / us / 1e6);
-      CUDA_CHECK(cudaEventDestroy(a));
-      CUDA_CHECK(cudaEventDestroy(e));
+  const int rows = 200000;
+  const LatentLayout l8 = make_latent_layout(512, 64, true), l16 = bf16_layout_of(l8);
+  Buffer pool(Where::Device, size_t(rows) * l8.row_bytes, "pool"), bf(Where::Device, size_t(rows) * l16.row_bytes, "bf16");
+  kv_fill_random_cuda({pool.as<uint8_t>(), l8, nullptr, {}, 0, rows, 3}, nullptr);
+  kv_cast_cuda({pool.as<uint8_t>(), l8, bf.as<uint16_t>(), rows}, nullptr);
+  for (auto [H, s_q] : {std::pair{64, 1}, std::pair{16, 1}, std::pair{64, 2}})
+    for (int B : {1, 8, 64, 128}) {
+      if (s_q > 1 && B < 64) continue;
+      Case c{512, 64, B, H, 2048, rows, -1, s_q};
+      Data d = make_data(c, 3 + B, /*fill_pool=*/false);
+      for (int32_t& t : d.indices) t = t < 0 ? 0 : t;  // all valid (make_data clears the last request)
+      Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), idx = to_device(d.indices, "indices");
+      Buffer out(Where::Device, size_t(B) * c.HQ() * 512 * 4, "out");
+      const size_t ws_bytes = mla_decode_workspace_bytes(B, c.HQ(), 2048, 512);
+      Buffer ws(Where::Device, std::max<size_t>(ws_bytes, 16), "mla workspace");
+      for (bool fp8 : {true, false})
+        for (int v = 0; v < 3; ++v) {  // 0: split-K as chosen, 1: no workspace, 2: the fp32 kernel (fp8, H 64 only)
+          const bool split = v != 1;
+          if (v == 1 && ws_bytes == 0) continue;
+          if (v == 2 && !(fp8 && H == 64 && s_q == 1 && B >= 64)) continue;
+          const LatentLayout& kl = fp8 ? l8 : l16;
+          MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), fp8 ? pool.as<uint8_t>() : bf.as<uint8_t>(), kl,
+                                     idx.as<int32_t>(), out.as<float>(), nullptr);
+          if (split) {
+            p.workspace = ws.as<float>();
+            p.workspace_bytes = ws_bytes;
+          }
+          if (v == 2) p.kernel = MlaDecodeKernel::Fp32;
+          mla_decode_cuda(p, nullptr);
+          cudaEvent_t a, e;
+          CUDA_CHECK(cudaEventCreate(&a));
+          CUDA_CHECK(cudaEventCreate(&e));
+          CUDA_CHECK(cudaEventRecord(a));
+          for (int i = 0; i < 20; ++i) mla_decode_cuda(p, nullptr);
+          CUDA_CHECK(cudaEventRecord(e));
+          CUDA_CHECK(cudaEventSynchronize(e));
+          float ms = 0;
+          CUDA_CHECK(cudaEventElapsedTime(&ms, a, e));
+          const double us = ms * 1000.0 / 20, flops = 2.0 * B * c.HQ() * 2048 * (2 * 512 + 64);
+          const double bytes = double(B) * 2048 * (kl.row_bytes + 4) + double(B) * c.HQ() * (576 + 513) * 4;
+          const double floor_us = std::max(bytes / 4.26e6, flops / 790e6);
+          std::printf("mla_decode %s %s %s B=%3d s_q=%d H=%2d topk=2048 (S=%2d): %7.1f us, %6.1f TFLOP/s, %6.0f GB/s, "
+                      "%.0f%% of roofline floor %.1f us\n",
+                      v == 2 ? "fp32" : "tc  ", fp8 ? "fp8 " : "bf16", split ? "split " : "single", B, s_q, H,
+                      split ? mla_decode_num_splits(B, c.HQ(), 2048) : 1, us, flops / us / 1e6, bytes / us / 1e3,
+                      100.0 * floor_us / us, floor_us);
+          CUDA_CHECK(cudaEventDestroy(a));
+          CUDA_CHECK(cudaEventDestroy(e));
+        }
     }
-  }
 }

@@ -210,11 +210,16 @@ TEST(MlaDecodeCases, RejectsBadParams) {
 }
 
 // The split-K sizing of mla_decode_cuda (host-only functions): chunks of whole 32-row tiles covering
-// top-k, ~528 blocks targeted, no split (and no workspace) when the grid is already full or top-k small.
+// top-k, about one wave of 132 CTAs (one per request and 64 heads) targeted, no split (and no
+// workspace) when the grid is already full or top-k small.
 TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
   EXPECT_EQ(mla_decode_num_splits(1, 64, 2048), 64);
-  EXPECT_EQ(mla_decode_num_splits(32, 64, 2048), 5);
-  EXPECT_EQ(mla_decode_num_splits(128, 64, 2048), 2);
+  EXPECT_EQ(mla_decode_num_splits(8, 64, 2048), 16);
+  EXPECT_EQ(mla_decode_num_splits(32, 64, 2048), 4);
+  EXPECT_EQ(mla_decode_num_splits(64, 64, 2048), 2);
+  EXPECT_EQ(mla_decode_num_splits(64, 16, 2048), 2);
+  EXPECT_EQ(mla_decode_num_splits(128, 64, 2048), 1);
+  EXPECT_EQ(mla_decode_num_splits(66, 128, 2048), 1);
   EXPECT_EQ(mla_decode_num_splits(1024, 64, 2048), 1);
   EXPECT_EQ(mla_decode_num_splits(1, 64, 32), 1);
   EXPECT_EQ(mla_decode_num_splits(1, 64, 33), 2);
@@ -231,4 +236,38 @@ TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
         ASSERT_GE(int64_t(chunk_tiles) * s, tiles) << B << " " << H << " " << topk;
         ASSERT_EQ(mla_decode_workspace_bytes(B, H, topk, 512), s == 1 ? 0 : size_t(B) * H * s * 514 * 4);
       }
+}
+
+// MTP (s_q > 1): the s_q query tokens of a request attend to its one index list; the result equals
+// s_q separate decodes (s_q = 1) of the same tokens with that index list, bit for bit.
+TEST(MlaDecodeMtp, TokensShareIndicesAndEqualSeparateDecodes) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int s_q = 3;
+  const Case c{64, 32, 2, 4, 40, 100, 7};  // B = 2 requests, H = 4 heads
+  Case cq = c;
+  cq.B = c.B * s_q;  // the query rows of all tokens (make_inputs draws q for B * s_q rows)
+  Inputs in = make_inputs(cq, seed);
+  in.indices.resize(size_t(c.B) * c.topk);  // one index list per request
+  const size_t n_out = size_t(cq.B) * c.H * c.L, n_lse = size_t(cq.B) * c.H;
+  std::vector<float> out(n_out, 7.f), lse(n_lse, 7.f);
+  MlaDecodeParams p = params_for(c, in, in.pool.data(), in.layout, in.indices.data(), out.data(), lse.data());
+  p.s_q = s_q;
+  mla_decode_cpu(p);
+  for (int b = 0; b < c.B; ++b)
+    for (int t = 0; t < s_q; ++t) {
+      const size_t bt = size_t(b) * s_q + t;
+      Case one = c;
+      one.B = 1;
+      std::vector<float> o1(size_t(c.H) * c.L), l1(c.H);
+      MlaDecodeParams q = params_for(one, in, in.pool.data(), in.layout, in.indices.data() + size_t(b) * c.topk,
+                                     o1.data(), l1.data());
+      q.q_latent = in.q_latent.data() + bt * c.H * c.L;
+      q.q_rope = in.q_rope.data() + bt * c.H * in.q_rope_head_stride;
+      mla_decode_cpu(q);
+      for (size_t i = 0; i < o1.size(); ++i) ASSERT_EQ(out[bt * c.H * c.L + i], o1[i]) << "b " << b << " t " << t;
+      for (int h = 0; h < c.H; ++h) ASSERT_EQ(lse[bt * c.H + h], l1[h]) << "b " << b << " t " << t;
+    }
+  p.s_q = 0;
+  EXPECT_THROW(mla_decode_cpu(p), Error);
 }

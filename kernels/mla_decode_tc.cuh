@@ -1,0 +1,474 @@
+// Tensor-core sparse MLA decode (the fast path of mla_decode_cuda; included by mla_decode.cu only).
+//
+// One CTA of 256 threads (8 warps) processes ALL heads of one request (up to 64: MT = 1, 2 or 4 m16
+// tiles, heads past H padded with zero queries) for one chunk of its top-k rows, so each selected
+// KV row is read from HBM once per request (H > 64: one CTA per 64 heads). Per tile of kTileRows = 32
+// selected rows:
+//   1. the rows arrive by cp.async (16-byte copies, zero-filled for index -1 or past the chunk),
+//      double-buffered: tile t+1 is in flight while tile t is computed. FP8 rows land in a staging
+//      buffer and are dequantized on chip exactly as kv_cast does (round_bf16(e4m3 * scale), rope
+//      copied), BF16 rows land directly in the K/V tile; so all three KV paths see identical K/V.
+//   2. S = Q . K^T over W = L + R dims with mma.sync.m16n8k16 (bf16 in, fp32 accumulate; Q rounded to
+//      bf16 once per CTA and kept in shared memory), ldmatrix fragments.
+//   3. online softmax in fp32 (base-2 exponentials of the prescaled scores; 256 / (16 MT) threads per
+//      head, 2..8 rows each), P rounded to bf16 for the second product; the running sum l uses fp32 p.
+//   4. O += P . V over the L latent dims (V = the first L values of each row; ldmatrix.trans): warp w
+//      owns dims [64w, 64w + 64) of all heads, MT x 8 m16n8 fp32 accumulators per thread.
+// Split-K: the same workspace layout and combine kernel as the fp32 kernel (acc [B][H][S][L], then
+// m [B][H][S] in natural-log units, then l [B][H][S]).
+// Shapes it handles: L == 512, R % 16 == 0, R <= 64 (W <= 576), kv 16-byte aligned, FP8 row_bytes a
+// multiple of 16 (GLM-5 / DeepSeek: 656); mla_decode_cuda falls back to the fp32 kernel otherwise.
+#pragma once
+#include <cstdint>
+
+#include <cuda_bf16.h>
+
+#include "kernels/kv_cast.cuh"
+#include "kernels/mla_decode.h"
+
+namespace glm5 {
+namespace mla_tc {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTileRows = 32;       // selected rows per tile
+constexpr int kL = 512;             // latent dims handled (8 warps x 64 output dims)
+constexpr int kMaxW = 576;          // L + R
+constexpr int kStride = kMaxW + 8;  // bf16 elements per Q / K/V smem row: 1168 B = 73 x 16 B (odd: ldmatrix conflict-free)
+constexpr int kPStride = kTileRows + 8;  // bf16 elements per P row: 80 B = 5 x 16 B
+constexpr int kSStride = kTileRows + 4;  // fp32 elements per S row
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Byte offsets of the shared-memory regions (host and device agree).
+struct Smem {
+  int q, kv, stage, s, p, m, l, a, idx, total;
+  __host__ __device__ Smem(int mt, bool fp8, int row_bytes) {
+    const int hb = 16 * mt;
+    q = 0;
+    kv = q + hb * kStride * 2;
+    const int kv_bytes = kTileRows * kStride * 2;
+    stage = kv + (fp8 ? 1 : 2) * kv_bytes;
+    s = stage + (fp8 ? 2 * kTileRows * row_bytes : 0);
+    s = (s + 15) / 16 * 16;
+    p = s + (mt == 2 ? 1 : 2) * hb * kSStride * 4;  // k-parts of S: see mla_decode_tc_kernel
+    m = p + hb * kPStride * 2;
+    l = m + hb * 4;
+    a = l + hb * 4;
+    idx = a + hb * 4;
+    total = idx + 3 * kTileRows * 4;
+  }
+};
+
+// The rope part of query head hq = t * H + h of request b (query row b * s_q + t).
+__device__ __forceinline__ const float* q_rope_row(const MlaDecodeParams& p, int b, int hq) {
+  const int64_t bt = int64_t(b) * p.s_q + hq / p.H;
+  return p.q_rope + bt * p.q_rope_row_stride + int64_t(hq % p.H) * p.q_rope_head_stride;
+}
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t addr, uint32_t& r0, uint32_t& r1) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr));
+}
+// d += a . b, m16n8k16, bf16 inputs, fp32 accumulators (PTX ISA "mma.sync ... .m16n8k16" fragments).
+__device__ __forceinline__ void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// Index of tile row `lane` of the tile starting at j0 (-1 past j_end).
+__device__ __forceinline__ int tile_index(const MlaDecodeParams& p, int b, int j0, int j_end, int lane) {
+  const int j = j0 + lane;
+  return j < j_end ? __ldg(p.indices + int64_t(b) * p.topk + j) : -1;
+}
+
+// The CTA issues the cp.async copies of the 32 rows idx_s[0..32) of the KV buffer (index < 0:
+// zero-filled) into `dst` (FP8: the staging rows, row stride row_bytes; BF16: the K/V tile, row stride
+// kStride). The indices come from shared memory: a global load here would stall every copy.
+__device__ __forceinline__ void issue_tile(const MlaDecodeParams& p, const int* idx_s, uint8_t* dst, int tid) {
+  const bool fp8 = p.layout.fp8;
+  const int row_bytes = p.layout.row_bytes;
+  const int chunks = row_bytes / 16, dst_stride = fp8 ? row_bytes : kStride * 2;
+  const uint32_t dst0 = smem_u32(dst);
+  for (int i = tid; i < kTileRows * chunks; i += kThreads) {
+    const int r = i / chunks, c = i - r * chunks;
+    const int t = idx_s[r];
+    const uint8_t* src = t >= 0 ? p.kv + int64_t(t) * row_bytes + 16 * c : p.kv;
+    cp_async16(dst0 + r * dst_stride + 16 * c, src, t >= 0 ? 16 : 0);
+  }
+}
+
+// FP8 staging rows -> bf16 K/V tile: latent codes dequantized 16 at a time (round_bf16(e4m3 * scale)),
+// rope copied.
+__device__ __forceinline__ void dequant_tile(const LatentLayout& l, const uint8_t* stage, uint16_t* kv_s, int tid) {
+  const int L = l.latent_dim, code_chunks = L / 16, jobs_per_row = code_chunks + l.rope_dim / 8;
+  for (int i = tid; i < kTileRows * jobs_per_row; i += kThreads) {
+    const int r = i / jobs_per_row, c = i - r * jobs_per_row;
+    const uint8_t* row = stage + r * l.row_bytes;
+    uint16_t* out = kv_s + r * kStride;
+    if (c < code_chunks) {
+      const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * c);
+      const float sc = *reinterpret_cast<const float*>(row + L + 4 * ((16 * c) / l.group));
+      const uint2 a = dequant4_bf16(codes.x, sc), b2 = dequant4_bf16(codes.y, sc);
+      const uint2 c2 = dequant4_bf16(codes.z, sc), d2 = dequant4_bf16(codes.w, sc);
+      uint4* o = reinterpret_cast<uint4*>(out + 16 * c);
+      o[0] = make_uint4(a.x, a.y, b2.x, b2.y);
+      o[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+    } else {
+      const int k = c - code_chunks;
+      *reinterpret_cast<uint4*>(out + L + 8 * k) = *reinterpret_cast<const uint4*>(row + l.rope_offset() + 16 * k);
+    }
+  }
+}
+
+// Q of query heads [h0, h0 + HB) of request b (zeros past HQ) -> bf16 q_s rows [latent | rope].
+// Loads are batched (kBatch independent loads per thread in flight before the stores): this runs once
+// per CTA, but with one load at a time its latency would cost as much as many tiles.
+template <int HB>
+__device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint16_t* q_s, int tid) {
+  constexpr int kBatch = 8, kL4 = kL / 4;
+  const int R = p.layout.rope_dim;
+  if ((reinterpret_cast<uintptr_t>(p.q_latent) & 15u) == 0) {  // latent: float4 -> 4 bf16
+    for (int i0 = tid; i0 < HB * kL4; i0 += kBatch * kThreads) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads, hh = i / kL4, d4 = i - hh * kL4;
+        v[k] = i < HB * kL4 && h0 + hh < HQ
+                   ? __ldg(reinterpret_cast<const float4*>(p.q_latent + (int64_t(b) * HQ + h0 + hh) * kL) + d4)
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads, hh = i / kL4, d4 = i - hh * kL4;
+        if (i < HB * kL4) {
+          const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k].x, v[k].y), hi = __floats2bfloat162_rn(v[k].z, v[k].w);
+          uint2 w;
+          w.x = *reinterpret_cast<const uint32_t*>(&lo);
+          w.y = *reinterpret_cast<const uint32_t*>(&hi);
+          *reinterpret_cast<uint2*>(q_s + hh * kStride + 4 * d4) = w;
+        }
+      }
+    }
+  } else {
+    for (int i0 = tid; i0 < HB * kL; i0 += kBatch * kThreads) {
+      float v[kBatch];
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads, hh = i / kL, d = i - hh * kL;
+        v[k] = i < HB * kL && h0 + hh < HQ ? __ldg(p.q_latent + (int64_t(b) * HQ + h0 + hh) * kL + d) : 0.f;
+      }
+#pragma unroll
+      for (int k = 0; k < kBatch; ++k) {
+        const int i = i0 + k * kThreads, hh = i / kL, d = i - hh * kL;
+        if (i < HB * kL) {
+          const __nv_bfloat16 bv = __float2bfloat16_rn(v[k]);
+          q_s[hh * kStride + d] = *reinterpret_cast<const uint16_t*>(&bv);
+        }
+      }
+    }
+  }
+  for (int i0 = tid; i0 < HB * R; i0 += kBatch * kThreads) {  // rope
+    float v[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kThreads, hh = i / R, d = i - hh * R;
+      v[k] = i < HB * R && h0 + hh < HQ ? __ldg(q_rope_row(p, b, h0 + hh) + d) : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const int i = i0 + k * kThreads, hh = i / R, d = i - hh * R;
+      if (i < HB * R) {
+        const __nv_bfloat16 bv = __float2bfloat16_rn(v[k]);
+        q_s[hh * kStride + kL + d] = *reinterpret_cast<const uint16_t*>(&bv);
+      }
+    }
+  }
+}
+
+// MT m16 tiles of heads (16 * MT heads per CTA, from h0 = blockIdx.x * 64). kSplit: rows
+// [z * chunk, (z + 1) * chunk) of the top-k (z = blockIdx.z), partial to the workspace; else all rows,
+// out and lse.
+template <int MT, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodeParams p, int chunk) {
+  constexpr int HB = 16 * MT;                  // heads per CTA (padded)
+  // S-phase warp roles: MT = 4: warp (m-tile w % 4, k-half w / 4), its Q fragments held in registers
+  // for the whole kernel (K read 4x from smem instead of 8x), 4 n8 tiles (all 32 rows); MT = 2: warp
+  // (m-tile w % 2, rows 8 (w / 2)), Q fragments from smem; MT = 1: (rows 8 (w % 4), k-half w / 4).
+  constexpr bool kQReg = MT == 4;
+  constexpr int KP = MT == 2 ? 1 : 2;          // S: k-parts (partial sums added in the softmax)
+  constexpr int NT = MT == 4 ? 4 : 1;          // S: n8 tiles per warp
+  constexpr int kQSteps = kQReg ? kMaxW / 32 : 1;  // register Q: k-steps per k-half (<= 18)
+  extern __shared__ __align__(16) uint8_t smem[];
+  const LatentLayout& lay = p.layout;
+  const bool fp8 = lay.fp8;
+  const int L = lay.latent_dim, W = L + lay.rope_dim;
+  const Smem sm(MT, fp8, lay.row_bytes);
+  uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + sm.q);
+  uint16_t* kv_base = reinterpret_cast<uint16_t*>(smem + sm.kv);
+  uint8_t* stage = smem + sm.stage;
+  float* s_s = reinterpret_cast<float*>(smem + sm.s);
+  uint16_t* p_s = reinterpret_cast<uint16_t*>(smem + sm.p);
+  float* m_s = reinterpret_cast<float*>(smem + sm.m);
+  float* l_s = reinterpret_cast<float*>(smem + sm.l);
+  float* a_s = reinterpret_cast<float*>(smem + sm.a);
+  int* idx_s = reinterpret_cast<int*>(smem + sm.idx);
+
+  const int b = blockIdx.y, h0 = blockIdx.x * 64, HQ = p.H * p.s_q;  // query heads t * H + h
+  const int j_begin = kSplit ? blockIdx.z * chunk : 0;
+  const int j_end = kSplit ? min(p.topk, j_begin + chunk) : p.topk;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int ntiles = j_end > j_begin ? (j_end - j_begin + kTileRows - 1) / kTileRows : 0;
+  const int kv_tile_elems = kTileRows * kStride;
+
+  // Indices: idx_s[t % 3] holds tile t's; tile t + 2's travel in a register one tile ahead.
+  int idx_next = -1;
+  if (tid < kTileRows) {
+    idx_s[tid] = tile_index(p, b, j_begin, j_end, tid);
+    idx_s[kTileRows + tid] = tile_index(p, b, j_begin + kTileRows, j_end, tid);
+    idx_next = tile_index(p, b, j_begin + 2 * kTileRows, j_end, tid);
+  }
+  __syncthreads();
+  // Prologue: tile 0 in flight while Q is converted.
+  if (ntiles > 0) issue_tile(p, idx_s, fp8 ? stage : reinterpret_cast<uint8_t*>(kv_base), tid);
+  cp_async_commit();
+  load_q<HB>(p, b, h0, HQ, q_s, tid);
+  if (tid < HB) {
+    m_s[tid] = -INFINITY;  // base-2 units (scores times log2 e)
+    l_s[tid] = 0.f;
+  }
+  __syncthreads();  // q_s complete
+
+  float acc[MT][8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[mt][nt][k] = 0.f;
+
+  // S-phase warp roles.
+  const int s_mt = MT == 4 ? (warp & 3) : (MT == 2 ? (warp & 1) : 0);
+  const int s_n0 = MT == 4 ? 0 : (MT == 2 ? (warp >> 1) * 8 : (warp & 3) * 8);
+  const int s_kp = MT == 2 ? 0 : (warp >> 2);
+  const int ksteps = W / 16;
+  const int ks_begin = KP == 2 ? (s_kp == 0 ? 0 : (ksteps + 1) / 2) : 0;
+  const int ks_end = KP == 2 ? (s_kp == 0 ? (ksteps + 1) / 2 : ksteps) : ksteps;
+  const float sl2 = p.scale * kLog2e;
+  const uint32_t q_addr = smem_u32(q_s + (s_mt * 16 + (lane & 15)) * kStride + (lane >> 4) * 8);
+  const int b_row = NT >= 2 ? (lane & 7) + ((lane >> 4) << 3) : (lane & 7);
+  const int b_col = ((lane >> 3) & 1) * 8;
+  uint32_t qf[kQSteps][4];
+#pragma unroll
+  for (int kq = 0; kq < kQSteps; ++kq) {
+    qf[kq][0] = qf[kq][1] = qf[kq][2] = qf[kq][3] = 0u;
+    if (kQReg && ks_begin + kq < ks_end) ldsm_x4(q_addr + (ks_begin + kq) * 32, qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3]);
+  }
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int j0 = j_begin + t * kTileRows;
+    cp_async_wait_all();
+    __syncthreads();  // tile t landed for all threads; the previous tile is consumed; Q, m, l ready
+    if (t + 1 < ntiles) {
+      uint8_t* dst = fp8 ? stage + ((t + 1) & 1) * kTileRows * lay.row_bytes
+                         : reinterpret_cast<uint8_t*>(kv_base + ((t + 1) & 1) * kv_tile_elems);
+      issue_tile(p, idx_s + ((t + 1) % 3) * kTileRows, dst, tid);
+    }
+    cp_async_commit();
+    if (tid < kTileRows) {  // tile t + 2's indices to smem (last read by tile t - 1), tile t + 3's loaded
+      idx_s[((t + 2) % 3) * kTileRows + tid] = idx_next;
+      idx_next = tile_index(p, b, j0 + 3 * kTileRows, j_end, tid);
+    }
+    const uint16_t* kv_s = kv_base;
+    if (fp8) {
+      dequant_tile(lay, stage + (t & 1) * kTileRows * lay.row_bytes, kv_base, tid);
+      __syncthreads();
+    } else {
+      kv_s = kv_base + (t & 1) * kv_tile_elems;
+    }
+    const int* tidx = idx_s + (t % 3) * kTileRows;
+
+    // ---- S = Q . K^T: warp tile 16 heads x (8 NT) rows over k-steps [ks_begin, ks_end) ----
+    {
+      float s_acc[NT][4];
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) s_acc[n][k] = 0.f;
+      const uint32_t k_addr = smem_u32(kv_s + (s_n0 + b_row) * kStride + b_col);
+      if constexpr (kQReg) {
+#pragma unroll
+        for (int kq = 0; kq < kQSteps; ++kq) {
+          if (ks_begin + kq < ks_end) {
+            const uint32_t ka = k_addr + (ks_begin + kq) * 32;
+            uint32_t b0, b1, b2, b3, b4, b5, b6, b7;
+            ldsm_x4(ka, b0, b1, b2, b3);                    // rows 0-15
+            ldsm_x4(ka + 16 * kStride * 2, b4, b5, b6, b7);  // rows 16-31
+            mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
+            mma_bf16(s_acc[1], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b2, b3);
+            mma_bf16(s_acc[2], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b4, b5);
+            mma_bf16(s_acc[3], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b6, b7);
+          }
+        }
+      } else {
+#pragma unroll 4
+      for (int ks = ks_begin; ks < ks_end; ++ks) {
+        uint32_t a0, a1, a2, a3;
+        ldsm_x4(q_addr + ks * 32, a0, a1, a2, a3);
+        if constexpr (NT == 2) {
+          uint32_t b0, b1, b2, b3;
+          ldsm_x4(k_addr + ks * 32, b0, b1, b2, b3);
+          mma_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
+          mma_bf16(s_acc[1], a0, a1, a2, a3, b2, b3);
+        } else {
+          uint32_t b0, b1;
+          ldsm_x2(k_addr + ks * 32, b0, b1);
+          mma_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
+        }
+      }
+      }
+      float* sp = s_s + s_kp * HB * kSStride;
+      const int r = s_mt * 16 + (lane >> 2);
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int col = s_n0 + n * 8 + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(sp + r * kSStride + col) = make_float2(s_acc[n][0], s_acc[n][1]);
+        *reinterpret_cast<float2*>(sp + (r + 8) * kSStride + col) = make_float2(s_acc[n][2], s_acc[n][3]);
+      }
+    }
+    __syncthreads();
+
+    // ---- online softmax: TPH consecutive threads per head, RPT rows each ----
+    {
+      constexpr int TPH = kThreads / HB, RPT = kTileRows / TPH;
+      const int hh = tid / TPH, r0 = (tid % TPH) * RPT;
+      float sv[RPT];
+      float mx = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < RPT; ++i) {
+        float v = s_s[hh * kSStride + r0 + i];
+        if constexpr (KP == 2) v += s_s[HB * kSStride + hh * kSStride + r0 + i];
+        sv[i] = tidx[r0 + i] >= 0 ? v * sl2 : -INFINITY;
+        mx = fmaxf(mx, sv[i]);
+      }
+#pragma unroll
+      for (int o = TPH / 2; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+      const float m_old = m_s[hh];
+      const float m_new = fmaxf(m_old, mx);
+      float sum = 0.f;
+#pragma unroll
+      for (int i = 0; i < RPT; i += 2) {
+        const float p0 = sv[i] == -INFINITY ? 0.f : exp2f(sv[i] - m_new);
+        const float p1 = sv[i + 1] == -INFINITY ? 0.f : exp2f(sv[i + 1] - m_new);
+        sum += p0 + p1;
+        const __nv_bfloat162 pb = __floats2bfloat162_rn(p0, p1);  // .x = p0 (low half)
+        *reinterpret_cast<__nv_bfloat162*>(p_s + hh * kPStride + r0 + i) = pb;
+      }
+#pragma unroll
+      for (int o = TPH / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      const float alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
+      __syncwarp();  // every lane of the head read m_s[hh] before it is overwritten
+      if (tid % TPH == 0) {
+        m_s[hh] = m_new;
+        l_s[hh] = l_s[hh] * alpha + sum;
+        a_s[hh] = alpha;
+      }
+    }
+    __syncthreads();
+
+    // ---- O = alpha * O + P . V: warp owns latent dims [64 warp, +64) of all HB heads ----
+    {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const float al0 = a_s[mt * 16 + (lane >> 2)], al1 = a_s[mt * 16 + 8 + (lane >> 2)];
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {
+          acc[mt][nt][0] *= al0;
+          acc[mt][nt][1] *= al0;
+          acc[mt][nt][2] *= al1;
+          acc[mt][nt][3] *= al1;
+        }
+      }
+      const uint32_t p_addr = smem_u32(p_s + (lane & 15) * kPStride + (lane >> 4) * 8);
+      const uint32_t v_addr = smem_u32(kv_s + (lane & 15) * kStride + warp * 64 + (lane >> 4) * 8);
+#pragma unroll
+      for (int kk = 0; kk < kTileRows; kk += 16) {
+        uint32_t bv[8][2];
+#pragma unroll
+        for (int np = 0; np < 4; ++np)
+          ldsm_x4_t(v_addr + (kk * kStride + np * 16) * 2, bv[2 * np][0], bv[2 * np][1], bv[2 * np + 1][0],
+                    bv[2 * np + 1][1]);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t a0, a1, a2, a3;
+          ldsm_x4(p_addr + (mt * 16 * kPStride + kk) * 2, a0, a1, a2, a3);
+#pragma unroll
+          for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
+        }
+      }
+    }
+  }
+  cp_async_wait_all();
+  __syncthreads();  // m_s, l_s final (also when ntiles == 0)
+
+  // ---- epilogue ----
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int hh = mt * 16 + half * 8 + (lane >> 2), h = h0 + hh;
+      if (h >= HQ) continue;
+      const float l = l_s[hh];
+      const float inv = kSplit ? 1.f : (l > 0.f ? 1.f / l : 0.f);
+      float* o;
+      if constexpr (kSplit) {
+        o = p.workspace + ((int64_t(b) * HQ + h) * gridDim.z + blockIdx.z) * L;
+      } else {
+        o = p.out + (int64_t(b) * HQ + h) * L;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) {
+        const int d = warp * 64 + nt * 8 + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(o + d) =
+            make_float2(acc[mt][nt][2 * half] * inv, acc[mt][nt][2 * half + 1] * inv);
+      }
+    }
+  }
+  if (tid < HB && h0 + tid < HQ) {
+    const int h = h0 + tid;
+    const float m2 = m_s[tid], l = l_s[tid];
+    if constexpr (kSplit) {
+      const int S = gridDim.z;
+      const int64_t n_part = int64_t(p.B) * HQ * S, i = (int64_t(b) * HQ + h) * S + blockIdx.z;
+      p.workspace[n_part * L + i] = m2 == -INFINITY ? -INFINITY : m2 * kLn2;
+      p.workspace[n_part * (L + 1) + i] = l;
+    } else if (p.lse) {
+      p.lse[int64_t(b) * HQ + h] = l > 0.f ? (m2 + log2f(l)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+}  // namespace mla_tc
+}  // namespace glm5
