@@ -1,5 +1,6 @@
 // CUDA kernels of indexer.h.
-// indexer_score: one block per (logical page of 64 positions, request). The page's keys are
+// indexer_score, GLM-5 shape (Hi 32, D 32..128): TF32 tensor cores, see indexer_score_mma_kernel.
+// indexer_score, other shapes: one block per (logical page of 64 positions, request). The page's keys are
 // dequantized into shared memory as fp32 (a [64][D+1] tile, conflict-free column reads), the
 // request's queries and head weights too; thread (token, head quarter) sums w_h * ReLU(scale * q_h.k)
 // over a quarter of the heads, the four partial sums are added in a fixed order.
@@ -15,6 +16,7 @@
 #include <cmath>
 
 #include <cooperative_groups.h>
+#include <mma.h>
 
 #include "common/error.h"
 #include "kernels/indexer.h"
@@ -84,6 +86,142 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerSco
     float s = 0.f;
     for (int qi = 0; qi < kHeadQuarters; ++qi) s += part_s[qi * kPageSize + tid];
     out[tid] = first + tid < seq_len ? s : -INFINITY;
+  }
+}
+
+// ---- indexer_score on tensor cores (Hi = 32, D % 16 == 0, 32 <= D <= 128: GLM-5's 32 x 128) ----
+// The fp32 kernel above is shared-memory bound: two 4-byte shared loads per FMA, ~18K cycles per
+// page of 64 positions (B 32 at 128K: 4.5 ms). Here the page's QK^T [64 positions x 32 heads] is
+// a TF32 WMMA product (m16n16k8, fp32 accumulation) over D: the keys enter as their exact values
+// (an e4m3 code or a bf16 value is exact in TF32; the FP8 per-token scale is applied to the dot
+// product after, s_t * (q . e) instead of q . (e * s_t)), and q as two TF32 terms q_hi + q_lo
+// (q_hi = tf32(q), q_lo = tf32(q - q_hi): ~22 bits, so the dot product matches fp32 to ~1e-6
+// relative; the tests' bound is 1e-5 of the largest score). 4 warps: warp w owns heads
+// [16 (w % 2), +16) and positions [32 (w / 2), +32), i.e. 2 x 16 of them, 4 MMAs per k-step.
+// A block walks `pages_per_block` consecutive logical pages of one request, the next page's key
+// bytes loaded into registers while the current one multiplies; q_hi / q_lo stay in shared memory.
+// Shared memory: keys [64][D+4] fp32 (reused for the [64][36] product), q_hi / q_lo [32][D+4],
+// per-position scale: ~66 KiB at D 128, 3 blocks per SM.
+constexpr int kMmaThreads = 128;
+constexpr int kMmaHeads = 32;
+constexpr int kMmaMaxD = 128;
+constexpr int kMmaRawChunks = kPageSize * kMmaMaxD * 2 / 16 / kMmaThreads;  // 16-B key chunks per thread (<= 8)
+
+size_t score_mma_smem_bytes(int D) {
+  const int ld = D + 4;
+  return sizeof(float) * (size_t(kPageSize) * ld + 2 * size_t(kMmaHeads) * ld + kPageSize + kMmaHeads);
+}
+
+__global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerScoreParams p, int pages_per_block) {
+  namespace wmma = nvcuda::wmma;
+  extern __shared__ __align__(128) float4 mma_smem[];  // WMMA pointers must be 32-byte aligned
+  const int D = p.layout.dim, ld = D + 4, ldc = kMmaHeads + 4, tid = threadIdx.x, warp = tid / 32;
+  const int b = blockIdx.y;
+  float* k_s = reinterpret_cast<float*>(mma_smem);  // [64][ld] key values; then [64][ldc] q.k products
+  float* qh_s = k_s + kPageSize * ld;             // [32][ld]
+  float* ql_s = qh_s + kMmaHeads * ld;            // [32][ld]
+  float* sc_s = ql_s + kMmaHeads * ld;            // [64] per-position key scale
+  float* w_s = sc_s + kPageSize;                  // [32] head weights * head_weight_scale
+  const int64_t positions = int64_t(p.max_pages) * kPageSize;
+  const int seq_len = p.seq_lens[b];
+  const int page0 = blockIdx.x * pages_per_block, page_end = min(p.max_pages, page0 + pages_per_block);
+  for (int i = tid; i < kMmaHeads * D; i += kMmaThreads) {
+    const float q = p.q[int64_t(b) * kMmaHeads * D + i];
+    const float hi = wmma::__float_to_tf32(q);
+    qh_s[(i / D) * ld + i % D] = hi;
+    ql_s[(i / D) * ld + i % D] = wmma::__float_to_tf32(q - hi);
+  }
+  for (int i = tid; i < kMmaHeads; i += kMmaThreads) w_s[i] = p.head_weights[int64_t(b) * kMmaHeads + i] * p.head_weight_scale;
+  const int key_bytes = p.layout.fp8 ? 1 : 2;
+  const int chunks = kPageSize * D * key_bytes / 16;  // 16-byte chunks of one page's keys
+  // A page is computed when it has a position below seq_len and a page id >= 0 (uniform per block).
+  auto page_id_of = [&](int page) -> int32_t {
+    if (page >= page_end || page * kPageSize >= seq_len) return -1;
+    return p.block_table[int64_t(b) * p.max_pages + page];
+  };
+  auto key_base = [&](int32_t id) -> const uint8_t* {
+    return p.layout.fp8 ? p.key_cache + int64_t(id) * p.layout.page_bytes()
+                        : p.key_cache + int64_t(id) * kPageSize * D * 2;
+  };
+  uint4 raw[kMmaRawChunks];
+  float raw_scale = 1.f;
+  auto load_raw = [&](int32_t id) {
+    if (id < 0) return;
+    const uint4* src = reinterpret_cast<const uint4*>(key_base(id));
+#pragma unroll
+    for (int j = 0; j < kMmaRawChunks; ++j)
+      if (tid + j * kMmaThreads < chunks) raw[j] = __ldg(src + tid + j * kMmaThreads);
+    if (p.layout.fp8 && tid < kPageSize)
+      raw_scale = __ldg(reinterpret_cast<const float*>(key_base(id) + kPageSize * D) + tid);
+  };
+  // The registers' key bytes -> exact fp32 key values in k_s (scale separately in sc_s).
+  auto store_raw = [&]() {
+#pragma unroll
+    for (int j = 0; j < kMmaRawChunks; ++j) {
+      const int c = tid + j * kMmaThreads;
+      if (c >= chunks) continue;
+      const uint32_t w4[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
+      if (p.layout.fp8) {  // 16 codes: positions (16 c) / D, dims (16 c) % D ..
+        float* dst = k_s + ((16 * c) / D) * ld + (16 * c) % D;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 a = e4m3x2_to_float2(uint16_t(w4[q] & 0xffffu)), e = e4m3x2_to_float2(uint16_t(w4[q] >> 16));
+          *reinterpret_cast<float4*>(dst + 4 * q) = make_float4(a.x, a.y, e.x, e.y);
+        }
+      } else {  // 8 bf16 values
+        float* dst = k_s + ((8 * c) / D) * ld + (8 * c) % D;
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          *reinterpret_cast<float2*>(dst + 2 * q) =
+              make_float2(__uint_as_float(w4[q] << 16), __uint_as_float(w4[q] & 0xffff0000u));
+      }
+    }
+    if (tid < kPageSize) sc_s[tid] = p.layout.fp8 ? raw_scale : 1.f;
+  };
+  const int nt = warp % 2, m0 = 2 * (warp / 2);  // heads [16 nt, +16), positions [16 m0, +32)
+  int32_t id = page_id_of(page0);
+  load_raw(id);
+  for (int page = page0; page < page_end; ++page) {
+    float* out = p.scores + b * positions + int64_t(page) * kPageSize;
+    const int32_t next_id = page_id_of(page + 1);
+    if (id < 0) {  // past seq_len or an unmapped page
+      if (tid < kPageSize) out[tid] = -INFINITY;
+      load_raw(next_id);
+      id = next_id;
+      continue;
+    }
+    __syncthreads();  // the previous page's readers of k_s are done
+    store_raw();
+    load_raw(next_id);  // in flight during this page's products
+    __syncthreads();
+    wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[2];
+    wmma::fill_fragment(acc[0], 0.f);
+    wmma::fill_fragment(acc[1], 0.f);
+    for (int kk = 0; kk < D / 8; ++kk) {
+      wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> bh, bl;
+      wmma::load_matrix_sync(bh, qh_s + nt * 16 * ld + kk * 8, ld);
+      wmma::load_matrix_sync(bl, ql_s + nt * 16 * ld + kk * 8, ld);
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;
+        wmma::load_matrix_sync(a, k_s + (m0 + m) * 16 * ld + kk * 8, ld);
+        wmma::mma_sync(acc[m], a, bh, acc[m]);
+        wmma::mma_sync(acc[m], a, bl, acc[m]);
+      }
+    }
+    __syncthreads();  // every warp is done reading k_s: it now takes the products
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+      wmma::store_matrix_sync(k_s + (m0 + m) * 16 * ldc + nt * 16, acc[m], ldc, wmma::mem_row_major);
+    __syncthreads();
+    if (tid < kPageSize) {
+      const float* row = k_s + tid * ldc;
+      const float st = sc_s[tid];
+      float sum = 0.f;
+      for (int h = 0; h < kMmaHeads; ++h) sum += w_s[h] * fmaxf(p.softmax_scale * (st * row[h]), 0.f);
+      out[tid] = page * kPageSize + tid < seq_len ? sum : -INFINITY;
+    }
+    id = next_id;
   }
 }
 
@@ -386,9 +524,27 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
 void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
   validate_indexer_score_params(p);
   if (p.B == 0) return;
-  const size_t smem = score_smem_bytes(p.Hi, p.layout.dim);
+  const int D = p.layout.dim;
+  if (p.Hi == kMmaHeads && D % 16 == 0 && D >= 32 && D <= kMmaMaxD && (reinterpret_cast<uintptr_t>(p.key_cache) & 15u) == 0) {
+    // Tensor-core path. Pages per block: about 4 blocks per SM-slot of work (3 resident per SM), so
+    // a block's q setup (16 KiB) is amortized over many pages at large B x context.
+    const size_t smem = score_mma_smem_bytes(D);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_score_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int device = 0, sms = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, indexer_score_mma_kernel, kMmaThreads, smem));
+    const int64_t blocks_wanted = int64_t(sms) * std::max(per_sm, 1) * 4;
+    const int64_t total_pages = int64_t(p.B) * p.max_pages;
+    const int ppb = int(std::max<int64_t>(1, (total_pages + blocks_wanted - 1) / blocks_wanted));
+    const int gx = (p.max_pages + ppb - 1) / ppb;
+    indexer_score_mma_kernel<<<dim3(gx, p.B), kMmaThreads, smem, stream>>>(p, ppb);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const size_t smem = score_smem_bytes(p.Hi, D);
   require(smem <= 227 * 1024, "indexer_score_cuda: Hi = " + std::to_string(p.Hi) + ", D = " +
-                                  std::to_string(p.layout.dim) + " need " + std::to_string(smem) +
+                                  std::to_string(D) + " need " + std::to_string(smem) +
                                   " bytes of shared memory, more than the 227 KiB a block can have");
   CUDA_CHECK(cudaFuncSetAttribute(indexer_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   indexer_score_kernel<<<dim3(p.max_pages, p.B), kScoreThreads, smem, stream>>>(p);

@@ -28,6 +28,9 @@ struct IndexerScoreParams {
 // the indexer cache); FP8 keys dequantize to e4m3 * scale in fp32, BF16 keys to their value.
 // Throws glm5::Error on null pointers, B/Hi < 0, max_pages < 1, and (CPU twin only, it reads them)
 // seq_len outside [0, max_pages*64] or a negative page id below seq_len; the kernel writes -inf there.
+// GPU: Hi = 32 and D a multiple of 16 in [32, 128] (GLM-5: 32 x 128) run on TF32 tensor cores, the
+// key values exact, q as two TF32 terms and the FP8 scale applied after the dot product: equal to
+// the fp32 twin within ~1e-6 relative (not bit for bit); other shapes use an fp32 FMA kernel.
 void validate_indexer_score_params(const IndexerScoreParams& p);
 void indexer_score_cpu(const IndexerScoreParams& p);
 void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
