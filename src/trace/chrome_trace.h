@@ -7,8 +7,10 @@
 
 namespace glm5 {
 
-// Writes `t` to `path` as {"schemaVersion":1, "deviceProperties":[...], "distributedInfo":{...},
-// "baseTimeNanoseconds":N, "traceEvents":[...], "displayTimeUnit":"ms"}. Events are "ph":"X" with ts/dur
+// Writes `t` to `path` as {"schemaVersion": 1, "distributedInfo": {"rank": 0, ...}, "deviceProperties":
+// [...], "baseTimeNanoseconds": N, "displayTimeUnit": "ms", "glm5prof": {...}, "traceEvents": [...]}, one
+// event per line, distributedInfo on the first line (HolisticTraceAnalysis reads the rank from there;
+// tools/hta_check.py checks its kernel breakdown against report.json). Events are "ph":"X" with ts/dur
 // in microseconds (floats) relative to t.base_time_ns; categories kernel, cuda_runtime, cuda_driver,
 // gpu_memcpy, gpu_memset, user_annotation, gpu_user_annotation, cpu_op; "ac2g" flows (s/f) link each
 // runtime launch to its kernel by correlation id. pid = device for GPU events, the process id for host

@@ -139,20 +139,29 @@ void write_chrome_trace(const Timeline& t, const std::string& path) {
 
   json props = json::array();
   for (const DeviceProperties& d : t.devices) props.push_back(device_properties(d));
-  json doc = {{"schemaVersion", 1},
-              {"deviceProperties", props},
-              {"distributedInfo", {{"rank", 0}, {"world_size", 1}, {"backend", "nccl"}}},
-              {"baseTimeNanoseconds", base},
-              {"displayTimeUnit", "ms"},
-              {"glm5prof",
-               {{"source", t.source},
-                {"complete", t.complete},
-                {"records_dropped", t.records_dropped},
-                {"kernels_launched", t.kernels_launched},
-                {"kernels_recorded", t.kernels_recorded},
-                {"messages", t.messages}}},
-              {"traceEvents", std::move(events)}};
-  write_file_atomic(path, doc.dump() + "\n");
+  json info = {{"source", t.source},
+               {"complete", t.complete},
+               {"records_dropped", t.records_dropped},
+               {"kernels_launched", t.kernels_launched},
+               {"kernels_recorded", t.kernels_recorded},
+               {"messages", t.messages}};
+  // Written by hand, one event per line, distributedInfo first: HolisticTraceAnalysis finds a trace's
+  // rank by the regex "rank":\s+(\d+) on the first line that matches (hta/common/trace_file.py), so
+  // the key needs its space and must come before any event; one line per event keeps the file
+  // greppable and avoids one multi-GB line. Still one JSON document.
+  std::string doc;
+  doc.reserve(events.size() * 160 + 4096);
+  doc += "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"world_size\": 1, \"backend\": \"nccl\"},\n";
+  doc += "\"deviceProperties\": " + props.dump() + ",\n";
+  doc += "\"baseTimeNanoseconds\": " + std::to_string(base) + ", \"displayTimeUnit\": \"ms\",\n";
+  doc += "\"glm5prof\": " + info.dump() + ",\n";
+  doc += "\"traceEvents\": [";
+  for (size_t i = 0; i < events.size(); ++i) {
+    doc += i ? ",\n" : "\n";
+    doc += events[i].dump();
+  }
+  doc += "\n]}\n";
+  write_file_atomic(path, doc);
 }
 
 }  // namespace glm5
