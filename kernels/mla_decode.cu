@@ -305,10 +305,10 @@ bool tc_supported(const MlaDecodeParams& p) {
          l.row_bytes % 16 == 0 && (reinterpret_cast<uintptr_t>(p.kv) & 15u) == 0;
 }
 
-template <int MT, bool kSplit>
+template <int MT, bool kSplit, bool kPipe = false>
 void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  const mla_tc::Smem sm(MT, p.layout.fp8, p.layout.row_bytes);
-  auto kernel = mla_tc::mla_decode_tc_kernel<MT, kSplit>;
+  const mla_tc::Smem sm(MT, p.layout.fp8, p.layout.row_bytes, kPipe);
+  auto kernel = mla_tc::mla_decode_tc_kernel<MT, kSplit, kPipe>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm.total));
   kernel<<<dim3((p.H * p.s_q + 63) / 64, p.B, S), mla_tc::kThreads, sm.total, stream>>>(p, chunk);
   CUDA_CHECK_LAUNCH();
@@ -317,7 +317,9 @@ void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) 
 template <bool kSplit>
 void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
   const int hq = p.H * p.s_q;
-  if (hq <= 16) launch_tc<1, kSplit>(p, S, chunk, stream);
+  if (p.kernel == MlaDecodeKernel::TensorCorePipelined && p.layout.fp8 && hq > 32)
+    launch_tc<4, kSplit, true>(p, S, chunk, stream);
+  else if (hq <= 16) launch_tc<1, kSplit>(p, S, chunk, stream);
   else if (hq <= 32) launch_tc<2, kSplit>(p, S, chunk, stream);
   else launch_tc<4, kSplit>(p, S, chunk, stream);
 }
@@ -328,8 +330,8 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   validate_mla_decode_params(p);
   const int L = p.layout.latent_dim, R = p.layout.rope_dim;
   if (p.B == 0 || p.H == 0) return;
-  const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p) : p.kernel == MlaDecodeKernel::TensorCore;
-  require(!tc || tc_supported(p), "mla_decode_cuda: kernel = TensorCore needs L = 512, R % 16 == 0, R <= 64 and "
+  const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p) : p.kernel != MlaDecodeKernel::Fp32;
+  require(!tc || tc_supported(p), "mla_decode_cuda: kernel = TensorCore(Pipelined) needs L = 512, R % 16 == 0, R <= 64 and "
                                   "16-byte aligned kv rows; got L = " + std::to_string(L) + ", R = " +
                                   std::to_string(R) + ", row_bytes = " + std::to_string(p.layout.row_bytes));
   require(tc || (L <= kMaxLatent && R <= kMaxRope),

@@ -18,7 +18,10 @@ namespace glm5 {
 // Fp32. TensorCore: BF16 mma.sync, one CTA per (request, 64 heads, chunk) (kernels/mla_decode_tc.cuh);
 // throws glm5::Error on other shapes. Fp32: the FMA kernel, one block per (request, 16 heads, chunk),
 // any L <= 512, R <= 128 (kept for the shapes TensorCore does not handle, e.g. glm5-tiny's L = 64).
-enum class MlaDecodeKernel { Auto, TensorCore, Fp32 };
+// TensorCorePipelined (experimental, not chosen by Auto until measured): TensorCore with FP8 rows
+// fetched two tiles ahead and dequantized during the previous tile's P . V; bitwise the same results;
+// for BF16 rows or <= 32 query heads per request it runs TensorCore.
+enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined };
 
 struct MlaDecodeParams {
   const float* q_latent;  // [B, H, L]

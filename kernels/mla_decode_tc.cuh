@@ -43,20 +43,22 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Byte offsets of the shared-memory regions (host and device agree).
 struct Smem {
   int q, kv, stage, s, p, m, l, a, idx, total;
-  __host__ __device__ Smem(int mt, bool fp8, int row_bytes) {
+  // pipe (MT = 4, FP8 rows only): the second K/V tile aliases q (Q lives in registers after the
+  // prologue), three staging buffers (cp.async two tiles ahead), a ring of four index tiles.
+  __host__ __device__ Smem(int mt, bool fp8, int row_bytes, bool pipe = false) {
     const int hb = 16 * mt;
+    const int kv_bytes = kTileRows * kStride * 2;
     q = 0;
     kv = q + hb * kStride * 2;
-    const int kv_bytes = kTileRows * kStride * 2;
     stage = kv + (fp8 ? 1 : 2) * kv_bytes;
-    s = stage + (fp8 ? 2 * kTileRows * row_bytes : 0);
+    s = stage + (fp8 ? (pipe ? 3 : 2) * kTileRows * row_bytes : 0);
     s = (s + 15) / 16 * 16;
     p = s + (mt == 2 ? 1 : 2) * hb * kSStride * 4;  // k-parts of S: see mla_decode_tc_kernel
     m = p + hb * kPStride * 2;
     l = m + hb * 4;
     a = l + hb * 4;
     idx = a + hb * 4;
-    total = idx + 3 * kTileRows * 4;
+    total = idx + (pipe ? 4 : 3) * kTileRows * 4;
   }
 };
 
@@ -143,6 +145,28 @@ __device__ __forceinline__ void dequant_tile(const LatentLayout& l, const uint8_
   }
 }
 
+// The pipelined kernel's dequantization, split in branch-free pieces it interleaves with P . V:
+// code chunk jobs j = tid + 256 k (row j / 32, 16 codes from 16 (j % 32)), L = 512, G = 128.
+__device__ __forceinline__ void dequant_codes_job(const LatentLayout& l, const uint8_t* stage, uint16_t* kv_s, int j) {
+  const int r = j >> 5, c = j & 31;
+  const uint8_t* row = stage + r * l.row_bytes;
+  const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * c);
+  const float sc = *reinterpret_cast<const float*>(row + kL + 4 * (c >> 3));
+  const uint2 a = dequant4_bf16(codes.x, sc), b2 = dequant4_bf16(codes.y, sc);
+  const uint2 c2 = dequant4_bf16(codes.z, sc), d2 = dequant4_bf16(codes.w, sc);
+  uint4* o = reinterpret_cast<uint4*>(kv_s + r * kStride + 16 * c);
+  o[0] = make_uint4(a.x, a.y, b2.x, b2.y);
+  o[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+}
+__device__ __forceinline__ void dequant_rope(const LatentLayout& l, const uint8_t* stage, uint16_t* kv_s, int tid) {
+  const int per_row = l.rope_dim / 8;  // 16-byte chunks of rope per row
+  for (int j = tid; j < kTileRows * per_row; j += kThreads) {
+    const int r = j / per_row, k = j - r * per_row;
+    *reinterpret_cast<uint4*>(kv_s + r * kStride + kL + 8 * k) =
+        *reinterpret_cast<const uint4*>(stage + r * l.row_bytes + l.rope_offset() + 16 * k);
+  }
+}
+
 // Q of query heads [h0, h0 + HB) of request b (zeros past HQ) -> bf16 q_s rows [latent | rope].
 // Loads are batched (kBatch independent loads per thread in flight before the stores): this runs once
 // per CTA, but with one load at a time its latency would cost as much as many tiles.
@@ -211,8 +235,13 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 // MT m16 tiles of heads (16 * MT heads per CTA, from h0 = blockIdx.x * 64). kSplit: rows
 // [z * chunk, (z + 1) * chunk) of the top-k (z = blockIdx.z), partial to the workspace; else all rows,
 // out and lse.
-template <int MT, bool kSplit>
+// kPipe (MT = 4, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead and
+// tile t + 1 is dequantized during tile t's P . V (its loads, converts and stores issue beside the
+// MMAs), into a second K/V tile that aliases Q's shared memory; 3 barriers per tile instead of 4.
+// Same S / softmax / P . V arithmetic in the same order: results are bitwise those of kPipe = false.
+template <int MT, bool kSplit, bool kPipe = false>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodeParams p, int chunk) {
+  static_assert(!kPipe || MT == 4, "the pipelined kernel holds Q in registers (MT = 4)");
   constexpr int HB = 16 * MT;                  // heads per CTA (padded)
   // S-phase warp roles: MT = 4: warp (m-tile w % 4, k-half w / 4), its Q fragments held in registers
   // for the whole kernel (K read 4x from smem instead of 8x), 4 n8 tiles (all 32 rows); MT = 2: warp
@@ -225,7 +254,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   const LatentLayout& lay = p.layout;
   const bool fp8 = lay.fp8;
   const int L = lay.latent_dim, W = L + lay.rope_dim;
-  const Smem sm(MT, fp8, lay.row_bytes);
+  const Smem sm(MT, fp8, lay.row_bytes, kPipe);
   uint16_t* q_s = reinterpret_cast<uint16_t*>(smem + sm.q);
   uint16_t* kv_base = reinterpret_cast<uint16_t*>(smem + sm.kv);
   uint8_t* stage = smem + sm.stage;
@@ -243,17 +272,22 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   const int ntiles = j_end > j_begin ? (j_end - j_begin + kTileRows - 1) / kTileRows : 0;
   const int kv_tile_elems = kTileRows * kStride;
 
-  // Indices: idx_s[t % 3] holds tile t's; tile t + 2's travel in a register one tile ahead.
+  // Indices: idx_s[t % R] holds tile t's (R = 3; pipelined: 4, and tiles 0..2 up front); the next
+  // tile's travel in a register one tile ahead.
+  constexpr int kRing = kPipe ? 4 : 3;
   int idx_next = -1;
   if (tid < kTileRows) {
-    idx_s[tid] = tile_index(p, b, j_begin, j_end, tid);
-    idx_s[kTileRows + tid] = tile_index(p, b, j_begin + kTileRows, j_end, tid);
-    idx_next = tile_index(p, b, j_begin + 2 * kTileRows, j_end, tid);
+    for (int k = 0; k < kRing - 1; ++k) idx_s[k * kTileRows + tid] = tile_index(p, b, j_begin + k * kTileRows, j_end, tid);
+    idx_next = tile_index(p, b, j_begin + (kRing - 1) * kTileRows, j_end, tid);
   }
   __syncthreads();
-  // Prologue: tile 0 in flight while Q is converted.
+  // Prologue: tile 0 (pipelined: and tile 1) in flight while Q is converted.
   if (ntiles > 0) issue_tile(p, idx_s, fp8 ? stage : reinterpret_cast<uint8_t*>(kv_base), tid);
   cp_async_commit();
+  if constexpr (kPipe) {
+    if (ntiles > 1) issue_tile(p, idx_s + kTileRows, stage + kTileRows * lay.row_bytes, tid);
+    cp_async_commit();
+  }
   load_q<HB>(p, b, h0, HQ, q_s, tid);
   if (tid < HB) {
     m_s[tid] = -INFINITY;  // base-2 units (scores times log2 e)
@@ -286,29 +320,46 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
     qf[kq][0] = qf[kq][1] = qf[kq][2] = qf[kq][3] = 0u;
     if (kQReg && ks_begin + kq < ks_end) ldsm_x4(q_addr + (ks_begin + kq) * 32, qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3]);
   }
+  // Pipelined: K/V tile i % 2 at kv_base (i even) or over q_s (i odd); tile 0 dequantized here.
+  uint16_t* const kv_alt = kPipe ? q_s : kv_base;
+  if constexpr (kPipe) {
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // tile 0 (tile 1 may be in flight)
+    __syncthreads();  // tile 0 visible; every warp holds its Q fragments (q_s becomes a K/V tile)
+    dequant_tile(lay, stage, kv_base, tid);
+  }
 
   for (int t = 0; t < ntiles; ++t) {
     const int j0 = j_begin + t * kTileRows;
     cp_async_wait_all();
-    __syncthreads();  // tile t landed for all threads; the previous tile is consumed; Q, m, l ready
-    if (t + 1 < ntiles) {
-      uint8_t* dst = fp8 ? stage + ((t + 1) & 1) * kTileRows * lay.row_bytes
-                         : reinterpret_cast<uint8_t*>(kv_base + ((t + 1) & 1) * kv_tile_elems);
-      issue_tile(p, idx_s + ((t + 1) % 3) * kTileRows, dst, tid);
-    }
-    cp_async_commit();
-    if (tid < kTileRows) {  // tile t + 2's indices to smem (last read by tile t - 1), tile t + 3's loaded
-      idx_s[((t + 2) % 3) * kTileRows + tid] = idx_next;
-      idx_next = tile_index(p, b, j0 + 3 * kTileRows, j_end, tid);
-    }
+    __syncthreads();  // tile t (pipelined: t + 1) landed for all threads; the previous tile is consumed
     const uint16_t* kv_s = kv_base;
-    if (fp8) {
-      dequant_tile(lay, stage + (t & 1) * kTileRows * lay.row_bytes, kv_base, tid);
-      __syncthreads();
+    const int* tidx = idx_s + (t % kRing) * kTileRows;
+    if constexpr (kPipe) {
+      if (t + 2 < ntiles) issue_tile(p, idx_s + ((t + 2) % 4) * kTileRows, stage + ((t + 2) % 3) * kTileRows * lay.row_bytes, tid);
+      cp_async_commit();
+      if (tid < kTileRows) {  // tile t + 3's indices to smem (last read by tile t - 1), tile t + 4's loaded
+        idx_s[((t + 3) % 4) * kTileRows + tid] = idx_next;
+        idx_next = tile_index(p, b, j0 + 4 * kTileRows, j_end, tid);
+      }
+      kv_s = (t & 1) ? kv_alt : kv_base;
     } else {
-      kv_s = kv_base + (t & 1) * kv_tile_elems;
+      if (t + 1 < ntiles) {
+        uint8_t* dst = fp8 ? stage + ((t + 1) & 1) * kTileRows * lay.row_bytes
+                           : reinterpret_cast<uint8_t*>(kv_base + ((t + 1) & 1) * kv_tile_elems);
+        issue_tile(p, idx_s + ((t + 1) % 3) * kTileRows, dst, tid);
+      }
+      cp_async_commit();
+      if (tid < kTileRows) {  // tile t + 2's indices to smem (last read by tile t - 1), tile t + 3's loaded
+        idx_s[((t + 2) % 3) * kTileRows + tid] = idx_next;
+        idx_next = tile_index(p, b, j0 + 3 * kTileRows, j_end, tid);
+      }
+      if (fp8) {
+        dequant_tile(lay, stage + (t & 1) * kTileRows * lay.row_bytes, kv_base, tid);
+        __syncthreads();
+      } else {
+        kv_s = kv_base + (t & 1) * kv_tile_elems;
+      }
     }
-    const int* tidx = idx_s + (t % 3) * kTileRows;
 
     // ---- S = Q . K^T: warp tile 16 heads x (8 NT) rows over k-steps [ks_begin, ks_end) ----
     {
@@ -427,7 +478,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
         }
+        if constexpr (kPipe) {  // tile t + 1 (stale past the last tile: written, never read)
+          const uint8_t* st = stage + ((t + 1) % 3) * kTileRows * lay.row_bytes;
+          uint16_t* dst = (t & 1) ? kv_base : kv_alt;
+          dequant_codes_job(lay, st, dst, tid + (kk / 16) * 2 * kThreads);
+          dequant_codes_job(lay, st, dst, tid + ((kk / 16) * 2 + 1) * kThreads);
+        }
       }
+      if constexpr (kPipe)
+        dequant_rope(lay, stage + ((t + 1) % 3) * kTileRows * lay.row_bytes, (t & 1) ? kv_base : kv_alt, tid);
     }
   }
   cp_async_wait_all();

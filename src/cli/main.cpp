@@ -191,6 +191,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
   prof->add_option("--steps", po.steps, "measured decode steps")->capture_default_str()->check(CLI::Range(1, 1000));
   prof->add_option("--warmup", po.warmup, "untraced steps first")->capture_default_str()->check(CLI::Range(0, 1000));
+  prof->add_option("--untraced-steps", po.untraced_steps,
+                   "steps timed with CUDA events only (no CUPTI) before tracing: the report states the tracing overhead")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  prof->add_flag("--graph", po.graph, "capture each decode step into a CUDA graph once and replay it (CUDA backend)");
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

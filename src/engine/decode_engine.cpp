@@ -16,6 +16,9 @@
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "engine/comm.h"
+#include "profiler/graph_capture.h"
+
+#include <chrono>
 
 // Runs the op on the engine's backend: the CPU twin with host pointers or the CUDA launcher.
 #define GLM5_RUN(family, params) (cuda_ ? family##_cuda((params), stream_) : family##_cpu(params))
@@ -36,6 +39,38 @@ struct DecodeEngine::LayerWeights {
   const float *e_gate_s = nullptr, *e_up_s = nullptr, *e_down_s = nullptr;  // FP8 experts' block scales
   DType e_dt = DType::F32;
   int expert_begin = 0, experts = 0;  // this rank's routed experts (expert parallel)
+};
+
+struct DecodeEngine::CudaState {
+  int32_t* tokens_host = nullptr;        // pinned staging of the step's tokens [batch]
+  cudaEvent_t tokens_copied = nullptr;   // their last upload
+  bool tokens_pending = false;
+  cudaEvent_t begin = nullptr, end = nullptr;  // around the step's device work
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  std::unique_ptr<CapturedGraph> record;
+  explicit CudaState(int batch) {
+    CUDA_CHECK(cudaMallocHost(&tokens_host, size_t(batch) * sizeof(int32_t)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&tokens_copied, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&begin));
+    CUDA_CHECK(cudaEventCreate(&end));
+  }
+  void drop_graph() {
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    exec = nullptr;
+    graph = nullptr;
+    record.reset();
+  }
+  ~CudaState() {  // never throws
+    drop_graph();
+    if (begin) cudaEventDestroy(begin);
+    if (end) cudaEventDestroy(end);
+    if (tokens_copied) cudaEventDestroy(tokens_copied);
+    if (tokens_host) cudaFreeHost(tokens_host);
+  }
+  CudaState(const CudaState&) = delete;
+  CudaState& operator=(const CudaState&) = delete;
 };
 
 namespace {
@@ -176,7 +211,10 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   if (cuda_) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     linear_ctx_ = std::make_unique<LinearContext>();
+    cs_ = std::make_unique<CudaState>(opt.batch);
   }
+  require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
+          "engine: --graph with NCCL collectives (--tp N on N GPUs) is not supported; use --rank R or drop --graph");
   const ModelConfig& c = cfg_;
   if (opt.comm) {
     tp_ = opt.comm->size();
@@ -309,7 +347,50 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
 }
 
 DecodeEngine::~DecodeEngine() {
+  cs_.reset();
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+void DecodeEngine::reset_graph() {
+  if (cs_) cs_->drop_graph();
+}
+
+const CapturedGraph* DecodeEngine::captured_graph() const { return cs_ ? cs_->record.get() : nullptr; }
+
+void DecodeEngine::capture_graph() {
+  cs_->drop_graph();
+  auto record = std::make_unique<CapturedGraph>();
+  GraphCaptureRecorder recorder(stream_, *record);
+  OpTracer* outer = tracer_;
+  outer->begin_graph_capture();
+  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  tracer_ = &recorder;
+  cudaGraph_t g = nullptr;
+  try {
+    run_ops();
+    recorder.flush();
+  } catch (...) {
+    tracer_ = outer;
+    cudaStreamEndCapture(stream_, &g);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();  // clear a capture-invalidation error: the stream stays usable
+    outer->end_graph_capture();
+    throw;
+  }
+  tracer_ = outer;
+  const cudaError_t e = cudaStreamEndCapture(stream_, &g);
+  outer->end_graph_capture();
+  if (e != cudaSuccess || !g)
+    throw Error(std::string("engine: capturing the decode step into a CUDA graph failed: ") + cudaGetErrorName(e) +
+                " (" + cudaGetErrorString(e) + ")");
+  try {
+    cs_->exec = instantiate_tracked(g, *record);
+  } catch (...) {
+    cudaGraphDestroy(g);
+    throw;
+  }
+  cs_->graph = g;
+  cs_->record = std::move(record);
 }
 
 OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops) const {
@@ -336,44 +417,49 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
   for (int32_t t : tokens)
     require(t >= 0 && t < c.vocab_size, "engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                             std::to_string(c.vocab_size) + ")");
-  tokens_.upload(tokens.data(), tokens.size() * 4);
-  pool_->begin_step();
+  if (cuda_) {  // async from pinned memory: the device buffer stays where a captured graph reads it
+    if (cs_->tokens_pending) CUDA_CHECK(cudaEventSynchronize(cs_->tokens_copied));
+    std::copy(tokens.begin(), tokens.end(), cs_->tokens_host);
+    CUDA_CHECK(cudaMemcpyAsync(tokens_.data(), cs_->tokens_host, tokens.size() * 4, cudaMemcpyHostToDevice, stream_));
+    CUDA_CHECK(cudaEventRecord(cs_->tokens_copied, stream_));
+    cs_->tokens_pending = true;
+  } else {
+    tokens_.upload(tokens.data(), tokens.size() * 4);
+  }
+  pool_->begin_step(stream_);
   const int topk = c.has_indexer ? c.index_topk : pool_->max_pages() * kPageSize;
   context_tokens_ = selected_tokens_ = 0;
   for (int32_t n : pool_->host_seq_lens()) {
     context_tokens_ += n;
     selected_tokens_ += std::min(n, topk);
   }
+  const bool use_graph = cuda_ && opt_.graph && !capture_;
+  if (use_graph && !cs_->exec && warmed_) capture_graph();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (cuda_) CUDA_CHECK(cudaEventRecord(cs_->begin, stream_));
   {
     RangeScope step_range(*tracer_, "step." + std::to_string(step_));
-    {
-      const WeightTensor& e = w_.get("model.embed_tokens.weight");
-      OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
-      EmbeddingParams p{tokens_.as<int32_t>(), e.data, e.dtype, x_.as<float>(), B, c.hidden_size};
-      GLM5_RUN(embedding, p);
-    }
-    if (capture_) { capture_->clear(); capture(x_); }
-    for (int l = 0; l < c.num_hidden_layers; ++l) {
-      RangeScope layer_range(*tracer_, "layer." + std::to_string(l));
-      attention(l);
-      mlp(l);
-      if (capture_) capture(x_);
-    }
-    {
-      OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
-      NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
-                   c.hidden_size, c.hidden_size, c.rms_norm_eps};
-      GLM5_RUN(rmsnorm, p);
-    }
-    if (capture_) capture(xn_);
-    linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
-    {
-      OpScope s(*tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
-      ArgmaxParams p{logits_.as<float>(), next_.as<int32_t>(), B, c.vocab_size};
-      GLM5_RUN(argmax, p);
+    if (use_graph && cs_->exec) {
+      tracer_->begin_graph_launch(step_, *cs_->record);
+      const cudaError_t e = cudaGraphLaunch(cs_->exec, stream_);
+      tracer_->end_graph_launch();
+      if (e != cudaSuccess)
+        throw Error(std::string("engine: cudaGraphLaunch of the decode step failed: ") + cudaGetErrorName(e) + " (" +
+                    cudaGetErrorString(e) + ")");
+    } else {
+      run_ops();
     }
   }
-  if (cuda_) CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (cuda_) {
+    CUDA_CHECK(cudaEventRecord(cs_->end, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    float ms = 0;
+    CUDA_CHECK(cudaEventElapsedTime(&ms, cs_->begin, cs_->end));
+    last_step_us_ = double(ms) * 1e3;
+  } else {
+    last_step_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  }
+  warmed_ = true;
   std::vector<int32_t> next(B);
   next_.download(next.data(), size_t(B) * 4);
   if (logits) {
@@ -382,6 +468,37 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
   }
   ++step_;
   return next;
+}
+
+void DecodeEngine::run_ops() {
+  const ModelConfig& c = cfg_;
+  const int B = opt_.batch;
+  {
+    const WeightTensor& e = w_.get("model.embed_tokens.weight");
+    OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
+    EmbeddingParams p{tokens_.as<int32_t>(), e.data, e.dtype, x_.as<float>(), B, c.hidden_size};
+    GLM5_RUN(embedding, p);
+  }
+  if (capture_) { capture_->clear(); capture(x_); }
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    RangeScope layer_range(*tracer_, "layer." + std::to_string(l));
+    attention(l);
+    mlp(l);
+    if (capture_) capture(x_);
+  }
+  {
+    OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+    NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
+                 c.hidden_size, c.hidden_size, c.rms_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
+  if (capture_) capture(xn_);
+  linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
+  {
+    OpScope s(*tracer_, desc("sample", -1, double(B) * c.vocab_size * 4, 0));
+    ArgmaxParams p{logits_.as<float>(), next_.as<int32_t>(), B, c.vocab_size};
+    GLM5_RUN(argmax, p);
+  }
 }
 
 void DecodeEngine::capture(const Buffer& b) {

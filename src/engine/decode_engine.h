@@ -17,6 +17,7 @@
 #include "engine/run_spec.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "profiler/graph_record.h"
 #include "profiler/op_tracer.h"
 
 namespace glm5 {
@@ -46,6 +47,13 @@ struct EngineOptions {
   // (MLA keeps one latent per token for all heads). Partial outputs are summed by comm->all_reduce_sum
   // after o_proj and after the MLP / MoE. Null: one rank, no collectives.
   Communicator* comm = nullptr;
+  // CUDA backend: capture one whole decode step (all layers) into a CUDA graph once and replay it
+  // every step (the first step runs eagerly: it sizes cuBLASLt's buffers and picks its algorithms;
+  // the second is captured, instantiated and launched). Per-step inputs (tokens, sequence lengths,
+  // slots, positions) are copied asynchronously from pinned host memory into fixed device buffers
+  // before each launch; no kernel argument changes between steps. Ignored on the CPU backend and
+  // while hidden states are captured (set_hidden_capture); not with NCCL collectives.
+  bool graph = false;
 };
 
 class DecodeEngine {
@@ -67,6 +75,17 @@ class DecodeEngine {
   // embedding and after every layer, then the final-normed state (HF output_hidden_states order).
   void set_hidden_capture(std::vector<std::vector<float>>* out) { capture_ = out; }
 
+  // CUDA graphs (EngineOptions::graph): drops the captured graph so the next step captures anew
+  // (e.g. after a profiler attached). captured_graph() is the current capture's record (ops and the
+  // graph nodes their launches became), nullptr before the first capture or without graphs.
+  void reset_graph();
+  const CapturedGraph* captured_graph() const;
+
+  // Time of the last step's device work [us]: CUDA events recorded on the engine stream around the
+  // step's kernels (after the per-step uploads, before the downloads); on the CPU backend the host
+  // wall time of the same span. No profiler needed: this is the untraced step time.
+  double last_step_us() const { return last_step_us_; }
+
   int steps_done() const { return step_; }
   void set_step_index(int s) { step_ = s; }
   cudaStream_t stream() const { return stream_; }
@@ -85,6 +104,8 @@ class DecodeEngine {
   };
   struct LayerWeights;
 
+  void run_ops();        // the step's ops, embedding to sampling (no step range)
+  void capture_graph();  // captures run_ops() on stream_ and instantiates it
   void attention(int layer);
   void mlp(int layer);
   void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
@@ -117,6 +138,10 @@ class DecodeEngine {
   double selected_tokens_ = 0;  // this step: sum over requests of the top-k rows attention reads
   std::vector<std::vector<float>>* capture_ = nullptr;
   void capture(const Buffer& b);
+  double last_step_us_ = 0;
+  bool warmed_ = false;  // a step ran eagerly (cuBLASLt buffers sized): graph capture may begin
+  struct CudaState;      // pinned token staging, step events, the captured graph
+  std::unique_ptr<CudaState> cs_;
 
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;

@@ -9,6 +9,23 @@
 
 namespace glm5 {
 
+// [seq_lens | slots | positions] x batch int32 in pinned host memory; `copied` marks their last upload.
+struct KvPool::Staging {
+  int32_t* host = nullptr;
+  cudaEvent_t copied = nullptr;
+  bool pending = false;
+  explicit Staging(int batch) {
+    CUDA_CHECK(cudaMallocHost(&host, size_t(3) * batch * sizeof(int32_t)));
+    CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  }
+  ~Staging() {
+    if (copied) cudaEventDestroy(copied);
+    if (host) cudaFreeHost(host);
+  }
+  Staging(const Staging&) = delete;
+  Staging& operator=(const Staging&) = delete;
+};
+
 namespace {
 int64_t pages_for(int64_t tokens) { return (tokens + kPageSize - 1) / kPageSize; }
 }  // namespace
@@ -79,7 +96,7 @@ void KvPool::fill_context(int context, cudaStream_t stream) {
   std::fill(seq_lens_.begin(), seq_lens_.end(), context);
 }
 
-void KvPool::begin_step() {
+void KvPool::begin_step(cudaStream_t stream) {
   for (int b = 0; b < opt_.batch; ++b) {
     int pos = seq_lens_[b];
     require(pos < opt_.max_seq_len, "KV pool: request " + std::to_string(b) + " ran past its reserved " +
@@ -88,9 +105,24 @@ void KvPool::begin_step() {
     positions_[b] = pos;
     seq_lens_[b] = pos + 1;
   }
-  seq_lens_dev_.upload(seq_lens_.data(), seq_lens_.size() * 4);
-  slots_dev_.upload(slots_.data(), slots_.size() * 4);
-  positions_dev_.upload(positions_.data(), positions_.size() * 4);
+  if (opt_.where != Where::Device) {
+    seq_lens_dev_.upload(seq_lens_.data(), seq_lens_.size() * 4);
+    slots_dev_.upload(slots_.data(), slots_.size() * 4);
+    positions_dev_.upload(positions_.data(), positions_.size() * 4);
+    return;
+  }
+  if (!staging_) staging_ = std::make_shared<Staging>(opt_.batch);
+  if (staging_->pending) CUDA_CHECK(cudaEventSynchronize(staging_->copied));
+  const size_t n = size_t(opt_.batch);
+  int32_t* h = staging_->host;
+  std::copy(seq_lens_.begin(), seq_lens_.end(), h);
+  std::copy(slots_.begin(), slots_.end(), h + n);
+  std::copy(positions_.begin(), positions_.end(), h + 2 * n);
+  CUDA_CHECK(cudaMemcpyAsync(seq_lens_dev_.data(), h, n * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaMemcpyAsync(slots_dev_.data(), h + n, n * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaMemcpyAsync(positions_dev_.data(), h + 2 * n, n * 4, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(staging_->copied, stream));
+  staging_->pending = true;
 }
 
 }  // namespace glm5

@@ -4,6 +4,7 @@
 // block table), drawn from a shuffled free list so rows are scattered as in a long-running server.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -44,8 +45,12 @@ class KvPool {
   void fill_context(int context, cudaStream_t stream);
 
   // Reserves the next position of every request; afterwards new_slots()[b] is where request b's
-  // token goes and seq_lens()[b] counts it. Uploads the tables when the pool lives on the GPU.
-  void begin_step();
+  // token goes and seq_lens()[b] counts it. When the pool lives on the GPU the per-step tables
+  // (seq_lens, new_slots, positions) are staged in pinned host memory and copied with
+  // cudaMemcpyAsync on `stream`, so a CUDA graph captured on that stream reads them from the same
+  // device addresses every replay. The staging buffer is reused: begin_step waits for the previous
+  // step's copies (an event) before overwriting it.
+  void begin_step(cudaStream_t stream = nullptr);
   const int32_t* block_table() const { return block_table_dev_.as<int32_t>(); }  // [B, max_pages]
   const int32_t* seq_lens() const { return seq_lens_dev_.as<int32_t>(); }        // [B]
   const int32_t* new_slots() const { return slots_dev_.as<int32_t>(); }          // [B]
@@ -62,6 +67,8 @@ class KvPool {
   std::vector<Buffer> latent_, indexer_;
   std::vector<int32_t> block_table_, seq_lens_, slots_, positions_;
   Buffer block_table_dev_, seq_lens_dev_, slots_dev_, positions_dev_;
+  struct Staging;  // pinned host copy of the per-step tables + the event of their last upload
+  std::shared_ptr<Staging> staging_;
 };
 
 }  // namespace glm5

@@ -22,6 +22,11 @@ struct ProfileOptions {
   int64_t pool_tokens = -1;       // -1: default (495000 on CUDA for glm5, 4096 on CPU)
   int steps = 3;
   int warmup = 1;
+  // Steps run after the warm-up without any profiler and timed with CUDA events only (host clock on
+  // the CPU backend), to state the tracing overhead against the traced steps (report: timing).
+  int untraced_steps = 3;
+  // CUDA backend: capture each decode step into a CUDA graph once and replay it (EngineOptions::graph).
+  bool graph = false;
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

@@ -45,6 +45,8 @@ MemcpyRecord copy_record(const CuptiCopy& m, std::string name, bool is_memset) {
   x.stream = m.streamId;
   x.correlation_id = m.correlationId;
   x.bytes = m.bytes;
+  x.graph_node_id = m.graphNodeId;
+  x.graph_id = m.graphId;
   return x;
 }
 
@@ -74,6 +76,7 @@ void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
         x.grid = {k->gridX, k->gridY, k->gridZ};
         x.block = {k->blockX, k->blockY, k->blockZ};
         x.graph_node_id = k->graphNodeId;
+        x.graph_id = k->graphId;
         got.kernels.push_back(std::move(x));
         break;
       }

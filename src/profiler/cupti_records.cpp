@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <set>
 #include <unordered_map>
 
 namespace glm5 {
@@ -42,10 +43,119 @@ void attribute(Activity& a, uint64_t external_id, const std::map<uint64_t, OpDes
   a.flops = it->second.flops;
 }
 
+struct PendingGraphWork {
+  size_t index = 0;        // into Timeline.activities
+  uint64_t launch = 0;     // the graph launch's external id
+  uint64_t node_id = 0;    // CUPTI graph node id of the record (0: none)
+  bool kernel = true;
+};
+
+// See build_timeline_from_records (cupti_records.h): node id first, launch order as the fallback.
+void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& pending, const GraphAttribution& graphs) {
+  if (pending.empty()) return;
+  struct GraphIndex {
+    std::unordered_map<uint64_t, int> op_of_node;  // captured node id -> op index
+    std::vector<int> kernel_order;                 // op index of each captured kernel node, in order
+  };
+  std::vector<GraphIndex> index(graphs.graphs.size());
+  for (size_t g = 0; g < graphs.graphs.size(); ++g)
+    for (size_t i = 0; i < graphs.graphs[g].ops.size(); ++i)
+      for (const CapturedNode& n : graphs.graphs[g].ops[i].nodes) {
+        if (n.id) index[g].op_of_node[n.id] = int(i);
+        if (n.kernel) index[g].kernel_order.push_back(int(i));
+      }
+  uint64_t next_id = 1;
+  if (!t.ops.empty()) next_id = std::max(next_id, t.ops.rbegin()->first + 1);
+  if (!graphs.launches.empty()) next_id = std::max(next_id, graphs.launches.rbegin()->first + 1);
+  if (!graphs.captures.empty()) next_id = std::max(next_id, *graphs.captures.rbegin() + 1);
+  std::map<std::pair<uint64_t, int>, uint64_t> op_instance;  // (launch, op index) -> external id
+  auto assign = [&](Activity& a, uint64_t launch_ext, const GraphLaunch& L, int op_index) {
+    const CapturedOp& co = graphs.graphs[L.graph].ops[op_index];
+    a.step = L.step;
+    if (co.op.op.empty()) return;  // captured outside any op
+    auto [it, fresh] = op_instance.try_emplace({launch_ext, op_index}, next_id);
+    if (fresh) {
+      OpDesc d = co.op;
+      d.step = L.step;
+      t.ops[next_id++] = d;
+    }
+    attribute(a, it->second, t.ops);
+  };
+  std::map<uint64_t, std::vector<const PendingGraphWork*>> by_launch;
+  for (const PendingGraphWork& p : pending) by_launch[p.launch].push_back(&p);
+  size_t by_node = 0, by_order = 0, unattributed = 0;
+  for (const auto& [launch_ext, work] : by_launch) {
+    const GraphLaunch& L = graphs.launches.at(launch_ext);
+    if (L.graph < 0 || L.graph >= int(graphs.graphs.size())) {
+      unattributed += work.size();
+      continue;
+    }
+    const CapturedGraph& g = graphs.graphs[L.graph];
+    const GraphIndex& gi = index[L.graph];
+    bool all_kernels_known = true;
+    std::vector<std::pair<const PendingGraphWork*, int>> resolved;
+    for (const PendingGraphWork* p : work) {
+      uint64_t id = p->node_id;
+      auto c = g.clone_of.find(id);
+      if (c != g.clone_of.end()) id = c->second;
+      auto it = id ? gi.op_of_node.find(id) : gi.op_of_node.end();
+      if (it == gi.op_of_node.end()) {
+        if (p->kernel) all_kernels_known = false;
+        resolved.push_back({p, -1});
+      } else {
+        resolved.push_back({p, it->second});
+      }
+    }
+    if (all_kernels_known) {
+      for (auto& [p, op] : resolved) {
+        if (op >= 0) {
+          assign(t.activities[p->index], launch_ext, L, op);
+          ++by_node;
+        } else {
+          ++unattributed;
+        }
+      }
+      continue;
+    }
+    std::vector<const PendingGraphWork*> kernels;
+    for (const PendingGraphWork* p : work)
+      if (p->kernel) kernels.push_back(p);
+    std::stable_sort(kernels.begin(), kernels.end(), [&](const PendingGraphWork* a, const PendingGraphWork* b) {
+      return t.activities[a->index].start_ns < t.activities[b->index].start_ns;
+    });
+    if (kernels.size() == gi.kernel_order.size()) {
+      for (size_t i = 0; i < kernels.size(); ++i) assign(t.activities[kernels[i]->index], launch_ext, L, gi.kernel_order[i]);
+      by_order += kernels.size();
+      for (auto& [p, op] : resolved)
+        if (!p->kernel) {
+          if (op >= 0) {
+            assign(t.activities[p->index], launch_ext, L, op);
+            ++by_node;
+          } else {
+            ++unattributed;
+          }
+        }
+    } else {
+      for (const PendingGraphWork* p : work) t.activities[p->index].step = L.step;
+      unattributed += work.size();
+      t.messages.push_back("graph launch (external id " + std::to_string(launch_ext) + "): " +
+                           std::to_string(kernels.size()) + " kernel records but " +
+                           std::to_string(gi.kernel_order.size()) +
+                           " captured kernel nodes and unknown node ids: its kernels keep only their step");
+    }
+  }
+  t.messages.push_back("CUDA graph replays: " + std::to_string(by_node) + " records attributed by graph node id, " +
+                       std::to_string(by_order) + " by launch order, " + std::to_string(unattributed) +
+                       " unattributed");
+  for (const CapturedGraph& g : graphs.graphs)
+    for (const std::string& m : g.messages) t.messages.push_back("graph capture: " + m);
+}
+
 }  // namespace
 
 Timeline build_timeline_from_records(const ActivityRecords& records,
-                                     const std::map<uint64_t, OpDesc>& ops) {
+                                     const std::map<uint64_t, OpDesc>& ops,
+                                     const GraphAttribution& graphs) {
   Timeline t;
   t.source = "cupti";
   t.ops = ops;
@@ -111,6 +221,15 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     }
   };
 
+  // Device work replayed from a CUDA graph: attributed after all activities are in (below).
+  std::vector<PendingGraphWork> pending;
+  auto defer_to_graph = [&](const Activity& a, uint64_t node_id, bool kernel) {
+    auto ext = external_of.find(a.correlation_id);
+    if (ext == external_of.end() || !graphs.launches.count(ext->second)) return false;
+    pending.push_back({t.activities.size(), ext->second, node_id, kernel});
+    return true;
+  };
+
   // Kernel launches: runtime launch calls, plus driver launch calls not made from inside a runtime
   // launch on the same thread (cudaLaunchKernel calls cuLaunchKernel; count it once).
   std::map<int64_t, std::vector<std::pair<int64_t, int64_t>>> runtime_launches;
@@ -123,6 +242,7 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     auto after = std::upper_bound(it->second.begin(), it->second.end(), std::make_pair(r.start_ns, INT64_MAX));
     return after != it->second.begin() && std::prev(after)->second >= r.end_ns;
   };
+  std::set<uint64_t> graph_launches_counted;  // external ids of graph launches already counted
   for (const ApiRecord& r : records.api_calls) {
     Activity a;
     a.kind = r.is_driver ? ActivityKind::driver : ActivityKind::runtime;
@@ -133,7 +253,17 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     a.correlation_id = r.correlation_id;
     auto ext = external_of.find(r.correlation_id);
     if (ext != external_of.end()) attribute(a, ext->second, ops);
-    if (r.is_kernel_launch && (!r.is_driver || !nested_in_runtime_launch(r))) ++t.kernels_launched;
+    const bool capturing = ext != external_of.end() && graphs.captures.count(ext->second);
+    if (r.is_kernel_launch && !capturing && (!r.is_driver || !nested_in_runtime_launch(r))) ++t.kernels_launched;
+    if (ext != external_of.end()) {
+      auto launch = graphs.launches.find(ext->second);
+      if (launch != graphs.launches.end()) {
+        a.step = launch->second.step;
+        const int g = launch->second.graph;
+        if (g >= 0 && g < int(graphs.graphs.size()) && graph_launches_counted.insert(ext->second).second)
+          t.kernels_launched += graphs.graphs[g].kernel_nodes();
+      }
+    }
     t.activities.push_back(std::move(a));
   }
   for (const KernelRecord& k : records.kernels) {
@@ -147,8 +277,8 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     a.correlation_id = k.correlation_id;
     a.grid = k.grid;
     a.block = k.block;
-    attribute_device(a);
     ++t.kernels_recorded;
+    if (!defer_to_graph(a, k.graph_node_id, true)) attribute_device(a);
     t.activities.push_back(std::move(a));
   }
   for (const MemcpyRecord& c : records.copies) {
@@ -161,9 +291,10 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     a.stream = c.stream;
     a.correlation_id = c.correlation_id;
     a.bytes_copied = c.bytes;
-    attribute_device(a);
+    if (!defer_to_graph(a, c.graph_node_id, false)) attribute_device(a);
     t.activities.push_back(std::move(a));
   }
+  attribute_graph_replays(t, pending, graphs);
 
   // One gpu_user_annotation span per op instance (external id), covering its kernels and copies.
   std::map<uint64_t, Range> gpu_spans;

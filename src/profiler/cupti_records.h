@@ -5,9 +5,11 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "profiler/graph_record.h"
 #include "trace/timeline.h"
 
 namespace glm5 {
@@ -19,7 +21,8 @@ struct KernelRecord {            // CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
   int64_t stream = 0;
   uint64_t correlation_id = 0;
   Dim3 grid, block;
-  uint64_t graph_node_id = 0;    // 0 unless replayed from a CUDA graph
+  uint64_t graph_node_id = 0;    // 0 unless replayed from a CUDA graph (the instantiated node's id)
+  uint32_t graph_id = 0;         // 0 unless replayed from a CUDA graph
 };
 
 struct MemcpyRecord {            // CUPTI_ACTIVITY_KIND_MEMCPY / MEMSET
@@ -30,6 +33,8 @@ struct MemcpyRecord {            // CUPTI_ACTIVITY_KIND_MEMCPY / MEMSET
   int64_t stream = 0;
   uint64_t correlation_id = 0;
   uint64_t bytes = 0;
+  uint64_t graph_node_id = 0;    // as KernelRecord
+  uint32_t graph_id = 0;
 };
 
 struct ApiRecord {               // CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER
@@ -64,13 +69,35 @@ struct ActivityRecords {
   std::vector<std::string> errors;  // CUPTI errors met while recording (timeline flagged incomplete)
 };
 
+// CUDA graph replays seen by the tracer (OpTracer::begin_graph_launch / begin_graph_capture).
+struct GraphLaunch {
+  int step = -1;   // the decode step the replay ran
+  int graph = -1;  // index into GraphAttribution::graphs
+};
+struct GraphAttribution {
+  std::vector<CapturedGraph> graphs;
+  std::map<uint64_t, GraphLaunch> launches;  // external id pushed around a cudaGraphLaunch -> the launch
+  std::set<uint64_t> captures;               // external ids pushed while a step was being captured
+};
+
 // Builds the Timeline (source "cupti"): kernels / copies joined correlation id -> external id ->
 // `ops` so each gets step, layer, op, bytes and flops; runtime/driver calls as activities; marker
 // start/end pairs (by id) as user_annotation Ranges with nesting; one gpu_user_annotation Range per
 // op covering its kernels. Unmatched marker starts are closed at the last timestamp seen (message kept).
 // base_time_ns = earliest timestamp. Never throws on inconsistent records: it notes them in messages.
+//
+// Graph replays (`graphs`): a kernel / copy whose correlation id maps to a graph launch's external id
+// is attributed through its graph node id: instantiated id -> captured id (CapturedGraph::clone_of;
+// an id found directly among the captured ones is taken as is) -> the op that captured it, with the
+// launch's step; each (launch, op) gets a fresh external id in Timeline.ops. When any kernel of a
+// replay has no known node id, that replay's kernels are matched by order instead (the i-th kernel
+// by start time = the i-th captured kernel node: a single-stream capture runs in capture order) if
+// the counts agree; otherwise they stay unattributed. A graph launch counts the graph's kernel nodes
+// as kernel launches; launch calls made during a capture count none (they run nothing).
+// Timeline.messages says how many replayed kernels were attributed each way.
 Timeline build_timeline_from_records(const ActivityRecords& records,
-                                     const std::map<uint64_t, OpDesc>& ops);
+                                     const std::map<uint64_t, OpDesc>& ops,
+                                     const GraphAttribution& graphs = {});
 
 // Demangles a C++ symbol (abi::__cxa_demangle); returns `name` unchanged if it is not mangled.
 std::string demangle(const std::string& name);

@@ -125,6 +125,41 @@ void CuptiTracer::end_op() {
   nvtxRangePop();
 }
 
+void CuptiTracer::push_external(uint64_t id) {
+  if (!enabled_) return;
+  const CUptiResult r = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  if (r != CUPTI_SUCCESS && ok()) note_error("cuptiActivityPushExternalCorrelationId: " + result_string(r));
+}
+
+void CuptiTracer::pop_external() {
+  if (!enabled_) return;
+  uint64_t last = 0;
+  const CUptiResult r = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  if (r != CUPTI_SUCCESS && ok()) note_error("cuptiActivityPopExternalCorrelationId: " + result_string(r));
+}
+
+void CuptiTracer::begin_graph_launch(int step, const CapturedGraph& graph) {
+  const auto key = std::make_tuple(&graph, graph.exec_id, graph.ops.size());
+  auto it = graph_index_.find(key);
+  if (it == graph_index_.end()) {
+    graphs_.graphs.push_back(graph);
+    it = graph_index_.emplace(key, int(graphs_.graphs.size()) - 1).first;
+  }
+  const uint64_t id = next_external_id_++;
+  graphs_.launches[id] = GraphLaunch{step, it->second};
+  push_external(id);
+}
+
+void CuptiTracer::end_graph_launch() { pop_external(); }
+
+void CuptiTracer::begin_graph_capture() {
+  const uint64_t id = next_external_id_++;
+  graphs_.captures.insert(id);
+  push_external(id);
+}
+
+void CuptiTracer::end_graph_capture() { pop_external(); }
+
 bool CuptiTracer::ok() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return errors_.empty();
@@ -168,7 +203,7 @@ Timeline CuptiTracer::finish() {
     records = std::move(records_);
     records_ = ActivityRecords{};
   }
-  Timeline t = build_timeline_from_records(records, ops_);
+  Timeline t = build_timeline_from_records(records, ops_, graphs_);
   std::set<int> devices;
   for (const KernelRecord& k : records.kernels) devices.insert(k.device);
   for (int d : devices) {

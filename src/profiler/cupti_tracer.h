@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "profiler/cupti_records.h"
@@ -48,6 +49,13 @@ class CuptiTracer : public OpTracer {
   // nvtxRangePushA(op.op) + push a fresh CUSTOM0 external correlation id mapped to `op`.
   void begin_op(const OpDesc& op) override;
   void end_op() override;                              // pops both
+  // A replay of `graph` for `step`: pushes an external id that build_timeline_from_records maps to
+  // the launch (the graph is copied the first time it is seen).
+  void begin_graph_launch(int step, const CapturedGraph& graph) override;
+  void end_graph_launch() override;
+  // Pushes an external id marking launch calls made while capturing (they run nothing).
+  void begin_graph_capture() override;
+  void end_graph_capture() override;
 
   // Flushes (cuptiActivityFlushAll), disables the activity kinds and builds the Timeline. Call once;
   // a second call returns an empty, incomplete Timeline. Host-side state only: synchronize the
@@ -69,6 +77,10 @@ class CuptiTracer : public OpTracer {
   bool finished_ = false;
   uint64_t next_external_id_ = 1;
   std::map<uint64_t, OpDesc> ops_;
+  GraphAttribution graphs_;
+  std::map<std::tuple<const CapturedGraph*, uint32_t, size_t>, int> graph_index_;
+  void push_external(uint64_t id);
+  void pop_external();
   mutable std::mutex mutex_;             // guards records_ and errors_ (CUPTI calls back on its own thread)
   ActivityRecords records_;
   std::vector<std::string> errors_;

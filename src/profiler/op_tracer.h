@@ -10,6 +10,8 @@
 
 namespace glm5 {
 
+struct CapturedGraph;  // profiler/graph_record.h
+
 // One op of the decode step, as the engine declares it at the launch site.
 struct OpDesc {
   int step = -1;        // decode step index (warm-up steps are negative or flagged by the caller)
@@ -28,6 +30,15 @@ class OpTracer {
   // An op: a range named op.op whose kernels are attributed to (step, layer, op).
   virtual void begin_op(const OpDesc& op) { (void)op; }
   virtual void end_op() {}
+  // A replay of a captured CUDA graph (the whole decode step) is about to be launched / was launched:
+  // its kernels belong to `step`, their layer and op come from `graph` (which must outlive the
+  // tracer's use of it; the tracer may copy it). The launch happens between the two calls.
+  virtual void begin_graph_launch(int step, const CapturedGraph& graph) { (void)step; (void)graph; }
+  virtual void end_graph_launch() {}
+  // The engine is capturing its step into a CUDA graph between these calls: launch API calls made
+  // meanwhile run nothing (no kernel records follow them), and op scopes go to the capture recorder.
+  virtual void begin_graph_capture() {}
+  virtual void end_graph_capture() {}
 };
 
 // RAII helpers for the engine.

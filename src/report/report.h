@@ -17,6 +17,13 @@ struct RunReport {
   std::string name;          // e.g. the KV path: "cast", "gather-cast", "fp8", or the trace file
   nlohmann::json spec;       // this run's parameters (batch, context, ...), any JSON the caller likes
   Analysis analysis;
+  // Tracing overhead (profile): untraced_step_us, traced_step_us (medians of the engine's own CUDA-
+  // event step times, without / with CUPTI), overhead_pct, limit_pct, within_limit, the samples.
+  // null when not measured (file traces).
+  nlohmann::json timing;
+  // The step's byte floor (engine/step_floor.h) with step_us and ratio = step_us / floor_us; null
+  // when not computed (CPU backend, file traces).
+  nlohmann::json floor;
 };
 
 struct ReportInput {

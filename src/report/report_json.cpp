@@ -90,6 +90,8 @@ json report_to_json(const ReportInput& in) {
     json j = to_json(r.analysis);
     j["name"] = r.name;
     j["spec"] = r.spec;
+    if (!r.timing.is_null()) j["timing"] = r.timing;
+    if (!r.floor.is_null()) j["floor"] = r.floor;
     runs.push_back(std::move(j));
   }
   return {{"schema_version", kReportSchema},

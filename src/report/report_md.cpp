@@ -166,6 +166,25 @@ std::string report_to_markdown(const ReportInput& in) {
     o << ", " << a.records_dropped << " records dropped"
       << (a.complete ? " (complete)" : " (**incomplete**)") << ".\n";
     for (const std::string& m : a.trace_messages) o << "- " << m << "\n";
+    if (r.timing.is_object()) {
+      const nlohmann::json& t = r.timing;
+      o << "\nTracing overhead: untraced step " << f1(t.value("untraced_step_us", 0.0)) << " us, traced step "
+        << f1(t.value("traced_step_us", 0.0)) << " us";
+      if (t.contains("overhead_pct") && t["overhead_pct"].is_number()) {
+        o << ": **" << f2(t["overhead_pct"].get<double>()) << "%**";
+        if (t.contains("within_limit"))
+          o << " (limit " << f1(t.value("limit_pct", 2.0)) << "%, " << (t.value("within_limit", false) ? "within" : "**over**")
+            << ")";
+      }
+      o << "; " << t.value("method", std::string()) << ".\n";
+    }
+    if (r.floor.is_object()) {
+      const nlohmann::json& fl = r.floor;
+      o << "\nStep floor: " << f1(fl.value("floor_us", 0.0)) << " us (" << f2(fl.value("total_bytes", 0.0) / 1e9)
+        << " GB at " << f1(fl.value("copy_gbps", 0.0)) << " GB/s; " << f1(fl.value("experts_per_moe_layer", 0.0))
+        << " routed experts per MoE layer, " << fl.value("experts_basis", std::string()) << "); step "
+        << f1(fl.value("step_us", 0.0)) << " us = **" << f2(fl.value("ratio", 0.0)) << "x** the floor.\n";
+    }
     if (!a.hotspots.empty()) {
       o << "\nHotspots:\n\n";
       for (const Hotspot& h : a.hotspots)

@@ -134,7 +134,7 @@ struct GpuResult {
   std::vector<float> out, lse;
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
-                  const int32_t* idx, bool split) {
+                  const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto) {
   const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
   const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
@@ -144,6 +144,7 @@ GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8
     p.workspace = ws.as<float>();
     p.workspace_bytes = ws_bytes;
   }
+  p.kernel = kernel;
   mla_decode_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return {to_host<float>(o, n_out), to_host<float>(l, n_lse)};
@@ -240,6 +241,12 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     EXPECT_EQ(gg.out, g.out) << "gather-cast path differs from fp8 path";
     EXPECT_EQ(0, std::memcmp(gc.lse.data(), g.lse.data(), n_lse * 4));
     EXPECT_EQ(0, std::memcmp(gg.lse.data(), g.lse.data(), n_lse * 4));
+    if (tc) {  // the pipelined variant: same arithmetic in the same order -> the same bits
+      const GpuResult gp =
+          run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::TensorCorePipelined);
+      EXPECT_EQ(gp.out, g.out) << "TensorCorePipelined differs from TensorCore";
+      EXPECT_EQ(0, std::memcmp(gp.lse.data(), g.lse.data(), n_lse * 4));
+    }
   }
 }
 
@@ -347,10 +354,12 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
       const size_t ws_bytes = mla_decode_workspace_bytes(B, c.HQ(), 2048, 512);
       Buffer ws(Where::Device, std::max<size_t>(ws_bytes, 16), "mla workspace");
       for (bool fp8 : {true, false})
-        for (int v = 0; v < 3; ++v) {  // 0: split-K as chosen, 1: no workspace, 2: the fp32 kernel (fp8, H 64 only)
+        for (int v = 0; v < 4; ++v) {  // 0: split-K as chosen, 1: no workspace, 2: the fp32 kernel (fp8, H 64
+                                       // only), 3: TensorCorePipelined (fp8, 64 query heads or more)
           const bool split = v != 1;
           if (v == 1 && ws_bytes == 0) continue;
           if (v == 2 && !(fp8 && H == 64 && s_q == 1 && B >= 64)) continue;
+          if (v == 3 && !(fp8 && c.HQ() >= 64)) continue;
           const LatentLayout& kl = fp8 ? l8 : l16;
           MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), fp8 ? pool.as<uint8_t>() : bf.as<uint8_t>(), kl,
                                      idx.as<int32_t>(), out.as<float>(), nullptr);
@@ -359,6 +368,7 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
             p.workspace_bytes = ws_bytes;
           }
           if (v == 2) p.kernel = MlaDecodeKernel::Fp32;
+          if (v == 3) p.kernel = MlaDecodeKernel::TensorCorePipelined;
           mla_decode_cuda(p, nullptr);
           cudaEvent_t a, e;
           CUDA_CHECK(cudaEventCreate(&a));
@@ -374,7 +384,7 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
           const double floor_us = std::max(bytes / 4.26e6, flops / 790e6);
           std::printf("mla_decode %s %s %s B=%3d s_q=%d H=%2d topk=2048 (S=%2d): %7.1f us, %6.1f TFLOP/s, %6.0f GB/s, "
                       "%.0f%% of roofline floor %.1f us\n",
-                      v == 2 ? "fp32" : "tc  ", fp8 ? "fp8 " : "bf16", split ? "split " : "single", B, s_q, H,
+                      v == 2 ? "fp32" : v == 3 ? "pipe" : "tc  ", fp8 ? "fp8 " : "bf16", split ? "split " : "single", B, s_q, H,
                       split ? mla_decode_num_splits(B, c.HQ(), 2048) : 1, us, flops / us / 1e6, bytes / us / 1e3,
                       100.0 * floor_us / us, floor_us);
           CUDA_CHECK(cudaEventDestroy(a));

@@ -1,0 +1,73 @@
+// The step byte floor (engine/step_floor.h) on GLM-5's dimensions, against hand-computed parts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "engine/step_floor.h"
+#include "model/config.h"
+
+using namespace glm5;
+
+TEST(StepFloor, Glm5Batch1Context32k) {
+  const ModelConfig c = builtin_model_config("glm5");
+  StepFloorInput in;
+  in.batch = 1;
+  in.context = 32768;
+  in.copy_gbps = 4000;
+  const StepFloor f = step_floor(c, in);
+  // One token picks exactly K distinct experts.
+  EXPECT_NEAR(f.expected_experts_per_layer, c.num_experts_per_tok, 1e-9);
+  const double H = c.hidden_size;
+  const int moe = c.num_moe_layers(), dense = c.num_hidden_layers - moe;
+  EXPECT_DOUBLE_EQ(f.routed_expert_bytes, 2.0 * moe * c.num_experts_per_tok * 3 * H * c.moe_intermediate_size);
+  EXPECT_DOUBLE_EQ(f.dense_mlp_bytes, 2.0 * dense * 3 * H * c.intermediate_size);
+  EXPECT_DOUBLE_EQ(f.shared_expert_bytes, 2.0 * moe * 3 * H * c.moe_intermediate_size * c.n_shared_experts);
+  // KV: every layer with its own indexer scores all 32768 keys (132-byte FP8 rows) and attention
+  // reads 2048 latent rows (656-byte FP8 rows).
+  int own = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) own += !(l < int(c.indexer_shared.size()) && c.indexer_shared[l]);
+  EXPECT_DOUBLE_EQ(f.kv_bytes, double(own) * 32768 * 132 + double(c.num_hidden_layers) * 2048 * 656);
+  EXPECT_DOUBLE_EQ(f.embed_lm_head_bytes, 2.0 * H + 2.0 * c.vocab_size * H + 4.0 * H);
+  const double sum = f.attention_weight_bytes + f.dense_mlp_bytes + f.router_bytes + f.shared_expert_bytes +
+                     f.routed_expert_bytes + f.embed_lm_head_bytes + f.kv_bytes;
+  EXPECT_DOUBLE_EQ(f.total_bytes, sum);
+  EXPECT_NEAR(f.floor_us, f.total_bytes / 4000e3, 1e-9);
+  // GLM-5 at batch 1 reads roughly 20 GB of BF16 weights a step (the ~40B active parameters).
+  EXPECT_GT(f.total_bytes, 15e9);
+  EXPECT_LT(f.total_bytes, 100e9);
+  const nlohmann::json j = to_json(f, in);
+  EXPECT_DOUBLE_EQ(j["floor_us"].get<double>(), f.floor_us);
+  EXPECT_EQ(j["weights_dtype"], "bf16");
+}
+
+TEST(StepFloor, ExpertsGrowWithBatchTowardsAll) {
+  const ModelConfig c = builtin_model_config("glm5");
+  StepFloorInput in;
+  in.context = 1000;
+  double prev = 0;
+  for (int b : {1, 8, 32, 128, 1024}) {
+    in.batch = b;
+    const StepFloor f = step_floor(c, in);
+    const double E = c.n_routed_experts, K = c.num_experts_per_tok;
+    EXPECT_NEAR(f.expected_experts_per_layer, E * (1 - std::pow(1 - K / E, b)), 1e-9);
+    EXPECT_GT(f.expected_experts_per_layer, prev);
+    EXPECT_LE(f.expected_experts_per_layer, E);
+    prev = f.expected_experts_per_layer;
+  }
+  EXPECT_GT(prev, 0.99 * c.n_routed_experts);
+}
+
+TEST(StepFloor, BadInputsThrow) {
+  const ModelConfig c = builtin_model_config("glm5");
+  StepFloorInput in;
+  in.batch = 0;
+  EXPECT_THROW(step_floor(c, in), Error);
+  in.batch = 1;
+  in.tp = 3;  // 64 heads do not split 3 ways
+  EXPECT_THROW(step_floor(c, in), Error);
+  in.tp = 8;
+  EXPECT_NO_THROW(step_floor(c, in));
+  in.copy_gbps = 0;
+  EXPECT_EQ(step_floor(c, in).floor_us, 0.0);
+}
