@@ -1,5 +1,8 @@
 // CUDA MoE decode: routing (one warp per token) and the routed SwiGLU experts as one grouped launch
-// family over all (token, expert-slot) pairs, no per-expert host loop:
+// family, no per-expert host loop. Small batches (B < 4, or no grouping scratch): one block row per
+// (token, expert-slot) pair. Larger batches: the pairs are bucketed by expert (moe_group_kernel) and
+// blocks (expert, row block) read each selected expert's weights once for all its tokens, 8 tokens per
+// warp pass (moe_*_grouped_kernel, moe_combine_kernel). Per-token path:
 //   moe_gate_up_kernel: act[b,j,i] = silu(gate_e[i,:] . x_b) * (up_e[i,:] . x_b),  e = topk_ids[b,j]
 //   moe_down_kernel:    out[b,d]   = sum_j topk_weights[b,j] * (down_e[d,:] . act[b,j,:])
 // Memory-bound GEMV: one warp per output row, 16-byte bf16 weight loads (8 values) when the row
@@ -206,6 +209,205 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
 
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
+// ---- expert-grouped path ----
+constexpr int kGroup = 8;  // pairs per pass of a warp (weights loaded once per pass)
+
+// out[t] = sum over the warp of x_t . w for the nt <= kGroup activation rows xs[t] and one weight row
+// (BF16, or FP8 with per-128-column scales srow). Each token's lane partials accumulate in the order
+// of warp_dot_bf16 / warp_dot_fp8, so the grouped and per-token kernels agree to the bit.
+template <bool kVec, bool kFp8>
+__device__ void warp_dot_multi(const float* const* xs, int nt, const void* wrow, const float* srow, int n, float* out) {
+  const int lane = threadIdx.x % 32;
+  float acc[kGroup];
+#pragma unroll
+  for (int t = 0; t < kGroup; ++t) acc[t] = 0.f;
+  if constexpr (kFp8 && kVec) {
+    const uint8_t* w = static_cast<const uint8_t*>(wrow);
+    for (int i = lane * 16; i < n; i += 32 * 16) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
+      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
+      float wf[16];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float2 a = e4m3x2_to_float2(uint16_t(u[q] & 0xffffu)), b = e4m3x2_to_float2(uint16_t(u[q] >> 16));
+        wf[4 * q] = a.x; wf[4 * q + 1] = a.y; wf[4 * q + 2] = b.x; wf[4 * q + 3] = b.y;
+      }
+      const float s = srow[i / 128];
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) {
+        if (t >= nt) break;
+        float part = 0.f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float4 xv = *reinterpret_cast<const float4*>(xs[t] + i + 4 * q);
+          part = fmaf(wf[4 * q], xv.x, part);
+          part = fmaf(wf[4 * q + 1], xv.y, part);
+          part = fmaf(wf[4 * q + 2], xv.z, part);
+          part = fmaf(wf[4 * q + 3], xv.w, part);
+        }
+        acc[t] = fmaf(s, part, acc[t]);
+      }
+    }
+  } else if constexpr (kFp8) {
+    const uint8_t* w = static_cast<const uint8_t*>(wrow);
+    for (int i = lane; i < n; i += 32) {
+      const float2 v = e4m3x2_to_float2(uint16_t(w[i]));
+      const float ws = v.x * srow[i / 128];
+      for (int t = 0; t < nt; ++t) acc[t] = fmaf(ws, xs[t][i], acc[t]);
+    }
+  } else if constexpr (kVec) {
+    const uint16_t* w = static_cast<const uint16_t*>(wrow);
+    for (int i = lane * 8; i < n; i += 32 * 8) {
+      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
+      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) {
+        if (t >= nt) break;
+        const float4 x0 = *reinterpret_cast<const float4*>(xs[t] + i);
+        const float4 x1 = *reinterpret_cast<const float4*>(xs[t] + i + 4);
+        const float xv[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          acc[t] += xv[2 * q] * __uint_as_float(u[q] << 16);
+          acc[t] += xv[2 * q + 1] * __uint_as_float(u[q] & 0xffff0000u);
+        }
+      }
+    }
+  } else {
+    const uint16_t* w = static_cast<const uint16_t*>(wrow);
+    for (int i = lane; i < n; i += 32) {
+      const float wv = bf16_bits_to_float(w[i]);
+      for (int t = 0; t < nt; ++t) acc[t] += xs[t][i] * wv;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kGroup; ++t) out[t] = warp_sum(acc[t]);
+}
+
+// Row `row` of expert e's [rows_per_expert, n] weight and its scale row.
+template <bool kFp8>
+__device__ void expert_row(const void* w, const float* s, int e, int rows_per_expert, int row, int n, const void*& wrow,
+                           const float*& srow) {
+  const size_t r = size_t(e) * rows_per_expert + row;
+  if constexpr (kFp8) {
+    wrow = static_cast<const uint8_t*>(w) + r * n;
+    const int sc = (n + 127) / 128, sr = (rows_per_expert + 127) / 128;
+    srow = s + (size_t(e) * sr + row / 128) * sc;
+  } else {
+    wrow = static_cast<const uint16_t*>(w) + r * n;
+    srow = nullptr;
+  }
+}
+
+// One block: bucket the B*k pairs by local expert. group[0..E] = offsets, group[E+1 ..] = pair indices.
+__global__ void moe_group_kernel(MoeExpertsParams p) {
+  extern __shared__ int counts[];  // [E] counts, then [E] cursors
+  int* cursor = counts + p.E;
+  const int pairs = p.B * p.k;
+  for (int e = threadIdx.x; e < p.E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int e = p.topk_ids[i] - p.expert_begin;
+    if (e >= 0 && e < p.E) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int run = 0;
+    for (int e = 0; e < p.E; ++e) {
+      p.group[e] = run;
+      cursor[e] = run;
+      run += counts[e];
+    }
+    p.group[p.E] = run;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
+    const int e = p.topk_ids[i] - p.expert_begin;
+    if (e >= 0 && e < p.E) p.group[p.E + 1 + atomicAdd(&cursor[e], 1)] = i;  // order inside a bucket: any
+  }
+}
+
+// grid (E, ceil(inter / (kWarps*kGateUpRowsPerWarp))): act[pair, i] for every pair routed to expert e.
+template <bool kVec, bool kFp8>
+__global__ void moe_gate_up_grouped_kernel(MoeExpertsParams p) {
+  const int e = blockIdx.x;
+  const int begin = p.group[e], count = p.group[e + 1] - begin;
+  if (count == 0) return;
+  const int* pairs = p.group + p.E + 1 + begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
+  for (int r = 0; r < kGateUpRowsPerWarp; ++r) {
+    const int i = row0 + r;
+    if (i >= p.inter) break;
+    const void *wg, *wu;
+    const float *sg, *su;
+    expert_row<kFp8>(p.w_gate, p.s_gate, e, p.inter, i, p.hidden, wg, sg);
+    expert_row<kFp8>(p.w_up, p.s_up, e, p.inter, i, p.hidden, wu, su);
+    for (int c0 = 0; c0 < count; c0 += kGroup) {
+      const int nt = min(kGroup, count - c0);
+      const float* xs[kGroup];
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) xs[t] = p.x + size_t(pairs[c0 + min(t, nt - 1)] / p.k) * p.hidden;
+      float g[kGroup], u[kGroup];
+      warp_dot_multi<kVec, kFp8>(xs, nt, wg, sg, p.hidden, g);
+      warp_dot_multi<kVec, kFp8>(xs, nt, wu, su, p.hidden, u);
+      if (lane == 0)
+        for (int t = 0; t < nt; ++t) p.act[size_t(pairs[c0 + t]) * p.inter + i] = g[t] / (1.0f + expf(-g[t])) * u[t];
+    }
+  }
+}
+
+// grid (E, ceil(hidden / (kWarps*kDownRowsPerWarp))): pair_out[pair, d] for every pair routed to e.
+template <bool kVec, bool kFp8>
+__global__ void moe_down_grouped_kernel(MoeExpertsParams p) {
+  const int e = blockIdx.x;
+  const int begin = p.group[e], count = p.group[e + 1] - begin;
+  if (count == 0) return;
+  const int* pairs = p.group + p.E + 1 + begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
+  for (int r = 0; r < kDownRowsPerWarp; ++r) {
+    const int d = row0 + r;
+    if (d >= p.hidden) break;
+    const void* wd;
+    const float* sd;
+    expert_row<kFp8>(p.w_down, p.s_down, e, p.hidden, d, p.inter, wd, sd);
+    for (int c0 = 0; c0 < count; c0 += kGroup) {
+      const int nt = min(kGroup, count - c0);
+      const float* xs[kGroup];
+#pragma unroll
+      for (int t = 0; t < kGroup; ++t) xs[t] = p.act + size_t(pairs[c0 + min(t, nt - 1)]) * p.inter;
+      float o[kGroup];
+      warp_dot_multi<kVec, kFp8>(xs, nt, wd, sd, p.inter, o);
+      if (lane == 0)
+        for (int t = 0; t < nt; ++t) p.pair_out[size_t(pairs[c0 + t]) * p.hidden + d] = o[t];
+    }
+  }
+}
+
+// out[b, d] = sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
+__global__ void moe_combine_kernel(MoeExpertsParams p) {
+  const int b = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= p.hidden) return;
+  float sum = 0.f;
+  for (int j = 0; j < p.k; ++j) {
+    const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
+    if (e < 0 || e >= p.E) continue;
+    sum += p.pair_out[(size_t(b) * p.k + j) * p.hidden + d] * p.topk_weights[b * p.k + j];
+  }
+  p.out[size_t(b) * p.hidden + d] = sum;
+}
+
+template <bool kVec, bool kFp8>
+void launch_gate_up_grouped(const MoeExpertsParams& p, dim3 grid, cudaStream_t stream) {
+  moe_gate_up_grouped_kernel<kVec, kFp8><<<grid, 32 * kWarps, 0, stream>>>(p);
+}
+template <bool kVec, bool kFp8>
+void launch_down_grouped(const MoeExpertsParams& p, dim3 grid, cudaStream_t stream) {
+  moe_down_grouped_kernel<kVec, kFp8><<<grid, 32 * kWarps, 0, stream>>>(p);
+}
+
 }  // namespace
 
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
@@ -226,6 +428,27 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const bool vec_down = p.inter % vec_n == 0 && aligned16(p.act) && aligned16(p.w_down);
   const dim3 block(32 * kWarps);
   const int up_rows = kWarps * kGateUpRowsPerWarp, down_rows = kWarps * kDownRowsPerWarp;
+  if (p.group && p.pair_out && p.B >= kMoeGroupMinTokens) {
+    const size_t smem = sizeof(int) * 2 * size_t(p.E);
+    require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
+                                   " local experts exceed the grouping kernel's shared memory (max 6144)");
+    moe_group_kernel<<<1, 256, smem, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    const dim3 gu(p.E, (p.inter + up_rows - 1) / up_rows), gd(p.E, (p.hidden + down_rows - 1) / down_rows);
+    if (fp8 && vec_up) launch_gate_up_grouped<true, true>(p, gu, stream);
+    else if (fp8) launch_gate_up_grouped<false, true>(p, gu, stream);
+    else if (vec_up) launch_gate_up_grouped<true, false>(p, gu, stream);
+    else launch_gate_up_grouped<false, false>(p, gu, stream);
+    CUDA_CHECK_LAUNCH();
+    if (fp8 && vec_down) launch_down_grouped<true, true>(p, gd, stream);
+    else if (fp8) launch_down_grouped<false, true>(p, gd, stream);
+    else if (vec_down) launch_down_grouped<true, false>(p, gd, stream);
+    else launch_down_grouped<false, false>(p, gd, stream);
+    CUDA_CHECK_LAUNCH();
+    moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid_up(p.B * p.k, (p.inter + up_rows - 1) / up_rows);
   if (fp8 && vec_up) moe_gate_up_kernel<true, true><<<grid_up, block, 0, stream>>>(p);
   else if (fp8) moe_gate_up_kernel<false, true><<<grid_up, block, 0, stream>>>(p);
