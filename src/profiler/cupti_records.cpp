@@ -55,13 +55,17 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
   if (pending.empty()) return;
   struct GraphIndex {
     std::unordered_map<uint64_t, int> op_of_node;  // captured node id -> op index
+    std::unordered_map<uint64_t, bool> kernel_node;  // captured node id -> a kernel node
     std::vector<int> kernel_order;                 // op index of each captured kernel node, in order
   };
   std::vector<GraphIndex> index(graphs.graphs.size());
   for (size_t g = 0; g < graphs.graphs.size(); ++g)
     for (size_t i = 0; i < graphs.graphs[g].ops.size(); ++i)
       for (const CapturedNode& n : graphs.graphs[g].ops[i].nodes) {
-        if (n.id) index[g].op_of_node[n.id] = int(i);
+        if (n.id) {
+          index[g].op_of_node[n.id] = int(i);
+          index[g].kernel_node[n.id] = n.kernel;
+        }
         if (n.kernel) index[g].kernel_order.push_back(int(i));
       }
   uint64_t next_id = 1;
@@ -104,6 +108,9 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
         resolved.push_back({p, -1});
       } else {
         resolved.push_back({p, it->second});
+        // A kernel record from a node captured as a memset / memcpy (CUPTI may report such nodes as
+        // kernels): its launch was not counted among the graph's kernel nodes.
+        if (p->kernel && !gi.kernel_node.at(id)) ++t.kernels_launched;
       }
     }
     if (all_kernels_known) {

@@ -192,6 +192,24 @@ TEST(GraphAttribution, LaunchesDuringCaptureRunNothing) {
   EXPECT_EQ(build_timeline_from_records(r, {}, a).kernels_launched, 12u);
 }
 
+TEST(GraphAttribution, MemsetNodeReportedAsKernelCountsAsLaunched) {
+  ActivityRecords r = replays(1, true);
+  r.copies.clear();
+  KernelRecord k;  // the memset node (captured id 104) reported as a kernel
+  k.name = "memset32";
+  k.start_ns = 1000 + 125;
+  k.end_ns = 1000 + 127;
+  k.correlation_id = 700;
+  k.graph_node_id = 104 + 9000;
+  r.kernels.push_back(k);
+  const Timeline t = build_timeline_from_records(r, {}, attribution(1));
+  EXPECT_EQ(t.kernels_recorded, 7u);
+  EXPECT_EQ(t.kernels_launched, 7u);
+  const Activity* m = kernel_named(t, "memset32", 0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->op, "attn.q_a_proj");
+}
+
 TEST(GraphAttribution, EagerOpsAndGraphReplaysMix) {
   ActivityRecords r = replays(1, true);
   // An eager kernel of op external id 5 (step 1) after the replay.
