@@ -30,58 +30,77 @@ std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
 
 }  // namespace
 
+namespace {
+
+// indexer_score_cuda against the CPU twin: -inf exactly where the twin has it, else within 1e-5 of
+// the largest |score| (the GPU sums in another order; at Hi 32 it runs on TF32 tensor cores).
+void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int32_t>& seq) {
+  const uint64_t seed = fresh_seed();
+  const int B = int(seq.size());
+  SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) + " B " +
+               std::to_string(B) + " max_pages " + std::to_string(max_pages) + " seed " + std::to_string(seed));
+  const IndexerLayout il{D, fp8};
+  std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+  const int slots_n = B * max_pages * 64;
+  std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
+  std::vector<float> keys(size_t(slots_n) * D);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 21, i);
+  std::vector<int32_t> slots(slots_n);
+  for (int s = 0; s < slots_n; ++s) slots[s] = s;
+  indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
+  std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
+  const size_t n_scores = size_t(B) * max_pages * 64;
+  std::vector<float> want(n_scores);
+  IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .head_weight_scale = 1.f / std::sqrt(float(Hi)),
+                       .key_cache = cache.data(), .layout = il, .block_table = bt.data(), .max_pages = max_pages,
+                       .seq_lens = seq.data(), .scores = want.data(), .B = B, .Hi = Hi,
+                       .softmax_scale = 1.f / std::sqrt(float(D))};
+  indexer_score_cpu(p);
+  Buffer dq = to_device(q, "q"), dw = to_device(w, "w"), dc = to_device(cache, "cache"), db = to_device(bt, "bt"),
+         ds = to_device(seq, "seq"), dout(Where::Device, n_scores * 4, "scores");
+  p.q = dq.as<float>();
+  p.head_weights = dw.as<float>();
+  p.key_cache = dc.as<uint8_t>();
+  p.block_table = db.as<int32_t>();
+  p.seq_lens = ds.as<int32_t>();
+  p.scores = dout.as<float>();
+  indexer_score_cuda(p, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got = to_host<float>(dout, n_scores);
+  double max_abs = 0, max_ref = 0;
+  for (size_t i = 0; i < n_scores; ++i) {
+    if (std::isinf(want[i])) {
+      ASSERT_EQ(got[i], want[i]) << "position " << i;
+      continue;
+    }
+    ASSERT_FALSE(std::isnan(got[i])) << "position " << i;
+    max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
+    max_ref = std::max(max_ref, double(std::fabs(want[i])));
+  }
+  std::printf("indexer_score fp8=%d Hi=%d D=%d B=%d positions %d: max abs err %.3g (max |score| %.3g)\n", fp8, Hi, D,
+              B, max_pages * 64, max_abs, max_ref);
+  EXPECT_LE(max_abs, 1e-5 * std::max(1.0, max_ref));
+}
+
+}  // namespace
+
+// Small contexts: Hi 32 (tensor-core path, D 32 / 64 / 128) and the fp32 kernel's shapes.
 TEST(GpuIndexer, ScoresMatchCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (bool fp8 : {true, false})
-    for (auto [Hi, D] : {std::pair{32, 128}, std::pair{16, 64}, std::pair{64, 128}, std::pair{5, 32}}) {
-      const uint64_t seed = fresh_seed();
-      SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) +
-                   " seed " + std::to_string(seed));
-      const int B = 3, max_pages = 20;
-      const IndexerLayout il{D, fp8};
-      std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
-      const int slots_n = B * max_pages * 64;
-      std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
-      std::vector<float> keys(size_t(slots_n) * D);
-      for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 21, i);
-      std::vector<int32_t> slots(slots_n);
-      for (int s = 0; s < slots_n; ++s) slots[s] = s;
-      indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
-      std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
-      for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
-      for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
-      std::vector<int32_t> seq = {1, 1000, 1280};
-      const size_t n_scores = size_t(B) * max_pages * 64;
-      std::vector<float> want(n_scores);
-      IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .head_weight_scale = 1.f / std::sqrt(float(Hi)),
-                           .key_cache = cache.data(), .layout = il, .block_table = bt.data(), .max_pages = max_pages,
-                           .seq_lens = seq.data(), .scores = want.data(), .B = B, .Hi = Hi,
-                           .softmax_scale = 1.f / std::sqrt(float(D))};
-      indexer_score_cpu(p);
-      Buffer dq = to_device(q, "q"), dw = to_device(w, "w"), dc = to_device(cache, "cache"), db = to_device(bt, "bt"),
-             ds = to_device(seq, "seq"), dout(Where::Device, n_scores * 4, "scores");
-      p.q = dq.as<float>();
-      p.head_weights = dw.as<float>();
-      p.key_cache = dc.as<uint8_t>();
-      p.block_table = db.as<int32_t>();
-      p.seq_lens = ds.as<int32_t>();
-      p.scores = dout.as<float>();
-      indexer_score_cuda(p, nullptr);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<float> got = to_host<float>(dout, n_scores);
-      double max_abs = 0, max_ref = 0;
-      for (size_t i = 0; i < n_scores; ++i) {
-        if (std::isinf(want[i])) {
-          ASSERT_EQ(got[i], want[i]) << "position " << i;
-          continue;
-        }
-        max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
-        max_ref = std::max(max_ref, double(std::fabs(want[i])));
-      }
-      std::printf("indexer_score fp8=%d Hi=%d D=%d: max abs err %.3g (max |score| %.3g)\n", fp8, Hi, D, max_abs,
-                  max_ref);
-      EXPECT_LE(max_abs, 1e-5 * std::max(1.0, max_ref));
-    }
+    for (auto [Hi, D] : {std::pair{32, 128}, std::pair{32, 64}, std::pair{32, 32}, std::pair{16, 64},
+                         std::pair{64, 128}, std::pair{5, 32}})
+      check_scores(fp8, Hi, D, 20, {1, 1000, 1280});
+}
+
+// GLM-5 shape at 131,072 positions: several pages per block on the tensor-core path (a request
+// ending mid-page and pages past its end inside a block's run).
+TEST(GpuIndexer, ScoresMatchCpuLongContext) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check_scores(true, 32, 128, 2048, {131072, 70001});
+  check_scores(false, 32, 128, 2048, {100003});
 }
 
 TEST(GpuIndexer, TopkEqualsCpu) {
