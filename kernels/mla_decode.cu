@@ -317,8 +317,9 @@ void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) 
 template <bool kSplit>
 void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
   const int hq = p.H * p.s_q;
-  if (p.kernel == MlaDecodeKernel::TensorCorePipelined && p.layout.fp8 && hq > 32)
-    launch_tc<4, kSplit, true>(p, S, chunk, stream);
+  const bool pipe = p.kernel == MlaDecodeKernel::TensorCorePipelined && p.layout.fp8;
+  if (pipe && hq > 32) launch_tc<4, kSplit, true>(p, S, chunk, stream);
+  else if (pipe && hq <= 16) launch_tc<1, kSplit, true>(p, S, chunk, stream);
   else if (hq <= 16) launch_tc<1, kSplit>(p, S, chunk, stream);
   else if (hq <= 32) launch_tc<2, kSplit>(p, S, chunk, stream);
   else launch_tc<4, kSplit>(p, S, chunk, stream);

@@ -20,7 +20,7 @@ namespace glm5 {
 // any L <= 512, R <= 128 (kept for the shapes TensorCore does not handle, e.g. glm5-tiny's L = 64).
 // TensorCorePipelined (experimental, not chosen by Auto until measured): TensorCore with FP8 rows
 // fetched two tiles ahead and dequantized during the previous tile's P . V; bitwise the same results;
-// for BF16 rows or <= 32 query heads per request it runs TensorCore.
+// for BF16 rows or 17..32 query heads per request it runs TensorCore.
 enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined };
 
 struct MlaDecodeParams {

@@ -43,14 +43,14 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Byte offsets of the shared-memory regions (host and device agree).
 struct Smem {
   int q, kv, stage, s, p, m, l, a, idx, total;
-  // pipe (MT = 4, FP8 rows only): the second K/V tile aliases q (Q lives in registers after the
-  // prologue), three staging buffers (cp.async two tiles ahead), a ring of four index tiles.
+  // pipe (MT = 4 or 1, FP8 rows only): a second K/V tile (MT = 4: aliasing q, Q lives in registers
+  // after the prologue), three staging buffers (cp.async two tiles ahead), a ring of four index tiles.
   __host__ __device__ Smem(int mt, bool fp8, int row_bytes, bool pipe = false) {
     const int hb = 16 * mt;
     const int kv_bytes = kTileRows * kStride * 2;
     q = 0;
     kv = q + hb * kStride * 2;
-    stage = kv + (fp8 ? 1 : 2) * kv_bytes;
+    stage = kv + (fp8 && !(pipe && mt == 1) ? 1 : 2) * kv_bytes;
     s = stage + (fp8 ? (pipe ? 3 : 2) * kTileRows * row_bytes : 0);
     s = (s + 15) / 16 * 16;
     p = s + (mt == 2 ? 1 : 2) * hb * kSStride * 4;  // k-parts of S: see mla_decode_tc_kernel
@@ -235,18 +235,19 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 // MT m16 tiles of heads (16 * MT heads per CTA, from h0 = blockIdx.x * 64). kSplit: rows
 // [z * chunk, (z + 1) * chunk) of the top-k (z = blockIdx.z), partial to the workspace; else all rows,
 // out and lse.
-// kPipe (MT = 4, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead and
-// tile t + 1 is dequantized during tile t's P . V (its loads, converts and stores issue beside the
-// MMAs), into a second K/V tile that aliases Q's shared memory; 3 barriers per tile instead of 4.
+// kPipe (MT = 4 or 1, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead
+// and tile t + 1 is dequantized during tile t's P . V (its loads, converts and stores issue beside the
+// MMAs), into a second K/V tile (MT = 4: aliasing Q's shared memory); 3 barriers per tile instead of 4.
 // Same S / softmax / P . V arithmetic in the same order: results are bitwise those of kPipe = false.
 template <int MT, bool kSplit, bool kPipe = false>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodeParams p, int chunk) {
-  static_assert(!kPipe || MT == 4, "the pipelined kernel holds Q in registers (MT = 4)");
+  static_assert(!kPipe || MT != 2, "the pipelined kernel holds Q in registers (MT = 4 or 1)");
   constexpr int HB = 16 * MT;                  // heads per CTA (padded)
   // S-phase warp roles: MT = 4: warp (m-tile w % 4, k-half w / 4), its Q fragments held in registers
   // for the whole kernel (K read 4x from smem instead of 8x), 4 n8 tiles (all 32 rows); MT = 2: warp
-  // (m-tile w % 2, rows 8 (w / 2)), Q fragments from smem; MT = 1: (rows 8 (w % 4), k-half w / 4).
-  constexpr bool kQReg = MT == 4;
+  // (m-tile w % 2, rows 8 (w / 2)), Q fragments from smem; MT = 1: (rows 8 (w % 4), k-half w / 4),
+  // Q fragments in registers.
+  constexpr bool kQReg = MT != 2;
   constexpr int KP = MT == 2 ? 1 : 2;          // S: k-parts (partial sums added in the softmax)
   constexpr int NT = MT == 4 ? 4 : 1;          // S: n8 tiles per warp
   constexpr int kQSteps = kQReg ? kMaxW / 32 : 1;  // register Q: k-steps per k-half (<= 18)
@@ -321,7 +322,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
     if (kQReg && ks_begin + kq < ks_end) ldsm_x4(q_addr + (ks_begin + kq) * 32, qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3]);
   }
   // Pipelined: K/V tile i % 2 at kv_base (i even) or over q_s (i odd); tile 0 dequantized here.
-  uint16_t* const kv_alt = kPipe ? q_s : kv_base;
+  uint16_t* const kv_alt = kPipe ? (MT == 4 ? q_s : kv_base + kv_tile_elems) : kv_base;
   if constexpr (kPipe) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // tile 0 (tile 1 may be in flight)
     __syncthreads();  // tile 0 visible; every warp holds its Q fragments (q_s becomes a K/V tile)
@@ -374,13 +375,19 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
         for (int kq = 0; kq < kQSteps; ++kq) {
           if (ks_begin + kq < ks_end) {
             const uint32_t ka = k_addr + (ks_begin + kq) * 32;
-            uint32_t b0, b1, b2, b3, b4, b5, b6, b7;
-            ldsm_x4(ka, b0, b1, b2, b3);                    // rows 0-15
-            ldsm_x4(ka + 16 * kStride * 2, b4, b5, b6, b7);  // rows 16-31
-            mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
-            mma_bf16(s_acc[1], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b2, b3);
-            mma_bf16(s_acc[2], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b4, b5);
-            mma_bf16(s_acc[3], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b6, b7);
+            if constexpr (NT == 4) {
+              uint32_t b0, b1, b2, b3, b4, b5, b6, b7;
+              ldsm_x4(ka, b0, b1, b2, b3);                    // rows 0-15
+              ldsm_x4(ka + 16 * kStride * 2, b4, b5, b6, b7);  // rows 16-31
+              mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
+              mma_bf16(s_acc[1], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b2, b3);
+              mma_bf16(s_acc[2], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b4, b5);
+              mma_bf16(s_acc[3], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b6, b7);
+            } else {
+              uint32_t b0, b1;
+              ldsm_x2(ka, b0, b1);
+              mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
+            }
           }
         }
       } else {
