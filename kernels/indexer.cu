@@ -125,11 +125,14 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
   const int64_t positions = int64_t(p.max_pages) * kPageSize;
   const int seq_len = p.seq_lens[b];
   const int page0 = blockIdx.x * pages_per_block, page_end = min(p.max_pages, page0 + pages_per_block);
-  for (int i = tid; i < kMmaHeads * D; i += kMmaThreads) {
-    const float q = p.q[int64_t(b) * kMmaHeads * D + i];
-    const float hi = wmma::__float_to_tf32(q);
-    qh_s[(i / D) * ld + i % D] = hi;
-    ql_s[(i / D) * ld + i % D] = wmma::__float_to_tf32(q - hi);
+  for (int i = 4 * tid; i < kMmaHeads * D; i += 4 * kMmaThreads) {  // D % 16 == 0: float4 runs
+    const float4 q = *reinterpret_cast<const float4*>(p.q + int64_t(b) * kMmaHeads * D + i);
+    const float4 hi = make_float4(wmma::__float_to_tf32(q.x), wmma::__float_to_tf32(q.y), wmma::__float_to_tf32(q.z),
+                                  wmma::__float_to_tf32(q.w));
+    *reinterpret_cast<float4*>(qh_s + (i / D) * ld + i % D) = hi;
+    *reinterpret_cast<float4*>(ql_s + (i / D) * ld + i % D) =
+        make_float4(wmma::__float_to_tf32(q.x - hi.x), wmma::__float_to_tf32(q.y - hi.y),
+                    wmma::__float_to_tf32(q.z - hi.z), wmma::__float_to_tf32(q.w - hi.w));
   }
   for (int i = tid; i < kMmaHeads; i += kMmaThreads) w_s[i] = p.head_weights[int64_t(b) * kMmaHeads + i] * p.head_weight_scale;
   const int key_bytes = p.layout.fp8 ? 1 : 2;
@@ -218,7 +221,10 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
       const float* row = k_s + tid * ldc;
       const float st = sc_s[tid];
       float sum = 0.f;
-      for (int h = 0; h < kMmaHeads; ++h) sum += w_s[h] * fmaxf(p.softmax_scale * (st * row[h]), 0.f);
+      for (int h = 0; h < kMmaHeads; ++h) {  // heads in a rotated order: rows are 36 floats apart, so
+        const int hh = (h + tid) % kMmaHeads;  // lane l reads bank (5 l + h) % 32, conflict-free
+        sum += w_s[hh] * fmaxf(p.softmax_scale * (st * row[hh]), 0.f);
+      }
       out[tid] = page * kPageSize + tid < seq_len ? sum : -INFINITY;
     }
     id = next_id;
@@ -525,7 +531,8 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
   validate_indexer_score_params(p);
   if (p.B == 0) return;
   const int D = p.layout.dim;
-  if (p.Hi == kMmaHeads && D % 16 == 0 && D >= 32 && D <= kMmaMaxD && (reinterpret_cast<uintptr_t>(p.key_cache) & 15u) == 0) {
+  if (p.Hi == kMmaHeads && D % 16 == 0 && D >= 32 && D <= kMmaMaxD &&
+      ((reinterpret_cast<uintptr_t>(p.key_cache) | reinterpret_cast<uintptr_t>(p.q)) & 15u) == 0) {
     // Tensor-core path. Pages per block: about 4 blocks per SM-slot of work (3 resident per SM), so
     // a block's q setup (16 KiB) is amortized over many pages at large B x context.
     const size_t smem = score_mma_smem_bytes(D);
