@@ -260,7 +260,8 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     a.correlation_id = r.correlation_id;
     auto ext = external_of.find(r.correlation_id);
     if (ext != external_of.end()) attribute(a, ext->second, ops);
-    const bool capturing = ext != external_of.end() && graphs.captures.count(ext->second);
+    bool capturing = ext != external_of.end() && graphs.captures.count(ext->second);
+    for (const auto& [w0, w1] : graphs.capture_windows) capturing |= r.start_ns >= w0 && r.end_ns <= w1;
     if (r.is_kernel_launch && !capturing && (!r.is_driver || !nested_in_runtime_launch(r))) ++t.kernels_launched;
     if (ext != external_of.end()) {
       auto launch = graphs.launches.find(ext->second);

@@ -78,6 +78,9 @@ struct GraphAttribution {
   std::vector<CapturedGraph> graphs;
   std::map<uint64_t, GraphLaunch> launches;  // external id pushed around a cudaGraphLaunch -> the launch
   std::set<uint64_t> captures;               // external ids pushed while a step was being captured
+  // [start, end] CUPTI timestamps of each capture: launch calls made meanwhile count as no launch
+  // even without an external correlation record (e.g. driver launches from a library).
+  std::vector<std::pair<int64_t, int64_t>> capture_windows;
 };
 
 // Builds the Timeline (source "cupti"): kernels / copies joined correlation id -> external id ->

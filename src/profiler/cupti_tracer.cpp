@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -155,10 +156,17 @@ void CuptiTracer::end_graph_launch() { pop_external(); }
 void CuptiTracer::begin_graph_capture() {
   const uint64_t id = next_external_id_++;
   graphs_.captures.insert(id);
+  uint64_t ts = 0;
+  if (enabled_ && cuptiGetTimestamp(&ts) == CUPTI_SUCCESS) graphs_.capture_windows.push_back({int64_t(ts), INT64_MAX});
   push_external(id);
 }
 
-void CuptiTracer::end_graph_capture() { pop_external(); }
+void CuptiTracer::end_graph_capture() {
+  pop_external();
+  uint64_t ts = 0;
+  if (enabled_ && !graphs_.capture_windows.empty() && cuptiGetTimestamp(&ts) == CUPTI_SUCCESS)
+    graphs_.capture_windows.back().second = int64_t(ts);
+}
 
 bool CuptiTracer::ok() const {
   std::lock_guard<std::mutex> lock(mutex_);

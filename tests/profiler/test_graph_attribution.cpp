@@ -190,6 +190,9 @@ TEST(GraphAttribution, LaunchesDuringCaptureRunNothing) {
   // Without the capture mark the same records would look like 6 lost kernels.
   a.captures.clear();
   EXPECT_EQ(build_timeline_from_records(r, {}, a).kernels_launched, 12u);
+  // The capture's time window alone also excludes them (launches without external correlation).
+  a.capture_windows.push_back({90, 200});
+  EXPECT_EQ(build_timeline_from_records(r, {}, a).kernels_launched, 6u);
 }
 
 TEST(GraphAttribution, MemsetNodeReportedAsKernelCountsAsLaunched) {
