@@ -202,6 +202,11 @@ nlohmann::json timing_json(const RankTiming& r, bool cuda) {
   return j;
 }
 
+// What report.json / report.md / stderr say when CUPTI could not be used on the CUDA backend.
+constexpr const char* kHostClockFallback =
+    "CUPTI unavailable: fell back to the host clock (each op timed on the host around a device synchronize; "
+    "no per-kernel records, launch overhead included)";
+
 // Runs every rank's engine (one thread per rank, GPU r for rank r) through warm-up untraced, then
 // `o.untraced_steps` measured steps untraced (timed by the engine's CUDA events only), then the
 // measured steps traced into one Timeline (CUPTI on the GPU, the host clock on the CPU). With
@@ -259,12 +264,27 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
       }
     });
   warm.arrive_and_wait();  // every rank warmed up: start tracing
-  if (cuda) cupti.emplace();
-  else host.emplace();
-  shared = std::make_unique<LockedTracer>(cuda ? static_cast<OpTracer&>(*cupti) : static_cast<OpTracer&>(*host));
+  // CUPTI unavailable (cuptiActivityEnable fails: no support, another profiler attached; or
+  // GLM5_FORCE_NO_CUPTI=1): fall back to the host clock around a device synchronize per op.
+  std::string no_cupti;
+  if (cuda) {
+    cupti.emplace();
+    if (!cupti->ok()) {
+      for (const std::string& e : cupti->errors()) no_cupti += (no_cupti.empty() ? "" : "; ") + e;
+      (void)cupti->finish();
+      cupti.reset();
+    }
+  }
+  if (!cupti) {
+    host.emplace();
+    if (cuda) host->set_sync([] { CUDA_CHECK(cudaDeviceSynchronize()); });
+  }
+  shared = std::make_unique<LockedTracer>(cupti ? static_cast<OpTracer&>(*cupti) : static_cast<OpTracer&>(*host));
   go.arrive_and_wait();
   for (std::thread& th : threads) th.join();
-  Timeline t = cuda ? cupti->finish() : host->finish();
+  Timeline t = cupti ? cupti->finish() : host->finish();
+  if (!no_cupti.empty())
+    t.messages.insert(t.messages.begin(), std::string(kHostClockFallback) + " (" + no_cupti + ")");
   for (int r = 0; r < ranks; ++r)
     require(errors[r].empty(), (ranks > 1 ? "rank " + std::to_string(r) + ": " : std::string()) + errors[r]);
   return t;
@@ -308,6 +328,9 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
           "--context " + std::to_string(context) + " + --warmup + --steps must stay within max_position_embeddings = " +
               std::to_string(cfg.max_position_embeddings));
   require(pool >= 1, "--pool-tokens must be positive, got " + std::to_string(pool));
+  // Bounded so the byte counts below cannot overflow (2^40 tokens is ~1 PB of latent cache).
+  require(pool <= (int64_t(1) << 40), "--pool-tokens " + std::to_string(pool) +
+                                          " is absurd: at most 2^40 = 1099511627776 tokens per layer");
   std::vector<KvPath> paths = o.paths;
   if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
                                       : std::vector<KvPath>{KvPath::Bf16};
@@ -348,7 +371,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   const size_t need = weight_bytes + pool_bytes + scratch;
   require(need <= budget, "model does not fit: weights " + gib(double(weight_bytes)) + (wo.share_mlp_weights ? " (MLP/expert weights shared)" : "") +
                               " + KV pool " + gib(double(pool_bytes)) + " + scratch " + gib(double(scratch)) + " = " +
-                              gib(double(need)) + ", but only " + gib(double(free_b)) + " is free" +
+                              gib(double(need)) + " (" + std::to_string(need) + " bytes), but only " + gib(double(free_b)) +
+                              " (" + std::to_string(free_b) + " bytes) is free" +
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
                               "; lower --pool-tokens / --batch / --context" + std::string(wo.share_mlp_weights ? "" : " or use --share-mlp on"));
 
@@ -430,12 +454,17 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
 
   std::vector<Timeline> timelines;
   std::vector<std::pair<std::string, Analysis>> analyses;
+  bool said_fallback = false;
   for (KvPath path : paths) {
     eo.kv_path = path;
     auto t0 = std::chrono::steady_clock::now();
     std::vector<RankTiming> timing;
     Timeline t = run_ranks(cfg, rank_weights, eo, comms, cuda, context, o, &timing);
     double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (cuda && t.source == "host-clock" && !said_fallback && !t.messages.empty()) {
+      std::fprintf(stderr, "glm5prof: %s\n", t.messages.front().c_str());  // once, not per KV path
+      said_fallback = true;
+    }
     for (int r = 0; r < ranks; ++r) {
       Analysis a = analyze(ranks > 1 ? device_part(t, r) : t, peaks);
       RunReport rr;

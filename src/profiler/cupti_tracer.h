@@ -39,6 +39,8 @@ size_t cupti_buffer_bytes(const char* env_value);
 class CuptiTracer : public OpTracer {
  public:
   // Reads GLM5_CUPTI_BUFFER_BYTES (see cupti_buffer_bytes; throws glm5::Error for a bad value).
+  // With GLM5_FORCE_NO_CUPTI=1 it enables nothing and ok() is false, as when cuptiActivityEnable
+  // fails (CUPTI unavailable, another profiler attached): callers fall back to the host clock.
   CuptiTracer();
   ~CuptiTracer() override;  // disables CUPTI if finish() was not called
   CuptiTracer(const CuptiTracer&) = delete;

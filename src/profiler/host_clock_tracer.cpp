@@ -9,6 +9,7 @@ namespace glm5 {
 HostClockTracer::HostClockTracer() { timeline_.source = "host-clock"; }
 
 int64_t HostClockTracer::now_ns() const {
+  if (sync_) sync_();
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();

@@ -3,6 +3,7 @@
 // layer, op) becomes a user_annotation Range. The same analysis and reports then apply unchanged.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace glm5 {
 class HostClockTracer : public OpTracer {
  public:
   HostClockTracer();
+  // Called before every clock reading when set: the CUDA backend without CUPTI passes a device
+  // synchronize, so an op's span covers its kernels (plus launch overhead) instead of its launch.
+  void set_sync(std::function<void()> sync) { sync_ = std::move(sync); }
   void begin_range(const std::string& name) override;
   void end_range() override;    // throws glm5::Error if no range is open
   void begin_op(const OpDesc& op) override;
@@ -28,7 +32,8 @@ class HostClockTracer : public OpTracer {
     bool is_op;
     OpDesc op;
   };
-  int64_t now_ns() const;
+  int64_t now_ns() const;  // sync_() first when set
+  std::function<void()> sync_;
   void close(Open o, int64_t end_ns);
   std::vector<Open> stack_;
   Timeline timeline_;

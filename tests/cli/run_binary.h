@@ -29,12 +29,14 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// Runs glm5prof `args` under `timeout 60`, capturing stdout / stderr in files under `scratch`.
+// Runs glm5prof `args` under `timeout 60` ($GLM5_BINARY_DIR/glm5prof when that is set), capturing stdout / stderr in files under `scratch`.
 inline RunResult run_glm5prof(const std::vector<std::string>& args, const std::filesystem::path& scratch) {
   static int n = 0;
   const std::filesystem::path out = scratch / ("stdout." + std::to_string(n)), err = scratch / ("stderr." + std::to_string(n));
   ++n;
-  std::string cmd = "timeout 60 " + shell_quote(GLM5_BINARY_DIR "/glm5prof");
+  // $GLM5_BINARY_DIR overrides the build folder (the GPU machine runs prebuilt copies elsewhere).
+  const char* dir = std::getenv("GLM5_BINARY_DIR");
+  std::string cmd = "timeout 60 " + shell_quote(std::string(dir && *dir ? dir : GLM5_BINARY_DIR) + "/glm5prof");
   for (const std::string& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote(out.string()) + " 2>" + shell_quote(err.string()) + " </dev/null";
   const int raw = std::system(cmd.c_str());
