@@ -3,6 +3,7 @@
 # split-half indexer RoPE), one TP8 rank on one GPU, the three FP8 KV paths (cast, gather-cast, fp8)
 # at a 32k context, as reports/2026-11-29-h200-deepseek-v3-tp8-rank0.md ran DeepSeek-V3.
 #   tools/device_v32.sh BIN OUT        (run from the repository root on the GPU machine)
+# BATCHES (env, default "1 16") picks the batch sizes.
 # Writes OUT/v32-b{1,16}/ (report.json, report.md, trace.json) and OUT/v32-b{1,16}.log.
 set -u
 # Libraries built here that the GPU image lacks (e.g. libsimdjson) travel in .device/lib.
@@ -10,13 +11,13 @@ set -u
 bin=${1:?usage: tools/device_v32.sh BIN OUT}; out=${2:?usage: tools/device_v32.sh BIN OUT}
 mkdir -p "$out"
 common=(--model deepseek_v32 --tp 8 --rank 0 --context 32768 --pool-tokens 131072 --steps 8 --warmup 2 --kv-path all)
-for b in 1 16; do
+for b in ${BATCHES:-1 16}; do
   timeout 280 "$bin/glm5prof" profile "${common[@]}" --batch "$b" --out "$out/v32-b$b" > "$out/v32-b$b.log" 2>&1
   echo "deepseek_v32 tp8 rank0 b$b rc=$?"
   grep -iE "path|error|cupti|fallback" "$out/v32-b$b.log" | head -20
 done
 # The per-path step / cast numbers from report.json (python3 is on the device image).
-for b in 1 16; do
+for b in ${BATCHES:-1 16}; do
   f="$out/v32-b$b/report.json"
   [ -f "$f" ] && python3 - "$f" "$b" <<'PY'
 import json, sys
