@@ -5,8 +5,8 @@
 # reach golden/glm5-tiny as for tools/gpu_check.sh). Each executable runs with a gtest filter that keeps
 # its small shapes (the GLM-5-sized and timing tests are left out: under memcheck they take minutes),
 # under `compute-sanitizer --tool T --error-exitcode 99` (memcheck also --leak-check full), 4 runs at a
-# time on the one GPU, each run at most 75 s, all of it at most 280 s (runs not started by then are
-# listed as "not run"). Writes OUT/<tool>-<exe>.log and OUT/summary.md: tool, executable, filter,
+# time on the one GPU, each run at most 75 s, all of it at most SAN_BUDGET s (env, default 280; runs
+# not started by SAN_BUDGET - 75 s are listed as "not run"). Writes OUT/<tool>-<exe>.log and OUT/summary.md: tool, executable, filter,
 # sanitizer errors, test result, seconds. Exit 0 when every run that finished reported 0 errors.
 # Flags used exist in CUDA 12 and 13: --tool, --error-exitcode, --leak-check full, --print-limit,
 # --racecheck-report (racecheck hazards are errors or warnings; errors count).
@@ -82,9 +82,10 @@ for tool in $tools; do
 done
 echo "device_sanitize: $(wc -l < "$jobs") runs, 4 at a time"
 start=$(date +%s)
-# Each line: TOOL EXE FILTER. Stop starting runs once 280 - 75 s have passed.
+# Each line: TOOL EXE FILTER. Stop starting runs once SAN_BUDGET - 75 s have passed.
+cutoff=$(( ${SAN_BUDGET:-280} - 75 ))
 while read -r tool exe f; do
-  if [ $(( $(date +%s) - start )) -gt 205 ]; then
+  if [ $(( $(date +%s) - start )) -gt "$cutoff" ]; then
     printf '| %s | %s | `%s` | - | not run (time budget) | 0 |\n' "$tool" "$(basename "$exe")" "$f" >> "$out/rows.txt"
     continue
   fi
