@@ -6,8 +6,8 @@
 # its small shapes (the GLM-5-sized and timing tests are left out: under memcheck they take minutes),
 # under `compute-sanitizer --tool T --error-exitcode 99` (memcheck also --leak-check full), 4 runs at a
 # time on the one GPU, each run at most 75 s, all of it at most SAN_BUDGET s (env, default 280; runs
-# not started by SAN_BUDGET - 75 s are listed as "not run"). Writes OUT/<tool>-<exe>.log and OUT/summary.md: tool, executable, filter,
-# sanitizer errors, test result, seconds. Exit 0 when every run that finished reported 0 errors.
+# not started by SAN_BUDGET - 75 s are listed as "not run"). Writes OUT/<tool>-<exe>.log and
+# OUT/summary.md: tool, executable, filter, sanitizer errors, test result, seconds. Exit 0 when every run that finished reported 0 errors.
 # Flags used exist in CUDA 12 and 13: --tool, --error-exitcode, --leak-check full, --print-limit,
 # --racecheck-report (racecheck hazards are errors or warnings; errors count).
 set -u
