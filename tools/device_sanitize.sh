@@ -17,7 +17,7 @@ if [ "${1:-}" = "--one" ]; then  # internal: one run.   --one TOOL EXE FILTER OU
   log="$out/$tool-$name.log"
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  [ "$tool" = racecheck ] && extra=(--racecheck-report all)
+  [ "$tool" = racecheck ] && [ "${SAN_RACECHECK_REPORT:-1}" = 1 ] && extra=(--racecheck-report all)
   start=$(date +%s)
   timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 "${extra[@]}" \
     "$exe" --gtest_filter="$filter" > "$log" 2>&1
@@ -46,6 +46,12 @@ mkdir -p "$out"; : > "$out/rows.txt"
 command -v compute-sanitizer > /dev/null || export PATH="$PATH:/usr/local/cuda/bin"
 command -v compute-sanitizer > /dev/null || { echo "device_sanitize: compute-sanitizer not found (CUDA toolkit bin)"; exit 2; }
 compute-sanitizer --version | tail -1
+# The flags this script passes, checked against this compute-sanitizer's --help.
+help=$(compute-sanitizer --help 2>&1)
+for flag in --tool --error-exitcode --leak-check --print-limit --racecheck-report; do
+  grep -q -- "$flag" <<< "$help" || echo "device_sanitize: warning: this compute-sanitizer has no $flag"
+done
+grep -q -- --racecheck-report <<< "$help" || export SAN_RACECHECK_REPORT=0
 
 # Executable -> gtest filter (small shapes only). Executables not listed run with '*'.
 declare -A filter=(
