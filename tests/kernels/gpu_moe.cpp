@@ -98,11 +98,11 @@ void check_experts(int B, int E, int k, int hidden, int inter, int used_experts)
   di.upload(ids.data(), di.bytes());
   dtw.upload(tw.data(), dtw.bytes());
   moe_experts_cuda({dx.as<float>(), di.as<int32_t>(), dtw.as<float>(), dg.data(), du.data(), dd.data(), DType::BF16,
-                    dact.as<float>(), dout.as<float>(), B, E, k, hidden, inter},
+                    nullptr, nullptr, nullptr, dact.as<float>(), dout.as<float>(), B, E, k, hidden, inter},
                    nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden);
-  moe_experts_cpu({x.data(), compact_ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::BF16, act.data(),
+  moe_experts_cpu({x.data(), compact_ids.data(), tw.data(), wg.data(), wu.data(), wd.data(), DType::BF16, nullptr, nullptr, nullptr, act.data(),
                    out.data(), B, used_experts, k, hidden, inter});
   std::vector<float> gact(act.size()), gout(out.size());
   dact.download(gact.data(), dact.bytes());
