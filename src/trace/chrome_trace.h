@@ -16,8 +16,9 @@ namespace glm5 {
 // runtime launch to its kernel by correlation id. pid = device for GPU events, the process id for host
 // events; tid = stream / thread. Args: correlation, External id, stream, device, grid, block and ours:
 // step, layer, op, bytes, flops. A gpu_user_annotation span per op range covers that op's kernels.
-// Atomic (temp file + rename). Throws glm5::Error naming the path if it cannot be written.
-void write_chrome_trace(const Timeline& t, const std::string& path);
+// `rank` / `world_size` go to distributedInfo (HTA maps one file per rank; `profile --tp N --rank R`
+// passes R). Atomic (temp file + rename). Throws glm5::Error naming the path if it cannot be written.
+void write_chrome_trace(const Timeline& t, const std::string& path, int rank = 0, int world_size = 1);
 
 // Reads a Chrome/Kineto trace (ours or torch.profiler's; plain JSON or gzip, told apart by the gzip
 // magic bytes, not the name) into a Timeline with source "file", streaming: the file is read in

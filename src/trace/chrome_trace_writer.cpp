@@ -55,7 +55,7 @@ void add_attribution(json& args, int step, int layer, const std::string& op) {
 
 }  // namespace
 
-void write_chrome_trace(const Timeline& t, const std::string& path) {
+void write_chrome_trace(const Timeline& t, const std::string& path, int rank, int world_size) {
   const int64_t base = t.base_time_ns;
   const int64_t host_pid = static_cast<int64_t>(getpid());
   auto us = [base](int64_t ns) { return static_cast<double>(ns - base) / 1e3; };
@@ -151,7 +151,8 @@ void write_chrome_trace(const Timeline& t, const std::string& path) {
   // greppable and avoids one multi-GB line. Still one JSON document.
   std::string doc;
   doc.reserve(events.size() * 160 + 4096);
-  doc += "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"world_size\": 1, \"backend\": \"nccl\"},\n";
+  doc += "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": " + std::to_string(rank) +
+         ", \"world_size\": " + std::to_string(world_size) + ", \"backend\": \"nccl\"},\n";
   doc += "\"deviceProperties\": " + props.dump() + ",\n";
   doc += "\"baseTimeNanoseconds\": " + std::to_string(base) + ", \"displayTimeUnit\": \"ms\",\n";
   doc += "\"glm5prof\": " + info.dump() + ",\n";

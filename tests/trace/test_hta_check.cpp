@@ -85,6 +85,9 @@ TEST(HtaCheck, TraceCarriesWhatHtaNeeds) {
   EXPECT_NE(text.find("\"distributedInfo\": {\"rank\": 0"), std::string::npos) << text.substr(0, 300);
   EXPECT_NE(text.find("\"cat\":\"kernel\""), std::string::npos);
   EXPECT_NE(text.find("\"stream\":7"), std::string::npos);
+  // `profile --tp 8 --rank 3` writes rank 3 of 8.
+  write_chrome_trace(test::decode_run(1, 0, 10), f.trace, 3, 8);
+  EXPECT_EQ(read_all(f.trace).rfind("{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 3, \"world_size\": 8,", 0), 0u);
 }
 
 TEST(HtaCheck, KernelBreakdownEqualsOurs) {
