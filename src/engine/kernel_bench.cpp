@@ -22,6 +22,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
 #include "kernels/kv_layout.h"
+#include "kernels/linear.h"
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -636,6 +637,68 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
       }
     }
   }
+  // --- projections: FP8 block-scaled GEMV (linear_fp8) vs cuBLASLt BF16 at GLM-5's decode shapes ---
+  // Floor = weight bytes (+ scales, x, y) over the measured copy bandwidth: at m <= 16 a projection is
+  // a weight read. The FP8 path is first checked against linear_cpu on 64 rows.
+  std::fprintf(stderr, "bench kernels: linear_fp8, linear_bf16\n");
+  {
+    LinearContext ctx;
+    const std::pair<int, int> shapes[] = {{6144, 16384}, {16384, 2048}, {2048, 6144}, {4096, 6144}};  // o_proj, q_b, q_a, gate_up
+    for (auto [n, k] : shapes) {
+      const size_t nk = size_t(n) * k, nb = size_t((n + 127) / 128) * ((k + 127) / 128);
+      std::vector<uint8_t> codes(nk);
+      std::vector<float> scales(nb);
+      for (size_t i = 0; i < nk; i += 8) {
+        const uint64_t h = splitmix64(seed ^ (i * 0x9e37u));
+        for (size_t q = 0; q < 8 && i + q < nk; ++q) codes[i + q] = uint8_t((h >> (8 * q)) & 0x77u);  // finite codes
+      }
+      for (size_t i = 0; i < nb; ++i) scales[i] = (0.5f + rng_uniform(seed, 31, i)) / 448.f;
+      Buffer dw = to_device(codes, "bench fp8 weight"), ds = to_device(scales, "bench fp8 scales");
+      Buffer wb(Where::Device, nk * 2, "bench bf16 weight");
+      fill_bf16_device(wb.data(), nk, seed, 32);
+      for (int m : {1, 8, 16}) {
+        std::vector<float> x(size_t(m) * k);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 33, i);
+        Buffer dx = to_device(x, "bench x"), dy(Where::Device, size_t(m) * n * 4, "bench y");
+        LinearParams p{dx.as<float>(), dw.data(), DType::F8_E4M3, dy.as<float>(), m, n, k, false, false};
+        p.w_scale = ds.as<float>();
+        linear_cuda(p, ctx, stream);
+        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
+        LinearParams h = p;  // CPU twin on the first 64 rows of W
+        std::vector<float> ref(size_t(m) * 64);
+        h.x = x.data();
+        h.w = codes.data();
+        h.w_scale = scales.data();
+        h.y = ref.data();
+        h.n = 64;
+        h.ld_scale = (k + 127) / 128;
+        linear_cpu(h);
+        double err = 0;
+        for (int i = 0; i < m; ++i)
+          for (int r = 0; r < 64; ++r)
+            err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) /
+                                    (1e-3 + std::fabs(double(ref[size_t(i) * 64 + r]))));
+        require(err < 1e-3, "bench kernels: linear_fp8 disagrees with linear_cpu (max rel err " + sci(err) + ")");
+        for (bool fp8 : {true, false}) {
+          LinearParams q = p;
+          if (!fp8) {
+            q.w = wb.data();
+            q.w_dtype = DType::BF16;
+            q.w_scale = nullptr;
+          }
+          std::vector<double> us = timer.time([&] { linear_cuda(q, ctx, stream); });
+          const double bytes = double(nk) * (fp8 ? 1 : 2) + (fp8 ? double(nb) * 4 : 0.0) + double(m) * k * 4 + double(m) * n * 4;
+          KernelBenchRecord r = make_record(fp8 ? "linear_fp8" : "linear_bf16", us, bytes, 2.0 * m * double(nk), c);
+          r.batch = m;
+          r.n = n;
+          r.k = k;
+          r.check = fp8 ? "vs linear_cpu, 64 rows: max rel err " + sci(err) : "cuBLASLt (checked in gpu_linear)";
+          progress(r);
+          out.push_back(r);
+        }
+      }
+    }
+  }
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
@@ -660,6 +723,8 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
                     {"roofline_fraction", r.roofline_fraction},
                     {"copy_gbps_measured", r.copy_gbps_measured},
                     {"bf16_tflops_measured", r.bf16_tflops_measured},
+                    {"n", r.n},
+                    {"k", r.k},
                     {"check", r.check}});
   return list;
 }

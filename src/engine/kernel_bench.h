@@ -43,6 +43,7 @@ struct KernelBenchRecord {
   double achieved_gbps = 0, tflops = 0, roofline_fraction = 0;
   double copy_gbps_measured = 0, bf16_tflops_measured = 0;
   int reps = 0;
+  int64_t n = 0, k = 0;  // linear_fp8 / linear_bf16: the weight's [n, k] (batch = m tokens)
   std::string check;  // the correctness check that preceded the timing ("bit-identical", "max rel err 1e-7", ...)
 };
 
