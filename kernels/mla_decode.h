@@ -13,14 +13,14 @@
 
 namespace glm5 {
 
-// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: TensorCore where it handles
+// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: TensorCore(Pipelined) where it handles
 // the shapes (L = 512, R % 16 == 0, R <= 64, 16-byte aligned kv and rows: GLM-5, DeepSeek), else
 // Fp32. TensorCore: BF16 mma.sync, one CTA per (request, 64 heads, chunk) (kernels/mla_decode_tc.cuh);
 // throws glm5::Error on other shapes. Fp32: the FMA kernel, one block per (request, 16 heads, chunk),
 // any L <= 512, R <= 128 (kept for the shapes TensorCore does not handle, e.g. glm5-tiny's L = 64).
-// TensorCorePipelined (experimental, not chosen by Auto until measured): TensorCore with FP8 rows
-// fetched two tiles ahead and dequantized during the previous tile's P . V; bitwise the same results;
-// for BF16 rows or 17..32 query heads per request it runs TensorCore.
+// TensorCorePipelined (what Auto runs for FP8 rows): TensorCore with FP8 rows fetched two tiles ahead
+// and dequantized during the previous tile's P . V; bitwise the same results; for BF16 rows or 17..32
+// query heads per request it runs TensorCore.
 enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined };
 
 struct MlaDecodeParams {

@@ -43,14 +43,16 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Byte offsets of the shared-memory regions (host and device agree).
 struct Smem {
   int q, kv, stage, s, p, m, l, a, idx, total;
-  // pipe (MT = 4 or 1, FP8 rows only): a second K/V tile (MT = 4: aliasing q, Q lives in registers
-  // after the prologue), three staging buffers (cp.async two tiles ahead), a ring of four index tiles.
+  // pipe (MT = 4 or 1): FP8 rows: a second K/V tile (MT = 4: aliasing q, Q lives in registers after
+  // the prologue) and three staging buffers (cp.async two tiles ahead); BF16 rows: three K/V tiles
+  // (MT = 4: two of them over q); a ring of four index tiles.
   __host__ __device__ Smem(int mt, bool fp8, int row_bytes, bool pipe = false) {
     const int hb = 16 * mt;
     const int kv_bytes = kTileRows * kStride * 2;
     q = 0;
     kv = q + hb * kStride * 2;
-    stage = kv + (fp8 && !(pipe && mt == 1) ? 1 : 2) * kv_bytes;
+    const int kv_tiles = fp8 ? (pipe && mt == 1 ? 2 : 1) : (pipe ? (mt == 4 ? 1 : 3) : 2);
+    stage = kv + kv_tiles * kv_bytes;
     s = stage + (fp8 ? (pipe ? 3 : 2) * kTileRows * row_bytes : 0);
     s = (s + 15) / 16 * 16;
     p = s + (mt == 2 ? 1 : 2) * hb * kSStride * 4;  // k-parts of S: see mla_decode_tc_kernel
@@ -172,7 +174,7 @@ __device__ __forceinline__ void dequant_rope(const LatentLayout& l, const uint8_
 // per CTA, but with one load at a time its latency would cost as much as many tiles.
 template <int HB>
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint16_t* q_s, int tid) {
-  constexpr int kBatch = 8, kL4 = kL / 4;
+  constexpr int kBatch = 16, kL4 = kL / 4;
   const int R = p.layout.rope_dim;
   if ((reinterpret_cast<uintptr_t>(p.q_latent) & 15u) == 0) {  // latent: float4 -> 4 bf16
     for (int i0 = tid; i0 < HB * kL4; i0 += kBatch * kThreads) {
@@ -235,12 +237,14 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 // MT m16 tiles of heads (16 * MT heads per CTA, from h0 = blockIdx.x * 64). kSplit: rows
 // [z * chunk, (z + 1) * chunk) of the top-k (z = blockIdx.z), partial to the workspace; else all rows,
 // out and lse.
-// kPipe (MT = 4 or 1, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead
+// kPipeMode 1 (MT = 4 or 1, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead
 // and tile t + 1 is dequantized during tile t's P . V (its loads, converts and stores issue beside the
 // MMAs), into a second K/V tile (MT = 4: aliasing Q's shared memory); 3 barriers per tile instead of 4.
 // Same S / softmax / P . V arithmetic in the same order: results are bitwise those of kPipe = false.
-template <int MT, bool kSplit, bool kPipe = false>
+// kPipeMode 2 (BF16 rows): three K/V tiles, rows copied two tiles ahead.
+template <int MT, bool kSplit, int kPipeMode = 0>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodeParams p, int chunk) {
+  constexpr bool kPipe = kPipeMode != 0, kPipe8 = kPipeMode == 1, kPipe16 = kPipeMode == 2;
   static_assert(!kPipe || MT != 2, "the pipelined kernel holds Q in registers (MT = 4 or 1)");
   constexpr int HB = 16 * MT;                  // heads per CTA (padded)
   // S-phase warp roles: MT = 4: warp (m-tile w % 4, k-half w / 4), its Q fragments held in registers
@@ -285,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   // Prologue: tile 0 (pipelined: and tile 1) in flight while Q is converted.
   if (ntiles > 0) issue_tile(p, idx_s, fp8 ? stage : reinterpret_cast<uint8_t*>(kv_base), tid);
   cp_async_commit();
-  if constexpr (kPipe) {
+  if constexpr (kPipe8) {
     if (ntiles > 1) issue_tile(p, idx_s + kTileRows, stage + kTileRows * lay.row_bytes, tid);
     cp_async_commit();
   }
@@ -321,28 +325,41 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
     qf[kq][0] = qf[kq][1] = qf[kq][2] = qf[kq][3] = 0u;
     if (kQReg && ks_begin + kq < ks_end) ldsm_x4(q_addr + (ks_begin + kq) * 32, qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3]);
   }
-  // Pipelined: K/V tile i % 2 at kv_base (i even) or over q_s (i odd); tile 0 dequantized here.
+  // Pipelined FP8: K/V tile i % 2 at kv_base (i even) or kv_alt (over q_s for MT = 4); tile 0
+  // dequantized here. Pipelined BF16: K/V tile i % 3 at kv_base, kv_alt, kv_alt2.
   uint16_t* const kv_alt = kPipe ? (MT == 4 ? q_s : kv_base + kv_tile_elems) : kv_base;
-  if constexpr (kPipe) {
+  uint16_t* const kv_alt2 = kv_alt + kv_tile_elems;
+  if constexpr (kPipe8) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // tile 0 (tile 1 may be in flight)
     __syncthreads();  // tile 0 visible; every warp holds its Q fragments (q_s becomes a K/V tile)
     dequant_tile(lay, stage, kv_base, tid);
   }
+  if constexpr (kPipe16) {
+    __syncthreads();  // every warp holds its Q fragments (q_s becomes K/V tiles 1 and 2)
+    if (ntiles > 1) issue_tile(p, idx_s + kTileRows, reinterpret_cast<uint8_t*>(kv_alt), tid);
+    cp_async_commit();
+  }
 
   for (int t = 0; t < ntiles; ++t) {
     const int j0 = j_begin + t * kTileRows;
-    cp_async_wait_all();
-    __syncthreads();  // tile t (pipelined: t + 1) landed for all threads; the previous tile is consumed
+    if constexpr (!kPipe) cp_async_wait_all();
+    if constexpr (kPipe16) asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // tile t (t + 1 may fly)
+    __syncthreads();  // tile t landed for all threads (pipelined: dequantized); the previous tile is consumed
     const uint16_t* kv_s = kv_base;
     const int* tidx = idx_s + (t % kRing) * kTileRows;
     if constexpr (kPipe) {
-      if (t + 2 < ntiles) issue_tile(p, idx_s + ((t + 2) % 4) * kTileRows, stage + ((t + 2) % 3) * kTileRows * lay.row_bytes, tid);
+      if (t + 2 < ntiles) {
+        uint8_t* dst = kPipe8 ? stage + ((t + 2) % 3) * kTileRows * lay.row_bytes
+                              : reinterpret_cast<uint8_t*>((t + 2) % 3 == 0 ? kv_base : (t + 2) % 3 == 1 ? kv_alt : kv_alt2);
+        issue_tile(p, idx_s + ((t + 2) % 4) * kTileRows, dst, tid);
+      }
       cp_async_commit();
       if (tid < kTileRows) {  // tile t + 3's indices to smem (last read by tile t - 1), tile t + 4's loaded
         idx_s[((t + 3) % 4) * kTileRows + tid] = idx_next;
         idx_next = tile_index(p, b, j0 + 4 * kTileRows, j_end, tid);
       }
-      kv_s = (t & 1) ? kv_alt : kv_base;
+      if constexpr (kPipe8) kv_s = (t & 1) ? kv_alt : kv_base;
+      else kv_s = t % 3 == 0 ? kv_base : t % 3 == 1 ? kv_alt : kv_alt2;
     } else {
       if (t + 1 < ntiles) {
         uint8_t* dst = fp8 ? stage + ((t + 1) & 1) * kTileRows * lay.row_bytes
@@ -446,6 +463,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
       }
 #pragma unroll
       for (int o = TPH / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      // Pipelined: tile t + 1's rows (issued a tile and a half ago) must have landed before P . V
+      // dequantizes them; tile t + 2's may still be in flight. The barrier below publishes them.
+      if constexpr (kPipe8) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
       const float alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
       __syncwarp();  // every lane of the head read m_s[hh] before it is overwritten
       if (tid % TPH == 0) {
@@ -485,14 +505,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
         }
-        if constexpr (kPipe) {  // tile t + 1 (stale past the last tile: written, never read)
+        if constexpr (kPipe8) {  // tile t + 1 (stale past the last tile: written, never read)
           const uint8_t* st = stage + ((t + 1) % 3) * kTileRows * lay.row_bytes;
           uint16_t* dst = (t & 1) ? kv_base : kv_alt;
           dequant_codes_job(lay, st, dst, tid + (kk / 16) * 2 * kThreads);
           dequant_codes_job(lay, st, dst, tid + ((kk / 16) * 2 + 1) * kThreads);
         }
       }
-      if constexpr (kPipe)
+      if constexpr (kPipe8)
         dequant_rope(lay, stage + ((t + 1) % 3) * kTileRows * lay.row_bytes, (t & 1) ? kv_base : kv_alt, tid);
     }
   }

@@ -241,11 +241,15 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     EXPECT_EQ(gg.out, g.out) << "gather-cast path differs from fp8 path";
     EXPECT_EQ(0, std::memcmp(gc.lse.data(), g.lse.data(), n_lse * 4));
     EXPECT_EQ(0, std::memcmp(gg.lse.data(), g.lse.data(), n_lse * 4));
-    if (tc) {  // the pipelined variant: same arithmetic in the same order -> the same bits
-      const GpuResult gp =
-          run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::TensorCorePipelined);
-      EXPECT_EQ(gp.out, g.out) << "TensorCorePipelined differs from TensorCore";
-      EXPECT_EQ(0, std::memcmp(gp.lse.data(), g.lse.data(), n_lse * 4));
+    if (tc) {  // pipelined and plain tensor-core kernels: same arithmetic in the same order -> same bits
+      const GpuResult g8 =
+          run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::TensorCore);
+      const GpuResult g16 = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
+                                    MlaDecodeKernel::TensorCorePipelined);
+      EXPECT_EQ(g8.out, g.out) << "TensorCore (fp8 rows) differs from Auto (TensorCorePipelined)";
+      EXPECT_EQ(0, std::memcmp(g8.lse.data(), g.lse.data(), n_lse * 4));
+      EXPECT_EQ(g16.out, g.out) << "TensorCorePipelined (bf16 rows) differs from the fp8 path";
+      EXPECT_EQ(0, std::memcmp(g16.lse.data(), g.lse.data(), n_lse * 4));
     }
   }
 }
@@ -355,11 +359,11 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
       Buffer ws(Where::Device, std::max<size_t>(ws_bytes, 16), "mla workspace");
       for (bool fp8 : {true, false})
         for (int v = 0; v < 4; ++v) {  // 0: split-K as chosen, 1: no workspace, 2: the fp32 kernel (fp8, H 64
-                                       // only), 3: TensorCorePipelined (fp8)
+                                       // only), 3: fp8 TensorCore (not pipelined) / bf16 TensorCorePipelined
           const bool split = v != 1;
           if (v == 1 && ws_bytes == 0) continue;
           if (v == 2 && !(fp8 && H == 64 && s_q == 1 && B >= 64)) continue;
-          if (v == 3 && !(fp8 && (c.HQ() >= 64 || c.HQ() <= 16))) continue;
+          if (v == 3 && !(c.HQ() >= 64 || c.HQ() <= 16)) continue;
           const LatentLayout& kl = fp8 ? l8 : l16;
           MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), fp8 ? pool.as<uint8_t>() : bf.as<uint8_t>(), kl,
                                      idx.as<int32_t>(), out.as<float>(), nullptr);
@@ -368,7 +372,7 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
             p.workspace_bytes = ws_bytes;
           }
           if (v == 2) p.kernel = MlaDecodeKernel::Fp32;
-          if (v == 3) p.kernel = MlaDecodeKernel::TensorCorePipelined;
+          if (v == 3) p.kernel = fp8 ? MlaDecodeKernel::TensorCore : MlaDecodeKernel::TensorCorePipelined;
           mla_decode_cuda(p, nullptr);
           cudaEvent_t a, e;
           CUDA_CHECK(cudaEventCreate(&a));
@@ -384,7 +388,7 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
           const double floor_us = std::max(bytes / 4.26e6, flops / 790e6);
           std::printf("mla_decode %s %s %s B=%3d s_q=%d H=%2d topk=2048 (S=%2d): %7.1f us, %6.1f TFLOP/s, %6.0f GB/s, "
                       "%.0f%% of roofline floor %.1f us\n",
-                      v == 2 ? "fp32" : v == 3 ? "pipe" : "tc  ", fp8 ? "fp8 " : "bf16", split ? "split " : "single", B, s_q, H,
+                      v == 2 ? "fp32" : v == 3 ? (fp8 ? "tc  " : "pipe") : (fp8 ? "pipe" : "tc  "), fp8 ? "fp8 " : "bf16", split ? "split " : "single", B, s_q, H,
                       split ? mla_decode_num_splits(B, c.HQ(), 2048) : 1, us, flops / us / 1e6, bytes / us / 1e3,
                       100.0 * floor_us / us, floor_us);
           CUDA_CHECK(cudaEventDestroy(a));
