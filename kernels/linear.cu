@@ -85,6 +85,65 @@ struct LinearContext::Impl {
   void* workspace = nullptr;
   uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
   size_t staging_elems = 0;
+  uint8_t* x_fp8 = nullptr;  // FP8 activations and their scales (block-scaled path), grown on demand
+  float* x_fp8_scale = nullptr;
+  size_t x_fp8_elems = 0;
+  std::map<std::tuple<int, int, int, uint32_t, uint32_t>, LinearPlan> fp8_plans;
+
+  void x_fp8_for(size_t elems) {
+    if (elems > x_fp8_elems) {
+      if (x_fp8) CUDA_CHECK(cudaFree(x_fp8));
+      if (x_fp8_scale) CUDA_CHECK(cudaFree(x_fp8_scale));
+      x_fp8 = nullptr;
+      x_fp8_scale = nullptr;
+      CUDA_CHECK(cudaMalloc(&x_fp8, elems));
+      CUDA_CHECK(cudaMalloc(&x_fp8_scale, (elems / 128 + 1) * sizeof(float)));
+      x_fp8_elems = elems;
+    }
+  }
+
+  // cuBLASLt block-scaled FP8 plan: A = W (e4m3, [k, n] column-major, TRANSA, BLK128x128_32F scales),
+  // B = x (e4m3, [k, m], VEC128_32F scales), C = D = y fp32 [n, m]. Scale pointers are set per call.
+  // Returns null when cuBLASLt has no algorithm (e.g. a CUDA build before 12.9).
+  LinearPlan* fp8_plan(int m, int n, int k, uint32_t align_w, uint32_t align_y) {
+    auto key = std::make_tuple(m, n, k, align_w, align_y);
+    auto it = fp8_plans.find(key);
+    if (it != fp8_plans.end()) return it->second.desc ? &it->second : nullptr;
+    LinearPlan pl;
+    CUBLASLT_CHECK(cublasLtMatmulDescCreate(&pl.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+    const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
+                                      b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+    CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8F_E4M3, k, n, k));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8F_E4M3, k, m, k));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    const uint32_t align_b = 256;  // x_fp8 comes from cudaMalloc
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+      destroy(pl);
+      fp8_plans.emplace(key, LinearPlan{});  // remembered as unsupported
+      return nullptr;
+    }
+    pl.algo = result.algo;
+    return &fp8_plans.emplace(key, pl).first->second;
+  }
+
   uint16_t* w_staging = nullptr;  // bf16 copy of an FP8 weight (large-m FP8 path), grown on demand
   size_t w_staging_elems = 0;
 
@@ -161,6 +220,9 @@ struct LinearContext::Impl {
 
   ~Impl() {  // never throws: errors at teardown are ignored
     for (auto& [key, pl] : plans) destroy(pl);
+    for (auto& [key, pl] : fp8_plans) destroy(pl);
+    if (x_fp8) cudaFree(x_fp8);
+    if (x_fp8_scale) cudaFree(x_fp8_scale);
     if (staging) cudaFree(staging);
     if (w_staging) cudaFree(w_staging);
     if (split_out) cudaFree(split_out);
@@ -180,6 +242,27 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     if (p.m <= ctx.fp8_gemv_max_m) {
       linear_fp8_gemv_cuda(p, stream);
       return;
+    }
+    // Block-scaled cuBLASLt needs a dense weight whose scale rows hold ceil(k/128) rounded up to 4
+    // blocks (cuBLASLt's BLK128x128 layout; GLM-5's k = 512 / 2048 / 6144 / 16384 all qualify).
+    const int kb = (p.k + 127) / 128;
+    const bool dense = p.w_stride() == p.k && p.scale_stride() == (kb + 3) / 4 * 4 && p.k % 128 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
+    if (ctx.fp8_large_m == LinearContext::Fp8LargeM::BlockScaled && dense) {
+      impl.init();
+      if (LinearPlan* pl = impl.fp8_plan(p.m, p.n, p.k, alignment_of(p.w), alignment_of(p.y))) {
+        impl.x_fp8_for(size_t(p.m) * p.k);
+        fp8_quantize_activations_cuda(p.x, p.m, p.k, impl.x_fp8, impl.x_fp8_scale, ctx.act_scale_tokens_fastest, stream);
+        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.w_scale,
+                                                      sizeof(p.w_scale)));
+        const float* xs = impl.x_fp8_scale;
+        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
+        const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
+        CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl->desc, &alpha, p.w, pl->a, impl.x_fp8, pl->b, &beta, p.y, pl->c, p.y,
+                                      pl->c, &pl->algo, impl.workspace, kWorkspaceBytes, stream));
+        ++ctx.fp8_block_scaled_calls;
+        return;
+      }
     }
     uint16_t* w = impl.w_staging_for(size_t(p.n) * p.k);
     fp8_block_dequant_bf16_cuda(p, w, stream);

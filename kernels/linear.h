@@ -56,6 +56,15 @@ class LinearContext {
   struct Impl;
   Impl* impl() { return impl_.get(); }
   int fp8_gemv_max_m = 16;  // FP8 weights: largest m run by the GEMV kernel (tests set 0 to force dequant)
+  // FP8 weights, m > fp8_gemv_max_m: Dequant = W to a BF16 staging copy + the BF16 cuBLASLt GEMM;
+  // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
+  // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its
+  // 128x128 scales (BLK128x128_32F), x with VEC128_32F scales, fp32 output. `act_scale_tokens_fastest`
+  // picks the order of x's scales ([k/128][m] vs [m][k/128]); the GPU test checks both.
+  enum class Fp8LargeM { Dequant, BlockScaled };
+  Fp8LargeM fp8_large_m = Fp8LargeM::Dequant;
+  bool act_scale_tokens_fastest = true;
+  long fp8_block_scaled_calls = 0;  // how many calls took the BlockScaled path (cuBLASLt had an algorithm)
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -115,6 +115,24 @@ __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restri
   }
 }
 
+// One warp per (token, 128-column block): amax, then codes (4 per lane per step).
+__global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int m, int k, uint8_t* __restrict__ codes,
+                                                float* __restrict__ scales, bool tokens_fastest) {
+  const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int blocks = k / 128;
+  if (warp >= m * blocks) return;
+  const int t = warp / blocks, b = warp % blocks;
+  const float4 v = *reinterpret_cast<const float4*>(x + size_t(t) * k + 128 * b + 4 * lane);
+  const float amax = warp_max(fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+  const float scale = amax > 0.f ? amax / 448.f : 1.f;
+  uint8_t* c = codes + size_t(t) * k + 128 * b + 4 * lane;
+  c[0] = float_to_e4m3_device(v.x / scale);
+  c[1] = float_to_e4m3_device(v.y / scale);
+  c[2] = float_to_e4m3_device(v.z / scale);
+  c[3] = float_to_e4m3_device(v.w / scale);
+  if (lane == 0) scales[tokens_fastest ? size_t(b) * m + t : size_t(t) * blocks + b] = scale;
+}
+
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 template <int MT>
@@ -145,6 +163,16 @@ void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream) {
   } else {
     launch_vec<16>(p, stream);
   }
+  CUDA_CHECK_LAUNCH();
+}
+
+void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,
+                                   cudaStream_t stream) {
+  require(k % 128 == 0 && m > 0, "fp8_quantize_activations_cuda: k = " + std::to_string(k) + " must be a positive multiple of 128");
+  require(aligned16(x), "fp8_quantize_activations_cuda: x must be 16-byte aligned");
+  const int64_t warps = int64_t(m) * (k / 128);
+  fp8_quantize_activations_kernel<<<int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(x, m, k, codes, scales,
+                                                                                              tokens_fastest);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -22,4 +22,10 @@ void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream);
 // [n, k] dense BF16 (the staging copy linear_cuda multiplies with cuBLASLt when m is large).
 void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStream_t stream);
 
+// Per-token, per-128-column FP8 quantization of fp32 activations x [m, k] (k % 128 == 0):
+// scale[t, b] = amax(x[t, 128b : 128b + 128]) / 448 (1 when 0), codes[t, c] = e4m3(x[t, c] / scale);
+// scales stored [k/128][m] (tokens fastest) or [m][k/128].
+void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,
+                                   cudaStream_t stream);
+
 }  // namespace glm5
