@@ -69,10 +69,9 @@ __device__ void cast_row_warp(const uint8_t* __restrict__ src, uint16_t* __restr
 
 // ---- 16-byte tile path -------------------------------------------------------------------------
 
-constexpr int kStages = 3;                            // tiles per block: 1 being cast + 2 loading
-constexpr int kMaxTileRows = 16;                      // FP8 rows per tile (GLM-5: 10,496 B)
+constexpr int kMaxTileRows = 32;                      // KvCastTuning::tile_rows bound
 constexpr int kMaxRowsPerWarp = kMaxTileRows / kWarps;  // gather: rows whose loads one warp issues
-constexpr int kMaxSmemBytes = 48 * 1024;              // kStages tiles; no opt-in attribute needed
+constexpr int kMaxSmemBytes = 227 * 1024;             // all stages of one block
 static_assert(kMaxTileRows % kWarps == 0, "gather loads: whole rows per warp");
 
 // 16-byte asynchronous global -> shared copy (sm_80+ cp.async, L1 bypassed); src_bytes 0 writes 16
@@ -100,6 +99,7 @@ struct TileGeom {
 // Dequantizes the `n` staged FP8 rows at `tile` (row_bytes apart in shared memory) into the n
 // contiguous BF16 rows at `out`: output chunk o = threadIdx.x + i*kThreads (row o / out_chunks,
 // chunk o % out_chunks, both walked incrementally), so each warp stores 512 contiguous bytes.
+template <bool kStreamingStores>
 __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int n, uint8_t* __restrict__ out,
                                           const LatentLayout& l, const TileGeom& g) {
   const int total = n * g.out_chunks;
@@ -115,7 +115,8 @@ __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int 
     } else {
       v = *reinterpret_cast<const uint4*>(row + l.rope_offset() + 16 * (k - g.latent_chunks));
     }
-    __stcs(reinterpret_cast<uint4*>(out) + o, v);  // write-once output: evict-first
+    if (kStreamingStores) __stcs(reinterpret_cast<uint4*>(out) + o, v);  // write-once output: evict-first
+    else reinterpret_cast<uint4*>(out)[o] = v;
     r += g.step_rows;
     k += g.step_k;
     if (k >= g.out_chunks) {
@@ -127,6 +128,7 @@ __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int 
 
 // Full-pool cast: block b casts tiles b, b + grid, ...; tile j + kStages-1 is loading (one
 // contiguous run of tile_rows * row_bytes bytes, 16-byte cp.async per thread) while tile j is cast.
+template <int kStages, bool kStreamingStores>
 __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, TileGeom g) {
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
@@ -152,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, 
     __syncthreads();               // ... and everyone's
     const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
     const int n = int(min(int64_t(g.tile_rows), p.rows - row0));
-    cast_tile(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
     __syncthreads();  // stage j % kStages is reloaded by the next iteration's issue
   }
   cp_async_wait<0>();
@@ -162,7 +164,8 @@ __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, 
 // the copies of rows w, w + kWarps, ... (lane c: 16-byte chunks c, c + 32, ...), a negative index
 // zero-fills the staged row (cp.async with 0 source bytes), so it casts to a zero row. The indices
 // of the tile to issue next are loaded one iteration ahead, so their latency is hidden too.
-__global__ void __launch_bounds__(kThreads) kv_gather_cast_tile_kernel(KvGatherCastParams p, TileGeom g) {
+template <int kStages, bool kStreamingStores>
+__global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGatherCastParams p, TileGeom g) {
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
   const int stage_bytes = g.tile_rows * l.row_bytes, in_chunks = l.row_bytes / 16;
@@ -211,7 +214,7 @@ __global__ void __launch_bounds__(kThreads) kv_gather_cast_tile_kernel(KvGatherC
     __syncthreads();
     const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
     const int n = int(min(int64_t(g.tile_rows), p.count - row0));
-    cast_tile(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
     __syncthreads();
   }
   cp_async_wait<0>();
@@ -266,16 +269,17 @@ struct TilePlan {
   size_t smem = 0;
 };
 template <class Kernel>
-TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l) {
+TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l, int stages, int tile_rows) {
   TilePlan plan;
-  const int max_rows = std::min(kMaxTileRows, kMaxSmemBytes / (kStages * l.row_bytes));
+  const int max_rows = std::min(tile_rows, kMaxSmemBytes / (stages * l.row_bytes));
   if (max_rows < 1) return plan;
-  plan.smem = size_t(kStages) * max_rows * l.row_bytes;
+  plan.smem = size_t(stages) * max_rows * l.row_bytes;
   int device = 0, sms = 0, per_sm = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem)));
   CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, plan.smem));
   const int64_t resident = int64_t(sms) * std::max(per_sm, 1);
   const int64_t per_block = (rows + resident * max_rows - 1) / (resident * max_rows);
@@ -292,36 +296,76 @@ TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l) {
   return plan;
 }
 
+template <int S, bool CS>
+bool launch_cast_variant(const KvCastParams& p, int tile_rows, cudaStream_t stream) {
+  const TilePlan plan = tile_plan(kv_cast_tile_kernel<S, CS>, p.rows, p.layout, S, tile_rows);
+  if (plan.grid == 0) return false;
+  kv_cast_tile_kernel<S, CS><<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
+  return true;
+}
+template <int S, bool CS>
+bool launch_gather_variant(const KvGatherCastParams& p, int tile_rows, cudaStream_t stream) {
+  const TilePlan plan = tile_plan(kv_gather_cast_tile_kernel<S, CS>, p.count, p.layout, S, tile_rows);
+  if (plan.grid == 0) return false;
+  kv_gather_cast_tile_kernel<S, CS><<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
+  return true;
+}
+// The tile kernel of `t` (false: the layout's row does not fit; use the 4-byte path).
+bool launch_cast_tiles(const KvCastParams& p, const KvCastTuning& t, cudaStream_t stream) {
+  if (t.streaming_stores) {
+    if (t.stages == 2) return launch_cast_variant<2, true>(p, t.tile_rows, stream);
+    if (t.stages == 3) return launch_cast_variant<3, true>(p, t.tile_rows, stream);
+    return launch_cast_variant<4, true>(p, t.tile_rows, stream);
+  }
+  if (t.stages == 2) return launch_cast_variant<2, false>(p, t.tile_rows, stream);
+  if (t.stages == 3) return launch_cast_variant<3, false>(p, t.tile_rows, stream);
+  return launch_cast_variant<4, false>(p, t.tile_rows, stream);
+}
+bool launch_gather_tiles(const KvGatherCastParams& p, const KvCastTuning& t, cudaStream_t stream) {
+  if (t.streaming_stores) {
+    if (t.stages == 2) return launch_gather_variant<2, true>(p, t.tile_rows, stream);
+    if (t.stages == 3) return launch_gather_variant<3, true>(p, t.tile_rows, stream);
+    return launch_gather_variant<4, true>(p, t.tile_rows, stream);
+  }
+  if (t.stages == 2) return launch_gather_variant<2, false>(p, t.tile_rows, stream);
+  if (t.stages == 3) return launch_gather_variant<3, false>(p, t.tile_rows, stream);
+  return launch_gather_variant<4, false>(p, t.tile_rows, stream);
+}
+
+void validate_tuning(const KvCastTuning& t, const char* who) {
+  require(t.tile_rows >= 1 && t.tile_rows <= kMaxTileRows,
+          std::string(who) + ": tuning.tile_rows = " + std::to_string(t.tile_rows) + ", expected 1..32");
+  require(t.stages >= 2 && t.stages <= 4,
+          std::string(who) + ": tuning.stages = " + std::to_string(t.stages) + ", expected 2, 3 or 4");
+}
+
 }  // namespace
 
-void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) {
+void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) { kv_cast_cuda(p, stream, KvCastTuning{}); }
+
+void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning& tuning) {
   validate_kv_cast_params(p);
+  validate_tuning(tuning, "kv_cast_cuda");
   if (p.rows == 0) return;
   require_aligned4(p.pool, "kv_cast_cuda", "pool");
   require_aligned4(p.out, "kv_cast_cuda", "out");
-  const TilePlan plan =
-      can_vectorize(p.layout, p.pool, p.out) ? tile_plan(kv_cast_tile_kernel, p.rows, p.layout) : TilePlan{};
-  if (plan.grid > 0) {
-    kv_cast_tile_kernel<<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
-  } else {
+  if (!(can_vectorize(p.layout, p.pool, p.out) && launch_cast_tiles(p, tuning, stream)))
     kv_cast_kernel<<<grid_for(p.rows), kThreads, 0, stream>>>(p);
-  }
   CUDA_CHECK_LAUNCH();
 }
 
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream) {
+  kv_gather_cast_cuda(p, stream, KvCastTuning{});
+}
+
+void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream, const KvCastTuning& tuning) {
   validate_kv_gather_cast_params(p);
+  validate_tuning(tuning, "kv_gather_cast_cuda");
   if (p.count == 0) return;
   require_aligned4(p.pool, "kv_gather_cast_cuda", "pool");
   require_aligned4(p.out, "kv_gather_cast_cuda", "out");
-  const TilePlan plan = can_vectorize(p.layout, p.pool, p.out)
-                            ? tile_plan(kv_gather_cast_tile_kernel, p.count, p.layout)
-                            : TilePlan{};
-  if (plan.grid > 0) {
-    kv_gather_cast_tile_kernel<<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
-  } else {
+  if (!(can_vectorize(p.layout, p.pool, p.out) && launch_gather_tiles(p, tuning, stream)))
     kv_gather_cast_kernel<<<grid_for(p.count), kThreads, 0, stream>>>(p);
-  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -35,6 +35,16 @@ void validate_kv_cast_params(const KvCastParams& p);
 void kv_cast_cpu(const KvCastParams& p);
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream);
 
+// Knobs of the CUDA 16-byte tile path (kv_cast.cu header): the defaults are what the engine runs;
+// tests and benchmarks sweep them. Any value gives the same output bytes.
+struct KvCastTuning {
+  int tile_rows = 16;            // FP8 rows staged per tile, 1..32 (fewer when the row is large)
+  int stages = 3;                // tiles per block in flight (1 cast + stages-1 loading): 2, 3 or 4
+  bool streaming_stores = true;  // st.global.cs (L2 evict-first) for the write-once output
+};
+// Throws glm5::Error as the 2-argument form, and on tile_rows outside 1..32 or stages outside 2..4.
+void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning& tuning);
+
 // `gather-cast` path: row i of `out` is pool row indices[i] (index -1: a zero row).
 // Also writes compact_indices[i] = indices[i] < 0 ? -1 : i, so attention can read `out` directly.
 struct KvGatherCastParams {
@@ -50,5 +60,6 @@ struct KvGatherCastParams {
 void validate_kv_gather_cast_params(const KvGatherCastParams& p);
 void kv_gather_cast_cpu(const KvGatherCastParams& p);
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream);
+void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream, const KvCastTuning& tuning);
 
 }  // namespace glm5
