@@ -258,10 +258,14 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 
 // Merges the S partials of (b, h) = (blockIdx.y, blockIdx.x) (layout of mla_decode_kernel<true>)
 // with the log-sum-exp rule; S floats of dynamic shared memory hold the weights w_s = exp(m_s - M).
-constexpr int kCombineThreads = 128;
+// 512 threads: 4 groups of 128, group g sums its quarter of the S partials for float4 d (16 loads in
+// flight per thread), the groups' sums are added in fixed order (deterministic). At B = 1 (S = 64) a
+// 128-thread loop over the partials cost tens of microseconds of round trips.
+constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
+  __shared__ float4 part_s[kCombineGroups - 1][kCombineLanes];
   const int L = p.layout.latent_dim, h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x, HQ = p.H * p.s_q;
   const int64_t n_part = int64_t(p.B) * HQ * S, bh = int64_t(b) * HQ + h;
   const float* m_p = p.workspace + n_part * L + bh * S;
@@ -284,21 +288,20 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Mla
     }
   }
   __syncthreads();
-  // float4 per thread, 8 partials' loads in flight at a time (one at a time, S = 64 partials cost
-  // 64 round trips: most of a batch-1 decode).
   const float inv = stat_s[1];
   const float4* acc = reinterpret_cast<const float4*>(p.workspace + bh * S * L);
   float4* o = reinterpret_cast<float4*>(p.out + bh * L);
-  const int L4 = L / 4;
-  for (int d = tid; d < L4; d += kCombineThreads) {
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    int s = 0;
-    for (; s + 8 <= S; s += 8) {
-      float4 a[8];
+  const int L4 = L / 4, g = tid / kCombineLanes, d = tid % kCombineLanes;  // L4 <= 128 (L <= 512)
+  const int per = (S + kCombineGroups - 1) / kCombineGroups, s0 = min(S, g * per), s1 = min(S, s0 + per);
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+  if (d < L4) {
+    int s = s0;
+    for (; s + 16 <= s1; s += 16) {
+      float4 a[16];
 #pragma unroll
-      for (int k = 0; k < 8; ++k) a[k] = __ldg(acc + int64_t(s + k) * L4 + d);
+      for (int k = 0; k < 16; ++k) a[k] = __ldg(acc + int64_t(s + k) * L4 + d);
 #pragma unroll
-      for (int k = 0; k < 8; ++k) {
+      for (int k = 0; k < 16; ++k) {
         const float w = w_s[s + k];
         v.x = fmaf(w, a[k].x, v.x);
         v.y = fmaf(w, a[k].y, v.y);
@@ -306,13 +309,25 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Mla
         v.w = fmaf(w, a[k].w, v.w);
       }
     }
-    for (; s < S; ++s) {
+    for (; s < s1; ++s) {
       const float4 a = __ldg(acc + int64_t(s) * L4 + d);
       const float w = w_s[s];
       v.x = fmaf(w, a.x, v.x);
       v.y = fmaf(w, a.y, v.y);
       v.z = fmaf(w, a.z, v.z);
       v.w = fmaf(w, a.w, v.w);
+    }
+    if (g > 0) part_s[g - 1][d] = v;
+  }
+  __syncthreads();
+  if (g == 0 && d < L4) {
+#pragma unroll
+    for (int k = 0; k < kCombineGroups - 1; ++k) {
+      const float4 q = part_s[k][d];
+      v.x += q.x;
+      v.y += q.y;
+      v.z += q.z;
+      v.w += q.w;
     }
     o[d] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
   }
