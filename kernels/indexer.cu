@@ -257,7 +257,8 @@ constexpr unsigned kNoDigit = 0xffffffffu;
 constexpr int kMaxCluster = 8;                           // blocks per request (portable cluster size)
 constexpr int kMinClusterChunk = 8192;                   // positions per block before the split pays
 
-size_t topk_smem_bytes() { return sizeof(uint32_t) * (2 * kTopkBins + kTopkCandidates); }
+constexpr int kTopkChunkSmem = 16384;                    // a block's positions kept in shared memory
+size_t topk_smem_bytes() { return sizeof(uint32_t) * (2 * kTopkBins + kTopkCandidates + kTopkChunkSmem); }
 
 __device__ __forceinline__ int32_t slot_of(const TopkParams& p, int b, int pos) {
   const int32_t page = p.block_table[int64_t(b) * p.max_pages + pos / kPageSize];
@@ -376,12 +377,15 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // hold (from their candidates and pass-1 histogram, or a count over their positions), then walks
 // its own positions in steps of 8192 (8 consecutive per thread, one block prefix sum per step)
 // writing the keys above the k-th key and the lowest-position keys equal to it. With C = 1 this is
-// the single-block algorithm (three reads of the scores).
+// the single-block algorithm (three reads of the scores). A block whose positions fit in
+// kTopkChunkSmem reads them once, all loads in flight together, and scans shared memory after.
+// Round 1 on the H200 (before that staging): B 1 at 128K 39.6 us (single block: 152.7 us).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
   extern __shared__ uint32_t topk_smem[];
   unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
   unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's
   uint32_t* cand = merged + kTopkBins;         // [kTopkCandidates]
+  uint32_t* chunk_s = cand + kTopkCandidates;  // [kTopkChunkSmem] this block's order keys, in position order
   __shared__ unsigned warp_sums[kTopkWarps];
   __shared__ unsigned sel[2];
   __shared__ unsigned cand_count;
@@ -400,6 +404,46 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
   const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
   const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
+  // When this block's positions fit (GLM-5 128K at C = 8: 16,384), their order keys are read from
+  // global memory once, here, with all loads in flight together; every later scan reads shared memory.
+  const bool chunk_in_smem = end - begin <= kTopkChunkSmem;
+  if (chunk_in_smem) {
+    for (int base = begin; base < end; base += 2 * kTopkStep) {
+      uint32_t k0[kTopkPerThread], k1[kTopkPerThread];
+      bool v0[kTopkPerThread], v1[kTopkPerThread];
+      load_keys(s, end, base, vec, k0, v0);
+      load_keys(s, end, base + kTopkStep, vec, k1, v1);  // all invalid (no load) past the end
+      const int at = base - begin + kTopkPerThread * tid;  // a multiple of 8: two aligned uint4
+      if (base + kTopkPerThread * tid < end) {
+        reinterpret_cast<uint4*>(chunk_s + at)[0] = make_uint4(k0[0], k0[1], k0[2], k0[3]);
+        reinterpret_cast<uint4*>(chunk_s + at)[1] = make_uint4(k0[4], k0[5], k0[6], k0[7]);
+      }
+      if (base + kTopkStep + kTopkPerThread * tid < end) {
+        reinterpret_cast<uint4*>(chunk_s + at + kTopkStep)[0] = make_uint4(k1[0], k1[1], k1[2], k1[3]);
+        reinterpret_cast<uint4*>(chunk_s + at + kTopkStep)[1] = make_uint4(k1[4], k1[5], k1[6], k1[7]);
+      }
+    }
+    __syncthreads();
+  }
+  // The order keys of positions base + 8*tid + j, from shared memory or global memory.
+  auto fetch = [&](int base, uint32_t (&key)[kTopkPerThread], bool (&valid)[kTopkPerThread]) {
+    if (!chunk_in_smem) {
+      load_keys(s, end, base, vec, key, valid);
+      return;
+    }
+    const int first = base + kTopkPerThread * tid;
+    uint4 a = make_uint4(0, 0, 0, 0), c = a;
+    if (first < end) {
+      a = reinterpret_cast<const uint4*>(chunk_s + first - begin)[0];
+      c = reinterpret_cast<const uint4*>(chunk_s + first - begin)[1];
+    }
+    const uint32_t kk[kTopkPerThread] = {a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w};
+#pragma unroll
+    for (int j = 0; j < kTopkPerThread; ++j) {
+      valid[j] = first + j < end;
+      key[j] = kk[j];
+    }
+  };
   // After each pass `prefix` holds the top bits of the k-th largest key (under `prefix_mask`) and
   // `remaining` how many keys with that prefix still belong to the top k.
   uint32_t prefix = 0, prefix_mask = 0;
@@ -420,7 +464,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
       for (int base = begin; base < end; base += kTopkStep) {
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
-        load_keys(s, end, base, vec, key, valid);
+        fetch(base, key, valid);
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j)
           hist_add(hist, digit_of(key[j], valid[j], prefix, prefix_mask, shift, bits));
@@ -451,7 +495,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
       for (int base = begin; base < end; base += kTopkStep) {
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
-        load_keys(s, end, base, vec, key, valid);
+        fetch(base, key, valid);
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j) {
           const bool take = valid[j] && (key[j] & prefix_mask) == prefix;
@@ -481,7 +525,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
       for (int base = begin; base < end; base += kTopkStep) {
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
-        load_keys(s, end, base, vec, key, valid);
+        fetch(base, key, valid);
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j) {
           gt += valid[j] && key[j] > kth;
@@ -508,7 +552,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
   for (int base = begin; base < end && written < unsigned(p.k); base += kTopkStep) {
     uint32_t key[kTopkPerThread];
     bool valid[kTopkPerThread];
-    load_keys(s, end, base, vec, key, valid);
+    fetch(base, key, valid);
     unsigned gt = 0, eq = 0;
 #pragma unroll
     for (int j = 0; j < kTopkPerThread; ++j) {
