@@ -44,8 +44,8 @@ constexpr float kLn2 = 0.6931471805599453f;
 struct Smem {
   int q, kv, stage, s, p, m, l, a, idx, total;
   // pipe (MT = 4 or 1): FP8 rows: a second K/V tile (MT = 4: aliasing q, Q lives in registers after
-  // the prologue) and three staging buffers (cp.async two tiles ahead); BF16 rows: three K/V tiles
-  // (MT = 4: two of them over q); a ring of four index tiles.
+  // the prologue) and four staging buffers (cp.async three tiles ahead), a ring of five index tiles;
+  // BF16 rows: three K/V tiles (MT = 4: two of them over q), a ring of four index tiles.
   __host__ __device__ Smem(int mt, bool fp8, int row_bytes, bool pipe = false) {
     const int hb = 16 * mt;
     const int kv_bytes = kTileRows * kStride * 2;
@@ -53,14 +53,14 @@ struct Smem {
     kv = q + hb * kStride * 2;
     const int kv_tiles = fp8 ? (pipe && mt == 1 ? 2 : 1) : (pipe ? (mt == 4 ? 1 : 3) : 2);
     stage = kv + kv_tiles * kv_bytes;
-    s = stage + (fp8 ? (pipe ? 3 : 2) * kTileRows * row_bytes : 0);
+    s = stage + (fp8 ? (pipe ? 4 : 2) * kTileRows * row_bytes : 0);
     s = (s + 15) / 16 * 16;
     p = s + (mt == 2 ? 1 : 2) * hb * kSStride * 4;  // k-parts of S: see mla_decode_tc_kernel
     m = p + hb * kPStride * 2;
     l = m + hb * 4;
     a = l + hb * 4;
     idx = a + hb * 4;
-    total = idx + (pipe ? 4 : 3) * kTileRows * 4;
+    total = idx + (pipe ? (fp8 ? 5 : 4) : 3) * kTileRows * 4;
   }
 };
 
@@ -277,9 +277,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   const int ntiles = j_end > j_begin ? (j_end - j_begin + kTileRows - 1) / kTileRows : 0;
   const int kv_tile_elems = kTileRows * kStride;
 
-  // Indices: idx_s[t % R] holds tile t's (R = 3; pipelined: 4, and tiles 0..2 up front); the next
-  // tile's travel in a register one tile ahead.
-  constexpr int kRing = kPipe ? 4 : 3;
+  // Indices: idx_s[t % kRing] holds tile t's (tiles 0..kAhead up front); the next tile's travel in a
+  // register one tile ahead.
+  // kAhead: tiles in flight beyond the one being computed (plain 1, pipelined BF16 2, FP8 3).
+  constexpr int kAhead = kPipe8 ? 3 : (kPipe16 ? 2 : 1), kRing = kAhead + 2, kStages = kAhead + 1;
   int idx_next = -1;
   if (tid < kTileRows) {
     for (int k = 0; k < kRing - 1; ++k) idx_s[k * kTileRows + tid] = tile_index(p, b, j_begin + k * kTileRows, j_end, tid);
@@ -290,8 +291,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   if (ntiles > 0) issue_tile(p, idx_s, fp8 ? stage : reinterpret_cast<uint8_t*>(kv_base), tid);
   cp_async_commit();
   if constexpr (kPipe8) {
-    if (ntiles > 1) issue_tile(p, idx_s + kTileRows, stage + kTileRows * lay.row_bytes, tid);
-    cp_async_commit();
+    for (int k = 1; k < kAhead; ++k) {
+      if (k < ntiles) issue_tile(p, idx_s + k * kTileRows, stage + k * kTileRows * lay.row_bytes, tid);
+      cp_async_commit();
+    }
   }
   load_q<HB>(p, b, h0, HQ, q_s, tid);
   if (tid < HB) {
@@ -330,7 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   uint16_t* const kv_alt = kPipe ? (MT == 4 ? q_s : kv_base + kv_tile_elems) : kv_base;
   uint16_t* const kv_alt2 = kv_alt + kv_tile_elems;
   if constexpr (kPipe8) {
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // tile 0 (tile 1 may be in flight)
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1) : "memory");  // tile 0 (1, 2 may fly)
     __syncthreads();  // tile 0 visible; every warp holds its Q fragments (q_s becomes a K/V tile)
     dequant_tile(lay, stage, kv_base, tid);
   }
@@ -348,15 +351,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
     const uint16_t* kv_s = kv_base;
     const int* tidx = idx_s + (t % kRing) * kTileRows;
     if constexpr (kPipe) {
-      if (t + 2 < ntiles) {
-        uint8_t* dst = kPipe8 ? stage + ((t + 2) % 3) * kTileRows * lay.row_bytes
+      if (t + kAhead < ntiles) {
+        uint8_t* dst = kPipe8 ? stage + ((t + kAhead) % kStages) * kTileRows * lay.row_bytes
                               : reinterpret_cast<uint8_t*>((t + 2) % 3 == 0 ? kv_base : (t + 2) % 3 == 1 ? kv_alt : kv_alt2);
-        issue_tile(p, idx_s + ((t + 2) % 4) * kTileRows, dst, tid);
+        issue_tile(p, idx_s + ((t + kAhead) % kRing) * kTileRows, dst, tid);
       }
       cp_async_commit();
-      if (tid < kTileRows) {  // tile t + 3's indices to smem (last read by tile t - 1), tile t + 4's loaded
-        idx_s[((t + 3) % 4) * kTileRows + tid] = idx_next;
-        idx_next = tile_index(p, b, j0 + 4 * kTileRows, j_end, tid);
+      if (tid < kTileRows) {  // tile t + kAhead + 1's indices to smem (slot last read by tile t - 1)
+        idx_s[((t + kAhead + 1) % kRing) * kTileRows + tid] = idx_next;
+        idx_next = tile_index(p, b, j0 + (kAhead + 2) * kTileRows, j_end, tid);
       }
       if constexpr (kPipe8) kv_s = (t & 1) ? kv_alt : kv_base;
       else kv_s = t % 3 == 0 ? kv_base : t % 3 == 1 ? kv_alt : kv_alt2;
@@ -463,9 +466,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
       }
 #pragma unroll
       for (int o = TPH / 2; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      // Pipelined: tile t + 1's rows (issued a tile and a half ago) must have landed before P . V
-      // dequantizes them; tile t + 2's may still be in flight. The barrier below publishes them.
-      if constexpr (kPipe8) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+      // Pipelined FP8: tile t + 1's rows (issued two and a half tiles ago) must have landed before
+      // P . V dequantizes them; tiles t + 2 and t + 3 may still be in flight. The barrier publishes them.
+      if constexpr (kPipe8) asm volatile("cp.async.wait_group %0;\n" ::"n"(kAhead - 1) : "memory");
       const float alpha = m_old == -INFINITY ? 0.f : exp2f(m_old - m_new);
       __syncwarp();  // every lane of the head read m_s[hh] before it is overwritten
       if (tid % TPH == 0) {
@@ -506,14 +509,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
           for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
         }
         if constexpr (kPipe8) {  // tile t + 1 (stale past the last tile: written, never read)
-          const uint8_t* st = stage + ((t + 1) % 3) * kTileRows * lay.row_bytes;
+          const uint8_t* st = stage + ((t + 1) % kStages) * kTileRows * lay.row_bytes;
           uint16_t* dst = (t & 1) ? kv_base : kv_alt;
           dequant_codes_job(lay, st, dst, tid + (kk / 16) * 2 * kThreads);
           dequant_codes_job(lay, st, dst, tid + ((kk / 16) * 2 + 1) * kThreads);
         }
       }
       if constexpr (kPipe8)
-        dequant_rope(lay, stage + ((t + 1) % 3) * kTileRows * lay.row_bytes, (t & 1) ? kv_base : kv_alt, tid);
+        dequant_rope(lay, stage + ((t + 1) % kStages) * kTileRows * lay.row_bytes, (t & 1) ? kv_base : kv_alt, tid);
     }
   }
   cp_async_wait_all();
