@@ -1,7 +1,7 @@
 // CUDA kernels of mla_decode.h: sparse MLA decode.
 // Fast path (GLM-5 / DeepSeek shapes: L = 512, R % 16 == 0, R <= 64, 16-byte aligned rows): the
-// tensor-core kernel of kernels/mla_decode_tc.cuh, one CTA per (request, 64 heads, chunk), each selected
-// row read once per request. Every other shape (e.g. glm5-tiny's L = 64, or rows that are not 16-byte
+// tensor-core kernel of kernels/mla_decode_tc.cuh, one CTA per (request, 64 query heads, chunk), each
+// selected row read once per request (pipelined for FP8 rows). Every other shape (e.g. glm5-tiny's L = 64, or rows that are not 16-byte
 // multiples) falls back to the fp32 FMA kernel below:
 // One block per (request, group of 16 heads, chunk of the top-k rows); the chunk's rows are streamed
 // in tiles of 32:

@@ -4,12 +4,17 @@
 // tiles, heads past H padded with zero queries) for one chunk of its top-k rows, so each selected
 // KV row is read from HBM once per request (H > 64: one CTA per 64 heads). Per tile of kTileRows = 32
 // selected rows:
-//   1. the rows arrive by cp.async (16-byte copies, zero-filled for index -1 or past the chunk),
-//      double-buffered: tile t+1 is in flight while tile t is computed. FP8 rows land in a staging
+//   1. the rows arrive by cp.async (16-byte copies, zero-filled for index -1 or past the chunk), the
+//      tile's indices read from a shared-memory ring filled a tile ahead. FP8 rows land in a staging
 //      buffer and are dequantized on chip exactly as kv_cast does (round_bf16(e4m3 * scale), rope
 //      copied), BF16 rows land directly in the K/V tile; so all three KV paths see identical K/V.
+//      Plain (kPipeMode 0): one tile in flight while one is computed. Pipelined FP8 (mode 1, what
+//      Auto runs): three tiles in flight, tile t + 1 dequantized during tile t's P . V. Pipelined
+//      BF16 (mode 2): two tiles in flight. Measured (round 1, H200): with one 21-37 KB tile in flight
+//      an SM waited ~2.5 us per tile, the per-SM latency, not HBM bandwidth, set the time.
 //   2. S = Q . K^T over W = L + R dims with mma.sync.m16n8k16 (bf16 in, fp32 accumulate; Q rounded to
-//      bf16 once per CTA and kept in shared memory), ldmatrix fragments.
+//      bf16 once per CTA; 64 or 16 heads: each warp keeps its Q fragments (16 heads x half of W) in
+//      registers, 32 heads: from shared memory), ldmatrix fragments.
 //   3. online softmax in fp32 (base-2 exponentials of the prescaled scores; 256 / (16 MT) threads per
 //      head, 2..8 rows each), P rounded to bf16 for the second product; the running sum l uses fp32 p.
 //   4. O += P . V over the L latent dims (V = the first L values of each row; ldmatrix.trans): warp w
