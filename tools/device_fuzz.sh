@@ -14,6 +14,8 @@ fuzzbin=${1:?usage: tools/device_fuzz.sh FUZZBIN OUT SECONDS [WORKERS]}
 out=${2:?usage: tools/device_fuzz.sh FUZZBIN OUT SECONDS [WORKERS]}
 seconds=${3:?usage: tools/device_fuzz.sh FUZZBIN OUT SECONDS [WORKERS]}
 workers=${4:-$(nproc)}
+# Absolute paths: the fuzzers run from per-target log folders (libFuzzer -jobs writes fuzz-N.log there).
+fuzzbin=$(realpath "$fuzzbin"); mkdir -p "$out"; out=$(realpath "$out")
 [ -d .device/lib ] && export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 mkdir -p "$out/artifacts"
 root=$PWD

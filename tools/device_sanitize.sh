@@ -17,7 +17,12 @@ if [ "${1:-}" = "--one" ]; then  # internal: one run.   --one TOOL EXE FILTER OU
   log="$out/$tool-$name.log"
   extra=()
   [ "$tool" = memcheck ] && extra=(--leak-check full)
-  [ "$tool" = racecheck ] && [ "${SAN_RACECHECK_REPORT:-1}" = 1 ] && extra=(--racecheck-report all)
+  if [ "$tool" = racecheck ]; then
+    [ "${SAN_RACECHECK_REPORT:-1}" = 1 ] && extra+=(--racecheck-report all)
+    # cuBLASLt's nvjet GEMM kernels (NVIDIA's code, not ours) make racecheck report WAR hazards on
+    # their shared-memory pipelines (770 on kernels_gpu_linear, H200 run of 2026-11-29): not checked.
+    [ "${SAN_KERNEL_EXCLUDE:-1}" = 1 ] && extra+=(--kernel-name-exclude kns=nvjet)
+  fi
   start=$(date +%s)
   timeout 75 compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 "${extra[@]}" \
     "$exe" --gtest_filter="$filter" > "$log" 2>&1
@@ -48,10 +53,11 @@ command -v compute-sanitizer > /dev/null || { echo "device_sanitize: compute-san
 compute-sanitizer --version | tail -1
 # The flags this script passes, checked against this compute-sanitizer's --help.
 help=$(compute-sanitizer --help 2>&1)
-for flag in --tool --error-exitcode --leak-check --print-limit --racecheck-report; do
+for flag in --tool --error-exitcode --leak-check --print-limit --racecheck-report --kernel-name-exclude; do
   grep -q -- "$flag" <<< "$help" || echo "device_sanitize: warning: this compute-sanitizer has no $flag"
 done
 grep -q -- --racecheck-report <<< "$help" || export SAN_RACECHECK_REPORT=0
+grep -q -- --kernel-name-exclude <<< "$help" || export SAN_KERNEL_EXCLUDE=0
 
 # Executable -> gtest filter (small shapes only). Executables not listed run with '*'.
 declare -A filter=(
@@ -72,17 +78,30 @@ declare -A filter=(
   [engine_gpu_golden]='GoldenGpu.Fp8PathsAgreeWithEachOtherAndWithTheCpuEngine'
   [engine_gpu_graph]='GraphGpu.TinyModelReplayMatchesEager'
   [engine_gpu_fp8_weights]='*'
-  [engine_gpu_tensor_parallel]='-*'
+  [engine_gpu_tensor_parallel]='-*'   # needs 2+ GPUs
+  [kernels_gpu_moe_grouped]='-*'      # one GLM-5-sized test, 126 s without a sanitizer
 )
-# racecheck / synccheck look at shared memory and barriers: kernels only; memcheck / initcheck all.
+# Per-tool overrides (TOOL:EXE), from the H200 run of 2026-11-29 where these timed out at 75 s:
+# racecheck instruments every shared-memory access of the radix top-k over 200k-token rows.
+declare -A tool_filter=(
+  [racecheck:kernels_gpu_indexer]='GpuIndexer.ScoresMatchCpu'
+  [racecheck:kernels_gpu_topk_paths]='-*'
+)
 jobs="$out/jobs.txt"; : > "$jobs"
 for tool in $tools; do
   for exe in "$bin"/kernels_gpu_* "$bin"/model_gpu_* "$bin"/engine_gpu_*; do
     [ -x "$exe" ] || continue
     name=$(basename "$exe")
-    f=${filter[$name]:-*}
-    [ "$f" = '-*' ] && continue  # needs 2+ GPUs
-    case $tool in racecheck|synccheck) [[ $name == kernels_gpu_* ]] || continue;; esac
+    f=${tool_filter[$tool:$name]:-${filter[$name]:-*}}
+    if [ "$f" = '-*' ]; then
+      printf '| %s | %s | - | - | skipped (2+ GPUs or too slow under this tool; see the script) | 0 |\n' "$tool" "$name" >> "$out/rows.txt"
+      continue
+    fi
+    # racecheck / synccheck: kernels only; initcheck: kernels and model (the engine tests run past 75 s).
+    case $tool in
+      racecheck|synccheck) [[ $name == kernels_gpu_* ]] || continue;;
+      initcheck) [[ $name == engine_gpu_* ]] && continue;;
+    esac
     echo "$tool $exe $f" >> "$jobs"
   done
 done

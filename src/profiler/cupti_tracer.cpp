@@ -82,7 +82,7 @@ CuptiTracer::CuptiTracer() : buffer_bytes_(cupti_buffer_bytes(std::getenv("GLM5_
   // GLM5_FORCE_NO_CUPTI=1 simulates CUPTI being unavailable (no driver support, another profiler
   // attached: cuptiActivityEnable fails) so the fallback to the host clock can be tested.
   if (const char* force = std::getenv("GLM5_FORCE_NO_CUPTI"); force && std::strcmp(force, "1") == 0) {
-    note_error("CUPTI unavailable: GLM5_FORCE_NO_CUPTI=1 (simulating cuptiActivityEnable failing)");
+    note_error("GLM5_FORCE_NO_CUPTI=1 (simulating cuptiActivityEnable failing)");
     return;
   }
   if (g_active_tracer) {

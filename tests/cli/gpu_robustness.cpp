@@ -43,7 +43,8 @@ TEST(RobustnessGpu, CuptiUnavailableFallsBackToHostClock) {
                                           "--warmup", "1", "--kv-path", "all", "--out", (d / "out").string()}, d);
   unsetenv("GLM5_FORCE_NO_CUPTI");
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(count(r.err, "CUPTI unavailable"), 1) << r.err;  // once, not once per KV path
+  EXPECT_EQ(count(r.err, "glm5prof: CUPTI unavailable"), 1) << r.err;  // one line, not one per KV path
+  EXPECT_EQ(count(r.err, "GLM5_FORCE_NO_CUPTI=1"), 1) << r.err;
   EXPECT_NE(r.err.find("glm5prof: CUPTI unavailable: fell back to the host clock"), std::string::npos) << r.err;
   ASSERT_TRUE(fs::exists(d / "out" / "report.json"));
   nlohmann::json j = nlohmann::json::parse(test::slurp(d / "out" / "report.json"));
