@@ -352,7 +352,10 @@ TEST(GpuMlaDecodeTiming, Glm5Batch) {
       if (s_q > 1 && B < 64) continue;
       Case c{512, 64, B, H, 2048, rows, -1, s_q};
       Data d = make_data(c, 3 + B, /*fill_pool=*/false);
-      for (int32_t& t : d.indices) t = t < 0 ? 0 : t;  // all valid (make_data clears the last request)
+      // All valid: make_data clears the last request; refill it with spread rows (one repeated row would
+      // make that request's CTA contend on a single L2 line and set the kernel time).
+      for (size_t i = 0; i < d.indices.size(); ++i)
+        if (d.indices[i] < 0) d.indices[i] = int32_t((i * 7919u) % uint32_t(rows));
       Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), idx = to_device(d.indices, "indices");
       Buffer out(Where::Device, size_t(B) * c.HQ() * 512 * 4, "out");
       const size_t ws_bytes = mla_decode_workspace_bytes(B, c.HQ(), 2048, 512);
