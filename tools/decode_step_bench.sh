@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Decode-step benchmark (issue 4): GLM-5 (synthetic BF16 weights) on one GPU, batch 1, 8, 32, 128 at
-# context 32768, the three FP8 KV paths (one `profile --kv-path all` per batch), CUDA graph off and on.
+# Decode-step benchmark (issue 4): GLM-5 (synthetic weights, BF16 and FP8) on one GPU, batch 1, 8, 32, 128
+# at context 32768, the three FP8 KV paths (one `profile --kv-path all` per run), CUDA graph off and on.
 # Each run states its untraced step time (CUDA events, no CUPTI), its traced step time and the step's
 # byte floor (report.json runs[].timing / runs[].floor). Writes OUT/decode-step.json: one record per
 # (kv_path, batch, graph):
@@ -9,8 +9,9 @@
 # step_us = the untraced step (what a server sees); ratio = step_us / floor_us. A configuration whose
 # KV does not fit on the GPU (batch 128 x 32768 tokens x 78 layers needs ~258 GB) gets a record with
 # "skipped" and the reason, then is run again at the largest of 16384 / 8192 / 4096 tokens that fits.
-# OUT/runs/b<B>-graph<0|1>/ keeps each run's report.json / report.md / log (trace.json is deleted unless
-# KEEP_TRACES=1). Budget: about 6 minutes on an H200 (STEPS=4 WARMUP=2 UNTRACED=3 by default).
+# OUT/runs/b<B>-c<C>-w<bf16|fp8>-graph<0|1>/ keeps each run's report.json / report.md / log (trace.json is deleted unless
+# KEEP_TRACES=1). Environment: BATCHES (default "1 8 32 128"), WEIGHTS (default "bf16 fp8"), GRAPHS
+# (default "0 1"), CONTEXT, STEPS=4 WARMUP=2 UNTRACED=3, SKIP ("b32-wbf16-graph0 ..." runs left out).
 #
 # Usage: tools/decode_step_bench.sh BIN OUT     (BIN: the glm5prof executable)
 set -u
@@ -21,6 +22,9 @@ WARMUP=${WARMUP:-2}
 UNTRACED=${UNTRACED:-3}
 BATCHES=${BATCHES:-"1 8 32 128"}
 CONTEXT=${CONTEXT:-32768}
+WEIGHTS=${WEIGHTS:-"bf16 fp8"}
+GRAPHS=${GRAPHS:-"0 1"}
+SKIP=${SKIP:-}
 MODEL=${MODEL:-glm5}
 mkdir -p "$OUT/runs"
 start=$(date +%s)
@@ -28,21 +32,22 @@ start=$(date +%s)
 # Pool: every request's pages (context + warm-up + untraced + measured steps), at least the
 # 495,000-token server pool the other GLM-5 reports use (the cast path casts the whole pool).
 pool_for() {  # batch context
-  local need=$(( $1 * ( ($2 + WARMUP + UNTRACED + STEPS + 63) / 64 ) * 64 ))
+  local need=$(( $1 * ( ($2 + WARMUP + UNTRACED + 1 + STEPS + 63) / 64 ) * 64 ))
   (( need < 495000 )) && need=495000
   echo $need
 }
 
-run_one() {  # batch context graph(0|1) -> 0 ok, 2 did not fit, 1 other failure
-  local b=$1 ctx=$2 g=$3 dir="$OUT/runs/b$1-c$2-graph$3"
+run_one() {  # batch context weights graph(0|1) -> 0 ok, 2 did not fit, 1 other failure
+  local b=$1 ctx=$2 wd=$3 g=$4 dir="$OUT/runs/b$1-c$2-w$3-graph$4"
   local pool; pool=$(pool_for "$b" "$ctx")
   local flag=""; [[ $g == 1 ]] && flag="--graph"
   mkdir -p "$dir"
   local t0; t0=$(date +%s)
   "$BIN" profile --model "$MODEL" --kv-path all --batch "$b" --context "$ctx" --pool-tokens "$pool" \
-      --steps "$STEPS" --warmup "$WARMUP" --untraced-steps "$UNTRACED" $flag --out "$dir" > "$dir/log" 2>&1
+      --weights-dtype "$wd" --steps "$STEPS" --warmup "$WARMUP" --untraced-steps "$UNTRACED" $flag --out "$dir" \
+      > "$dir/log" 2>&1
   local rc=$?
-  echo "batch $b context $ctx graph $g: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/bench.log"
+  echo "batch $b context $ctx weights $wd graph $g: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/bench.log"
   [[ ${KEEP_TRACES:-0} == 1 ]] || rm -f "$dir/trace.json"
   if [[ $rc -ne 0 && $rc -ne 3 ]]; then
     tail -n 3 "$dir/log" | tee -a "$OUT/bench.log"
@@ -53,14 +58,17 @@ run_one() {  # batch context graph(0|1) -> 0 ok, 2 did not fit, 1 other failure
 }
 
 for b in $BATCHES; do
-  for g in 0 1; do
-    run_one "$b" "$CONTEXT" "$g"
-    rc=$?
-    if [[ $rc == 2 ]]; then
-      for ctx in 16384 8192 4096; do
-        run_one "$b" "$ctx" "$g" && break
-      done
-    fi
+  for wd in $WEIGHTS; do
+    for g in $GRAPHS; do
+      [[ " $SKIP " == *" b$b-w$wd-graph$g "* ]] && continue
+      run_one "$b" "$CONTEXT" "$wd" "$g"
+      rc=$?
+      if [[ $rc == 2 ]]; then
+        for ctx in 16384 8192 4096; do
+          run_one "$b" "$ctx" "$wd" "$g" && break
+        done
+      fi
+    done
   done
 done
 
@@ -68,14 +76,14 @@ python3 - "$OUT" "$CONTEXT" <<'PY'
 import json, os, sys, glob
 out, want_ctx = sys.argv[1], int(sys.argv[2])
 records = []
-for d in sorted(glob.glob(os.path.join(out, "runs", "b*-c*-graph*"))):
+for d in sorted(glob.glob(os.path.join(out, "runs", "b*-c*-w*-graph*"))):
     name = os.path.basename(d)
-    b, c, g = name[1:].split("-")
-    batch, ctx, graph = int(b), int(c[1:]), g == "graph1"
+    b, c, wd, g = name[1:].split("-")
+    batch, ctx, wdtype, graph = int(b), int(c[1:]), wd[1:], g == "graph1"
     rj = os.path.join(d, "report.json")
     if not os.path.exists(rj):
         log = open(os.path.join(d, "log")).read().strip().splitlines() if os.path.exists(os.path.join(d, "log")) else []
-        records.append({"kv_path": "all", "weights_dtype": "bf16", "batch": batch, "context": ctx, "graph": graph,
+        records.append({"kv_path": "all", "weights_dtype": wdtype, "batch": batch, "context": ctx, "graph": graph,
                         "skipped": log[-1] if log else "no report"})
         continue
     rep = json.load(open(rj))
@@ -83,7 +91,7 @@ for d in sorted(glob.glob(os.path.join(out, "runs", "b*-c*-graph*"))):
         t, f, spec = run.get("timing") or {}, run.get("floor") or {}, run.get("spec") or {}
         records.append({
             "kv_path": spec.get("kv_path", run.get("name")),
-            "weights_dtype": "bf16",
+            "weights_dtype": f.get("weights_dtype", wdtype),
             "batch": batch, "context": ctx, "graph": graph,
             "step_us": f.get("step_us"),
             "floor_us": f.get("floor_us"),
@@ -102,9 +110,9 @@ with open(os.path.join(out, "decode-step.json"), "w") as fh:
 print(f"{len(records)} records -> {os.path.join(out, 'decode-step.json')}")
 for r in records:
     if "skipped" in r:
-        print(f"  b{r['batch']:<4} c{r['context']:<6} graph={int(r['graph'])} skipped: {r['skipped'][:100]}")
+        print(f"  {r['weights_dtype']} b{r['batch']:<4} c{r['context']:<6} graph={int(r['graph'])} skipped: {r['skipped'][:100]}")
     else:
-        print(f"  {r['kv_path']:<11} b{r['batch']:<4} c{r['context']:<6} graph={int(r['graph'])} step {r['step_us'] or 0:9.1f} us"
+        print(f"  {r['kv_path']:<11} {r['weights_dtype']:<4} b{r['batch']:<4} c{r['context']:<6} graph={int(r['graph'])} step {r['step_us'] or 0:9.1f} us"
               f" floor {r['floor_us'] or 0:8.1f} us ratio {r['ratio'] or 0:5.2f} traced {r['traced_step_us'] or 0:9.1f}"
               f" overhead {r['overhead_pct'] if r['overhead_pct'] is not None else float('nan'):+.2f}%")
 PY

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "common/error.h"
 #include "kernels/kv_layout.h"
@@ -59,6 +61,65 @@ StepFloor step_floor(const ModelConfig& c, const StepFloorInput& in) {
   return f;
 }
 
+StepFloor step_floor(const ModelConfig& c, const Weights& w, StepFloorInput& in) {
+  in.weight_bytes_per_element = 0;
+  StepFloor f = step_floor(c, in);  // checks the inputs; KV bytes and the expert count
+  const double tp = in.tp;
+  f.attention_weight_bytes = f.dense_mlp_bytes = f.router_bytes = f.shared_expert_bytes = f.routed_expert_bytes = 0;
+  f.embed_lm_head_bytes = 0;
+  bool fp8 = false;
+  auto ends = [](const std::string& s, const char* suffix) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+  };
+  for (const auto& [name, t] : w.tensors()) {
+    const double bytes = double(t.bytes());
+    fp8 |= t.dtype == DType::F8_E4M3;
+    if (name == "model.embed_tokens.weight") {
+      if (!t.shape.empty() && t.shape[0] > 0) f.embed_lm_head_bytes += bytes / double(t.shape[0]) * in.batch;
+      continue;
+    }
+    if (name == "lm_head.weight" || name == "model.norm.weight") {
+      f.embed_lm_head_bytes += bytes;
+      continue;
+    }
+    const std::string pre = "model.layers.";
+    if (name.rfind(pre, 0) != 0) continue;
+    const size_t dot = name.find('.', pre.size());
+    if (dot == std::string::npos) continue;
+    const int layer = std::atoi(name.substr(pre.size(), dot - pre.size()).c_str());
+    if (layer < 0 || layer >= c.num_hidden_layers) continue;
+    const std::string rest = name.substr(dot + 1);
+    if (rest.rfind("self_attn.indexer.", 0) == 0) {
+      const bool shared = layer < int(c.indexer_shared.size()) && c.indexer_shared[layer];
+      if (!shared) f.attention_weight_bytes += bytes;
+    } else if (rest == "self_attn.q_b_proj.weight" || rest == "self_attn.kv_b_proj.weight" ||
+               rest == "self_attn.o_proj.weight") {
+      f.attention_weight_bytes += bytes / tp;  // head-sharded
+    } else if (rest.rfind("self_attn.", 0) == 0 || ends(rest, "layernorm.weight")) {
+      f.attention_weight_bytes += bytes;
+    } else if (rest.rfind("mlp.gate.", 0) == 0) {
+      f.router_bytes += bytes;
+    } else if (rest.rfind("mlp.shared_experts.", 0) == 0) {
+      f.shared_expert_bytes += bytes / tp;
+    } else if (rest.rfind("mlp.experts.", 0) == 0) {
+      if (!t.shape.empty() && t.shape[0] > 0)  // stacked [E, ...]: one expert's share
+        f.routed_expert_bytes += bytes / double(t.shape[0]) * f.expected_experts_per_layer;
+    } else if (rest.rfind("mlp.", 0) == 0) {
+      f.dense_mlp_bytes += bytes / tp;
+    }
+  }
+  if (fp8) in.weights_dtype = "fp8";
+  else if (w.has("lm_head.weight")) {
+    const std::string n = dtype_name(w.get("lm_head.weight").dtype);
+    in.weights_dtype = n == "BF16" ? "bf16" : n == "F32" ? "f32" : n;
+  }
+  f.total_bytes = f.attention_weight_bytes + f.dense_mlp_bytes + f.router_bytes + f.shared_expert_bytes +
+                  f.routed_expert_bytes + f.embed_lm_head_bytes + f.kv_bytes;
+  f.floor_us = in.copy_gbps > 0 ? f.total_bytes / (in.copy_gbps * 1e3) : 0;
+  return f;
+}
+
 nlohmann::json to_json(const StepFloor& f, const StepFloorInput& in) {
   return nlohmann::json{
       {"floor_us", f.floor_us},
@@ -76,7 +137,9 @@ nlohmann::json to_json(const StepFloor& f, const StepFloorInput& in) {
       {"context", in.context},
       {"kv_dtype", in.kv_fp8 ? "fp8" : "bf16"},
       {"weights_dtype", in.weights_dtype},
-      {"weight_bytes_per_element", in.weight_bytes_per_element},
+      {"weight_bytes", in.weight_bytes_per_element > 0
+                           ? "config x " + std::to_string(in.weight_bytes_per_element) + " bytes per parameter"
+                           : std::string("the loaded tensors as stored (dtype; FP8 block scales included)")},
       {"tp", in.tp},
       {"copy_gbps", in.copy_gbps},
       {"definition", "bytes a step must read (weights once, the selected experts, indexer keys of the context and the "

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/weights.h"
 
 namespace glm5 {
 
@@ -53,6 +54,13 @@ struct StepFloor {
 
 // Throws glm5::Error for batch < 1, context < 0, tp < 1 or a config whose dimensions tp does not divide.
 StepFloor step_floor(const ModelConfig& cfg, const StepFloorInput& in);
+
+// The same floor with the weight bytes taken from the tensors actually loaded (each name's dtype, and
+// F8_E4M3 tensors' fp32 128x128 block scales, as stored: FP8 projections count 1 byte per parameter
+// plus their scales, the BF16 ones 2). Every name counts as distinct (shared MLP storage is read per
+// layer: its working set is far larger than L2). in.weight_bytes_per_element is ignored; the label
+// in.weights_dtype is replaced by "fp8" when any tensor is F8_E4M3, else the lm_head's dtype.
+StepFloor step_floor(const ModelConfig& cfg, const Weights& weights, StepFloorInput& in);
 
 // The floor as report.json writes it: bytes by part, floor_us, the inputs and the experts basis.
 nlohmann::json to_json(const StepFloor& f, const StepFloorInput& in);

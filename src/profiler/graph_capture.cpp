@@ -17,11 +17,14 @@ uint64_t node_id(cudaGraphNode_t n) {
   return id;
 }
 
+// Edge data must be asked for: edges with non-default data (programmatic dependent launch, which
+// cuBLASLt and our kernels may use) make a query without it fail with cudaErrorLossyQuery.
 std::vector<cudaGraphNode_t> dependencies(cudaGraphNode_t n) {
   size_t count = 0;
   CUDA_CHECK(cudaGraphNodeGetDependencies(n, nullptr, nullptr, &count));
   std::vector<cudaGraphNode_t> deps(count);
-  if (count) CUDA_CHECK(cudaGraphNodeGetDependencies(n, deps.data(), nullptr, &count));
+  std::vector<cudaGraphEdgeData> edges(count);
+  if (count) CUDA_CHECK(cudaGraphNodeGetDependencies(n, deps.data(), edges.data(), &count));
   deps.resize(count);
   return deps;
 }
@@ -57,8 +60,9 @@ GraphCaptureRecorder::GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& o
 void GraphCaptureRecorder::collect(CapturedOp& into) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t* frontier = nullptr;
+  const cudaGraphEdgeData* edges = nullptr;  // asked for: see dependencies()
   size_t n = 0;
-  CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &frontier, nullptr, &n));
+  CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &frontier, &edges, &n));
   require(status == cudaStreamCaptureStatusActive, "graph capture: the engine stream is not capturing");
   // Walk back from the frontier to the nodes already assigned; the walk meets a single-stream
   // capture's nodes newest first, so reversing gives capture order.

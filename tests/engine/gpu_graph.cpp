@@ -47,7 +47,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   DecodeEngine e(cfg, w, eo, untraced);
   e.pool().fill_context(context, e.stream());
   std::vector<int32_t> tokens(B);
-  for (int b = 0; b < B; ++b) tokens[b] = 17 + 1009 * b;
+  for (int b = 0; b < B; ++b) tokens[b] = (17 + 1009 * b) % cfg.vocab_size;
   e.set_step_index(-2);
   for (int i = 0; i < 2; ++i) tokens = e.step(tokens);
   e.set_step_index(0);

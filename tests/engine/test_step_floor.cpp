@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "engine/step_floor.h"
 #include "model/config.h"
+#include "model/weights.h"
 
 using namespace glm5;
 
@@ -70,4 +71,46 @@ TEST(StepFloor, BadInputsThrow) {
   EXPECT_NO_THROW(step_floor(c, in));
   in.copy_gbps = 0;
   EXPECT_EQ(step_floor(c, in).floor_us, 0.0);
+}
+
+// The floor from the loaded tensors equals the config's count when every matrix has the same dtype
+// (glm5-tiny, F32 host weights: 4 bytes per parameter), and FP8 weights lower it.
+TEST(StepFloor, FromLoadedWeightsMatchesConfigAndCountsFp8) {
+  const ModelConfig c = builtin_model_config("glm5-tiny");
+  WeightOptions wo;
+  wo.where = Where::Host;
+  wo.matrix_dtype = DType::F32;
+  const Weights w = synthetic_weights(c, 1, wo);
+  StepFloorInput in;
+  in.batch = 3;
+  in.context = 200;
+  in.copy_gbps = 1000;
+  in.weight_bytes_per_element = 4;
+  const StepFloor ref = step_floor(c, in);
+  StepFloorInput in2 = in;
+  const StepFloor got = step_floor(c, w, in2);
+  EXPECT_EQ(in2.weights_dtype, "f32");
+  EXPECT_NEAR(got.attention_weight_bytes, ref.attention_weight_bytes, 1e-9 * ref.attention_weight_bytes);
+  EXPECT_NEAR(got.dense_mlp_bytes, ref.dense_mlp_bytes, 1e-9 * ref.dense_mlp_bytes + 1);
+  EXPECT_NEAR(got.router_bytes, ref.router_bytes, 1e-9 * ref.router_bytes + 1);
+  EXPECT_NEAR(got.shared_expert_bytes, ref.shared_expert_bytes, 1e-9 * ref.shared_expert_bytes + 1);
+  EXPECT_NEAR(got.routed_expert_bytes, ref.routed_expert_bytes, 1e-9 * ref.routed_expert_bytes + 1);
+  EXPECT_NEAR(got.embed_lm_head_bytes, ref.embed_lm_head_bytes, 1e-9 * ref.embed_lm_head_bytes);
+  EXPECT_DOUBLE_EQ(got.kv_bytes, ref.kv_bytes);
+  EXPECT_NEAR(got.floor_us, ref.floor_us, 1e-9 * ref.floor_us);
+
+  WeightOptions w8 = wo;
+  w8.matrix_dtype = DType::BF16;
+  w8.fp8_linear = true;
+  const Weights f8 = synthetic_weights(c, 1, w8);
+  StepFloorInput in3 = in;
+  const StepFloor q = step_floor(c, f8, in3);
+  EXPECT_EQ(in3.weights_dtype, "fp8");
+  // q_a (FP8) reads 1 byte per parameter + one fp32 scale per 128x128 block.
+  const WeightTensor& qa = f8.get("model.layers.0.self_attn.q_a_proj.weight");
+  ASSERT_EQ(qa.dtype, DType::F8_E4M3);
+  EXPECT_EQ(qa.bytes(), size_t(qa.numel()) + size_t(qa.scale_numel()) * 4);
+  EXPECT_LT(q.attention_weight_bytes, 0.5 * ref.attention_weight_bytes * 1.05);  // ~1 byte vs 4
+  EXPECT_LT(q.total_bytes, ref.total_bytes);
+  EXPECT_DOUBLE_EQ(q.kv_bytes, ref.kv_bytes);
 }
