@@ -137,7 +137,8 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
         make_float4(wmma::__float_to_tf32(q.x - hi.x), wmma::__float_to_tf32(q.y - hi.y),
                     wmma::__float_to_tf32(q.z - hi.z), wmma::__float_to_tf32(q.w - hi.w));
   }
-  for (int i = tid; i < kMmaHeads; i += kMmaThreads) w_s[i] = p.head_weights[int64_t(b) * kMmaHeads + i] * p.head_weight_scale;
+  for (int i = tid; i < kMmaHeads; i += kMmaThreads)
+    w_s[i] = p.head_weights[int64_t(b) * kMmaHeads + i] * p.head_weight_scale;
   const int units = kPageSize * D / 4;  // 4-value units of one page's keys (4 codes or 4 bf16)
   // A page is computed when it has a position below seq_len and a page id >= 0 (uniform per block).
   auto page_id_of = [&](int page) -> int32_t {
@@ -251,13 +252,13 @@ constexpr int kTopkWarps = kTopkThreads / 32;
 constexpr int kTopkPerThread = 8;                        // consecutive positions per thread per step
 constexpr int kTopkStep = kTopkThreads * kTopkPerThread;  // positions per block step (8192)
 constexpr int kTopkBins = 2048;                          // 11-bit digits (the last pass: 10 bits)
-constexpr int kTopkCandidates = 32768;                   // shared-memory keys after the first pass
+constexpr int kTopkCandidates = 16384;                   // shared-memory keys after the first pass
 constexpr unsigned kNoDigit = 0xffffffffu;
 
 constexpr int kMaxCluster = 8;                           // blocks per request (portable cluster size)
 constexpr int kMinClusterChunk = 8192;                   // positions per block before the split pays
 
-constexpr int kTopkChunkSmem = 16384;                    // a block's positions kept in shared memory
+constexpr int kTopkChunkSmem = 32768;                    // a block's positions kept in shared memory
 size_t topk_smem_bytes() { return sizeof(uint32_t) * (2 * kTopkBins + kTopkCandidates + kTopkChunkSmem); }
 
 __device__ __forceinline__ int32_t slot_of(const TopkParams& p, int b, int pos) {
@@ -378,7 +379,7 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // its own positions in steps of 8192 (8 consecutive per thread, one block prefix sum per step)
 // writing the keys above the k-th key and the lowest-position keys equal to it. With C = 1 this is
 // the single-block algorithm (three reads of the scores). A block whose positions fit in
-// kTopkChunkSmem reads them once, all loads in flight together, and scans shared memory after.
+// kTopkChunkSmem (32,768) reads them once, all loads in flight together, then scans shared memory.
 // Round 1 on the H200 (before that staging): B 1 at 128K 39.6 us (single block: 152.7 us).
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
   extern __shared__ uint32_t topk_smem[];
@@ -404,8 +405,9 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int li
   const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
   const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
-  // When this block's positions fit (GLM-5 128K at C = 8: 16,384), their order keys are read from
-  // global memory once, here, with all loads in flight together; every later scan reads shared memory.
+  // When this block's positions fit (GLM-5 128K: 16,384 at C = 8, 32,768 at C = 4), their order
+  // keys are read from global memory once, here, with all loads in flight together; every later
+  // scan reads shared memory.
   const bool chunk_in_smem = end - begin <= kTopkChunkSmem;
   if (chunk_in_smem) {
     for (int base = begin; base < end; base += 2 * kTopkStep) {

@@ -41,7 +41,7 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
 // when they fit), then an ordered compaction. One thread-block cluster of C blocks (1024 threads,
 // 208 KiB of shared memory each) per request, each block owning 1/C of the positions (read from
-// global memory once when they are <= 16,384, else once per scan) and the
+// global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch, down to 1 when B
 // alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
 struct TopkParams {

@@ -109,7 +109,8 @@ __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int 
     uint4 v;
     if (k < g.latent_chunks) {
       const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * k);
-      const float scale = *reinterpret_cast<const float*>(row + l.latent_dim + 4 * __umulhi(uint32_t(k), g.group_magic));
+      const int group = int(__umulhi(uint32_t(k), g.group_magic));
+      const float scale = *reinterpret_cast<const float*>(row + l.latent_dim + 4 * group);
       const uint2 a = dequant4_bf16(codes.x, scale), b = dequant4_bf16(codes.y, scale);
       v = make_uint4(a.x, a.y, b.x, b.y);
     } else {
@@ -154,7 +155,8 @@ __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, 
     __syncthreads();               // ... and everyone's
     const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
     const int n = int(min(int64_t(g.tile_rows), p.rows - row0));
-    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n,
+                                reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
     __syncthreads();  // stage j % kStages is reloaded by the next iteration's issue
   }
   cp_async_wait<0>();
@@ -214,7 +216,8 @@ __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGath
     __syncthreads();
     const int64_t row0 = (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * g.tile_rows;
     const int n = int(min(int64_t(g.tile_rows), p.count - row0));
-    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n, reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
+    cast_tile<kStreamingStores>(smem + (j % kStages) * stage_bytes, n,
+                                reinterpret_cast<uint8_t*>(p.out) + row0 * out_row_bytes, l, g);
     __syncthreads();
   }
   cp_async_wait<0>();
@@ -241,8 +244,9 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 // 16-byte path: FP8 rows, their rope part and BF16 rows all 16-byte multiples, pointers aligned.
 bool can_vectorize(const LatentLayout& l, const void* pool, const void* out) {
-  return l.latent_dim <= 65536 && l.group % 16 == 0 && l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0 && (2 * l.rope_dim) % 16 == 0 &&
-         (2 * (l.latent_dim + l.rope_dim)) % 16 == 0 && aligned16(pool) && aligned16(out);
+  return l.latent_dim <= 65536 && l.group % 16 == 0 && l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0 &&
+         (2 * l.rope_dim) % 16 == 0 && (2 * (l.latent_dim + l.rope_dim)) % 16 == 0 && aligned16(pool) &&
+         aligned16(out);
 }
 
 void require_aligned4(const void* ptr, const char* who, const char* field) {

@@ -102,8 +102,8 @@ void check_gather(const TestPool& pool, const std::vector<int32_t>& idx, size_t 
   expect_guard_untouched(d_out, out_offset, values);
 }
 
-// `count` random pool slots, every 11th -1, one -7 and one INT32_MIN (the kernel treats them as -1), the pool's first and
-// last row, and a run of one row repeated.
+// `count` random pool slots, every 11th -1, one -7 and one INT32_MIN (the kernel treats them as -1),
+// the pool's first and last row, and a run of one row repeated.
 std::vector<int32_t> test_indices(int64_t count, int64_t rows, uint64_t seed) {
   std::vector<int32_t> idx(count);
   for (int64_t i = 0; i < count; ++i)
@@ -309,7 +309,8 @@ TEST(GpuKvCast, Glm5PoolCastBandwidth) {
   const double us = 1000.0 * ms / reps, bytes = double(rows) * (l.row_bytes + 1152);
   const double cold_us =
       median_cold_us([&] { kv_cast_cuda({pool.as<uint8_t>(), l, out.as<uint16_t>(), rows}, nullptr); });
-  std::printf("kv_cast GLM-5 pool: %lld rows, %.1f MB, back to back %.1f us (%.0f GB/s), cold median %.1f us (%.0f GB/s)\n",
+  std::printf("kv_cast GLM-5 pool: %lld rows, %.1f MB, back to back %.1f us (%.0f GB/s), "
+              "cold median %.1f us (%.0f GB/s)\n",
               (long long)rows, bytes / 1e6, us, bytes / us / 1e3, cold_us, bytes / cold_us / 1e3);
   RecordProperty("us", std::to_string(us));
   CUDA_CHECK(cudaEventDestroy(a));

@@ -1,5 +1,5 @@
 // GPU top-k (kernels/indexer.cu) on the paths the radix select takes: undecided keys kept in shared
-// memory or re-read from the scores (more than 32,768 keys share the top 11 bits), 16-byte or scalar
+// memory or re-read (more than 16,384 of a block's keys share the top 11 bits), 16-byte or scalar
 // loads (odd score_stride), k small and large; the slots must equal the CPU twin's exactly.
 // Also the multi-block (cluster) split of one request at small batch.
 #include <gtest/gtest.h>
