@@ -1,5 +1,7 @@
 #include "profiler/host_clock_tracer.h"
 
+#include "profiler/graph_record.h"
+
 #include <chrono>
 
 #include "common/error.h"
@@ -94,6 +96,15 @@ Timeline HostClockTracer::finish() {
   t.kernels_launched = t.kernels_recorded = t.activities.size();
   t.base_time_ns = earliest_time_ns(t);
   return t;
+}
+
+void HostClockTracer::begin_graph_launch(int step, const CapturedGraph& graph) {
+  OpDesc d{step, -1, "graph.replay", 0, 0};
+  for (const CapturedOp& o : graph.ops) {
+    d.bytes += o.op.bytes;
+    d.flops += o.op.flops;
+  }
+  begin_op(d);
 }
 
 }  // namespace glm5

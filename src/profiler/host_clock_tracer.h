@@ -22,6 +22,10 @@ class HostClockTracer : public OpTracer {
   void end_range() override;    // throws glm5::Error if no range is open
   void begin_op(const OpDesc& op) override;
   void end_op() override;       // throws glm5::Error if no op is open
+  // A CUDA graph replay of a whole step (--graph without CUPTI): one op "graph.replay" for the step
+  // (layer -1) declaring the captured ops' bytes and FLOPs summed; per-op times need CUPTI.
+  void begin_graph_launch(int step, const CapturedGraph& graph) override;
+  void end_graph_launch() override { end_op(); }
   // The Timeline (source "host-clock"); open ranges/ops are closed at the current time (message kept).
   Timeline finish();
 

@@ -4,6 +4,7 @@
 
 #include "analysis/analysis.h"
 #include "profiler/cupti_records.h"
+#include "profiler/host_clock_tracer.h"
 
 namespace glm5 {
 namespace {
@@ -235,6 +236,27 @@ TEST(GraphAttribution, EagerOpsAndGraphReplaysMix) {
   for (const auto& [id, op] : t.ops)
     if (id != 5) EXPECT_GT(id, 50u);
   EXPECT_EQ(t.kernels_launched, 7u);
+}
+
+// Without CUPTI (host-clock fallback) a replay is one op for the whole step.
+TEST(GraphAttribution, HostClockTracerTimesAReplayAsOneOp) {
+  HostClockTracer h;
+  const CapturedGraph g = captured();
+  h.begin_range("step.4");
+  h.begin_graph_launch(4, g);
+  h.end_graph_launch();
+  h.end_range();
+  const Timeline t = h.finish();
+  int n = 0;
+  for (const Activity& a : t.activities)
+    if (a.kind == ActivityKind::kernel) {
+      ++n;
+      EXPECT_EQ(a.op, "graph.replay");
+      EXPECT_EQ(a.step, 4);
+      EXPECT_EQ(a.layer, -1);
+      EXPECT_DOUBLE_EQ(a.bytes, 10 + 20 + 30 + 40);
+    }
+  EXPECT_EQ(n, 1);
 }
 
 }  // namespace
