@@ -381,7 +381,10 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // the single-block algorithm (three reads of the scores). A block whose positions fit in
 // kTopkChunkSmem (32,768) reads them once, all loads in flight together, then scans shared memory.
 // Round 1 on the H200 (before that staging): B 1 at 128K 39.6 us (single block: 152.7 us).
-__global__ void __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
+// (C is fixed at compile time, __cluster_dims__, so a plain <<<>>> launch, also under CUDA-graph
+// capture, carries no launch attributes.)
+template <int C_>
+__global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
   extern __shared__ uint32_t topk_smem[];
   unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
   unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's
@@ -621,39 +624,43 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+using TopkKernel = void (*)(TopkParams, int);
+TopkKernel topk_kernel_for(int C) {  // the cluster-size instantiations topk_cuda picks from
+  switch (C) {
+    case 8: return topk_kernel<8>;
+    case 4: return topk_kernel<4>;
+    case 2: return topk_kernel<2>;
+    default: return topk_kernel<1>;
+  }
+}
+}  // namespace
+
 void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   validate_topk_params(p);
   if (p.B == 0) return;
   const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
   const size_t smem = topk_smem_bytes();
-  CUDA_CHECK(cudaFuncSetAttribute(topk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   // Cluster size: the largest power of two <= 8 that keeps B * C blocks within about half the SMs
-  // (a 1024-thread, 144 KiB block fills an SM) and >= 8192 positions per block, and that the GPU
+  // (a 1024-thread, 208 KiB block fills an SM) and >= 8192 positions per block, and that the GPU
   // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 128K: 8, B = 32: 4, B >= 67: 1.
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   int C = 1;
   while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  cfg.blockDim = dim3(kTopkThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   for (;; C /= 2) {
-    attr[0].val.clusterDim.x = unsigned(C);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3(unsigned(p.B * C));
+    CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     if (C == 1) break;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(p.B * C));
+    cfg.blockDim = dim3(kTopkThreads);
+    cfg.dynamicSmemBytes = smem;
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, topk_kernel, &cfg) == cudaSuccess && clusters >= 1) break;
+    if (cudaOccupancyMaxActiveClusters(&clusters, topk_kernel_for(C), &cfg) == cudaSuccess && clusters >= 1) break;
     (void)cudaGetLastError();  // a refused size is not an error: try the next smaller one
   }
-  CUDA_CHECK(cudaLaunchKernelEx(&cfg, topk_kernel, p, limit));
+  topk_kernel_for(C)<<<p.B * C, kTopkThreads, smem, stream>>>(p, limit);
   CUDA_CHECK_LAUNCH();
 }
 
