@@ -174,16 +174,33 @@ TEST(GraphGpu, ReplayMatchesEagerLogitsAndAttribution) {
   }
 }
 
-// A graph captured and instantiated before CUPTI attached (profile re-captures instead; this tells
-// whether that is needed on this driver).
-TEST(GraphGpu, GraphCapturedBeforeTracingIsAttributed) {
+// A graph captured and instantiated before CUPTI attached, replayed while tracing. `profile` does not
+// rely on it (it re-captures once CUPTI is attached); the logits must match, the attribution is
+// reported (whether CUPTI traces graphs instantiated before it attached depends on the driver).
+TEST(GraphGpu, GraphCapturedBeforeTracing) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
   const Weights w = small_weights(cfg);
   RunOut eager = run(cfg, w, KvPath::Fp8, false, false, 2);
   RunOut graph = run(cfg, w, KvPath::Fp8, true, false, 2);
-  compare_runs(eager, graph, "fp8 graph captured before tracing");
+  ASSERT_EQ(eager.logits.size(), graph.logits.size());
+  for (size_t s = 0; s < eager.logits.size(); ++s) {
+    double max_rel = 0;
+    for (size_t i = 0; i < eager.logits[s].size(); ++i)
+      max_rel = std::max(max_rel, std::abs(double(eager.logits[s][i]) - graph.logits[s][i]) /
+                                      std::max(1e-3, std::abs(double(eager.logits[s][i]))));
+    EXPECT_LE(max_rel, 1e-5) << "step " << s;
+  }
+  size_t kernels = 0, attributed = 0;
+  for (const Activity& a : graph.timeline.activities)
+    if (a.kind == ActivityKind::kernel) {
+      ++kernels;
+      attributed += !a.op.empty() && a.step >= 0;
+    }
+  std::printf("NOTE graph captured before CUPTI attached: %zu kernel records while tracing, %zu attributed "
+              "(eager run: %llu kernels)\n", kernels, attributed,
+              (unsigned long long)eager.timeline.kernels_recorded);
 }
 
 // The tiny golden-shaped model too (a different layer mix and no split-K).
