@@ -581,7 +581,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   const std::string idx_check = check_indexer(stream);
   const IndexerLayout il{kIndexerDim, true};
   for (int64_t ctx : {int64_t(32768), int64_t(131072)}) {
-    for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 32}) {
+    for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32}) {  // topk cluster at 128K: 8 / 8 / 4
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;
       Buffer cache(Where::Device, size_t(pages) * il.page_bytes(), "bench indexer key cache");
