@@ -253,7 +253,7 @@ void check_casts(cudaStream_t stream) {
                                    std::to_string(i / W) + " differs from the CPU twin (seed " + std::to_string(seed) +
                                    "); not timed");
   std::vector<int32_t> idx(777);
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 11 == 3 ? -1 : int32_t(rng_uniform(seed, 5, i) * rows);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i % 11 == 3 ? -1 : std::min(int32_t(rng_uniform(seed, 5, i) * rows), int32_t(rows - 1));
   std::vector<uint16_t> gwant(idx.size() * W);
   std::vector<int32_t> cwant(idx.size());
   kv_gather_cast_cpu({pool.data(), l, idx.data(), gwant.data(), cwant.data(), int64_t(idx.size())});
@@ -663,6 +663,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         LinearParams p{dx.as<float>(), dw.data(), DType::F8_E4M3, dy.as<float>(), m, n, k, false, false};
         p.w_scale = ds.as<float>();
         linear_cuda(p, ctx, stream);
+        CUDA_CHECK(cudaStreamSynchronize(stream));  // to_host copies on the legacy stream, which does not wait for ours
         std::vector<float> got = to_host<float>(dy, size_t(m) * n);
         LinearParams h = p;  // CPU twin on the first 64 rows of W
         std::vector<float> ref(size_t(m) * 64);

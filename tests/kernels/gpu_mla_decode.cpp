@@ -60,7 +60,7 @@ Data make_data(const Case& c, uint64_t seed, bool fill_pool = true) {
   for (int b = 0; b < c.B; ++b)
     for (int j = 0; j < c.topk; ++j) {
       const bool ok = c.valid < 0 || j < c.valid;
-      d.indices[size_t(b) * c.topk + j] = ok ? int32_t(rng_uniform(seed, 13, size_t(b) * c.topk + j) * c.rows) : -1;
+      d.indices[size_t(b) * c.topk + j] = ok ? std::min(int32_t(rng_uniform(seed, 13, size_t(b) * c.topk + j) * c.rows), c.rows - 1) : -1;  // u * rows can round to rows
     }
   if (c.B > 1)  // the last request has no valid index at all
     for (int j = 0; j < c.topk; ++j) d.indices[size_t(c.B - 1) * c.topk + j] = -1;

@@ -45,7 +45,7 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
   for (size_t i = 0; i < in.q_rope.size(); ++i) in.q_rope[i] = 0.3f * rng_normal(seed, 12, i);
   in.indices.resize(size_t(c.B) * c.topk);
   for (size_t i = 0; i < in.indices.size(); ++i) {
-    in.indices[i] = int32_t(rng_uniform(seed, 13, i) * c.rows);
+    in.indices[i] = std::min(int32_t(rng_uniform(seed, 13, i) * c.rows), c.rows - 1);  // float rounding can reach rows
     if (c.invalid_every && i % c.invalid_every == 1) in.indices[i] = -1;
   }
   return in;
