@@ -240,7 +240,8 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
   LinearParams p = params;
   if (p.w_dtype == DType::F8_E4M3) {
     if (p.m <= ctx.fp8_gemv_max_m) {
-      linear_fp8_gemv_cuda(p, stream);
+      const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n;
+      linear_fp8_gemv_cuda(p, impl.split_out_for(elems), elems, stream);
       return;
     }
     // Block-scaled cuBLASLt needs a dense weight whose scale rows hold ceil(k/128) rounded up to 4

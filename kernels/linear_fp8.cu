@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/error.h"
+#include "kernels/fp8_dot.cuh"
 #include "kernels/kv_cast.cuh"
 #include "kernels/linear_fp8.h"
 
@@ -21,30 +22,19 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kRows = 4;  // output rows per warp
+constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM of an H200
 
-__device__ __forceinline__ float dot16(const uint4& codes, const float4* x4) {
-  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float2 a = e4m3x2_to_float2(uint16_t(w[q] & 0xffffu));
-    const float2 b = e4m3x2_to_float2(uint16_t(w[q] >> 16));
-    const float4 xv = x4[q];
-    s = fmaf(a.x, xv.x, s);
-    s = fmaf(a.y, xv.y, s);
-    s = fmaf(b.x, xv.z, s);
-    s = fmaf(b.y, xv.w, s);
-  }
-  return s;
-}
-
-// grid (ceil(m / MT), ceil(n / (kWarps * kRows))), block 32 * kWarps.
+// grid (ceil(m / MT), ceil(n / (kWarps * kRows)), S), block 32 * kWarps. Split z covers columns
+// [z * per_split, min(k, (z + 1) * per_split)) (per_split a multiple of 512); with S > 1 each split
+// writes its partial sums to part[z][t][row] and linear_fp8_reduce_kernel adds them in split order.
 template <int MT>
-__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(LinearParams p) {
+__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(LinearParams p, float* part, int per_split) {
+  constexpr int U = 2;  // 16-byte chunks per row per lane in flight (kRows * U loads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
   const int r0 = (blockIdx.y * kWarps + warp) * kRows;
   if (r0 >= p.n) return;
+  const int c_lo = blockIdx.z * per_split, c_hi = min(p.k, c_lo + per_split);
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const int ldw = p.w_stride(), lds = p.scale_stride();
   float acc[kRows][MT];
@@ -52,24 +42,29 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
-  for (int c = lane * 16; c < p.k; c += 32 * 16) {
-    uint4 codes[kRows];
-    float sc[kRows];
+  for (int base = c_lo + lane * 16; base < c_hi; base += 32 * 16 * U) {
+    uint4 codes[U][kRows];
+    float sc[U][kRows];
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {  // all weight loads first: kRows x 16 B in flight per lane
-      const int row = min(r0 + r, p.n - 1);  // rows past n repeat the last (never stored)
-      codes[r] = __ldg(reinterpret_cast<const uint4*>(w + size_t(row) * ldw + c));
-      sc[r] = __ldg(p.w_scale + size_t(row / kFp8WeightBlock) * lds + c / kFp8WeightBlock);
-    }
+    for (int u = 0; u < U; ++u)
 #pragma unroll
-    for (int t = 0; t < MT; ++t) {
-      if (t >= mt) break;
-      const float4* xr = reinterpret_cast<const float4*>(p.x + size_t(t0 + t) * p.k + c);
-      float4 x4[4];
+      for (int r = 0; r < kRows; ++r) {  // all weight loads first: kRows x U x 16 B in flight per lane
+        const int c = base + u * 512;
+        const int row = min(r0 + r, p.n - 1);  // rows past n repeat the last (never stored)
+        codes[u][r] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(w + size_t(row) * ldw + c)) : make_uint4(0, 0, 0, 0);
+        sc[u][r] = c < c_hi ? __ldg(p.w_scale + size_t(row / kFp8WeightBlock) * lds + c / kFp8WeightBlock) : 0.f;
+      }
 #pragma unroll
-      for (int q = 0; q < 4; ++q) x4[q] = __ldg(xr + q);
+    for (int u = 0; u < U; ++u) {
+      const int c = base + u * 512;
+      if (c >= c_hi) break;
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[r], dot16(codes[r], x4), acc[r][t]);
+      for (int t = 0; t < MT; ++t) {
+        if (t >= mt) break;
+        const float* xr = p.x + size_t(t0 + t) * p.k + c;
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
+      }
     }
   }
 #pragma unroll
@@ -78,10 +73,24 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
     for (int t = 0; t < MT; ++t) {
       const float s = warp_sum(acc[r][t]);
       if (lane == 0 && t < mt && r0 + r < p.n) {
-        float* y = p.y + size_t(t0 + t) * p.n + r0 + r;
-        *y = p.accumulate ? *y + s : s;
+        if (part) {
+          part[(size_t(blockIdx.z) * p.m + t0 + t) * p.n + r0 + r] = s;
+        } else {
+          float* y = p.y + size_t(t0 + t) * p.n + r0 + r;
+          *y = p.accumulate ? *y + s : s;
+        }
       }
     }
+}
+
+// y[t, r] (=|+=) sum over z of part[z][t][r], in split order (deterministic).
+__global__ void linear_fp8_reduce_kernel(LinearParams p, const float* __restrict__ part, int S) {
+  const int64_t mn = int64_t(p.m) * p.n;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int z = 0; z < S; ++z) s += part[z * mn + i];
+    p.y[i] = p.accumulate ? p.y[i] + s : s;
+  }
 }
 
 // Scalar path (any k or alignment): one warp per (row, token), lane-strided over k.
@@ -136,14 +145,21 @@ __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int
 bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 template <int MT>
-void launch_vec(const LinearParams& p, cudaStream_t stream) {
-  const dim3 grid((p.m + MT - 1) / MT, (p.n + kWarps * kRows - 1) / (kWarps * kRows));
-  linear_fp8_gemv_vec_kernel<MT><<<grid, 32 * kWarps, 0, stream>>>(p);
+void launch_vec(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
+  const dim3 grid((p.m + MT - 1) / MT, (p.n + kWarps * kRows - 1) / (kWarps * kRows), S);
+  linear_fp8_gemv_vec_kernel<MT><<<grid, 32 * kWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split);
 }
 
 }  // namespace
 
-void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream) {
+int linear_fp8_gemv_splits(const LinearParams& p) {
+  const int mt = p.m <= 2 ? p.m : p.m <= 4 ? 4 : p.m <= 8 ? 8 : 16;
+  const int64_t blocks = int64_t((p.m + mt - 1) / mt) * ((p.n + kWarps * kRows - 1) / (kWarps * kRows));
+  const int64_t want = (kGemvTargetBlocks + blocks - 1) / blocks;  // enough blocks to fill the GPU
+  return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, p.k / 1024))));
+}
+
+void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream) {
   validate_linear_params(p, "linear_fp8_gemv_cuda", false);
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_gemv_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
                                            ", expected F8_E4M3");
@@ -152,18 +168,24 @@ void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream) {
   if (!vec) {
     const int64_t warps = int64_t(p.m) * p.n;
     linear_fp8_gemv_scalar_kernel<<<int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(p);
-  } else if (p.m == 1) {
-    launch_vec<1>(p, stream);
-  } else if (p.m == 2) {
-    launch_vec<2>(p, stream);
-  } else if (p.m <= 4) {
-    launch_vec<4>(p, stream);
-  } else if (p.m <= 8) {
-    launch_vec<8>(p, stream);
-  } else {
-    launch_vec<16>(p, stream);
+    CUDA_CHECK_LAUNCH();
+    return;
   }
+  int S = linear_fp8_gemv_splits(p);
+  if (partial == nullptr || partial_elems < size_t(S) * p.m * p.n) S = 1;
+  const int per_split = ((p.k + S - 1) / S + 511) / 512 * 512;
+  S = (p.k + per_split - 1) / per_split;
+  if (p.m == 1) launch_vec<1>(p, partial, S, per_split, stream);
+  else if (p.m == 2) launch_vec<2>(p, partial, S, per_split, stream);
+  else if (p.m <= 4) launch_vec<4>(p, partial, S, per_split, stream);
+  else if (p.m <= 8) launch_vec<8>(p, partial, S, per_split, stream);
+  else launch_vec<16>(p, partial, S, per_split, stream);
   CUDA_CHECK_LAUNCH();
+  if (S > 1) {
+    const int64_t mn = int64_t(p.m) * p.n;
+    linear_fp8_reduce_kernel<<<int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream>>>(p, partial, S);
+    CUDA_CHECK_LAUNCH();
+  }
 }
 
 void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,

@@ -16,7 +16,12 @@ namespace glm5 {
 // other chunks). Bytes: n*k (W) + n*k/16384*4 (scales) + m*k*4 (x, from L2 per row block) + m*n*4 (y).
 // Vector path (k % 16 == 0, w, ldw, x 16-byte aligned): 16-byte weight loads; else a scalar path.
 // Throws glm5::Error on bad params (validate_linear_params) or a launch failure.
-void linear_fp8_gemv_cuda(const LinearParams& p, cudaStream_t stream);
+// Split-K: when n * ceil(m/MT) / 16 blocks cannot fill the GPU (kv_a 576 rows, o_proj at m = 1), the k
+// columns are cut into S = linear_fp8_gemv_splits(p) ranges of 512-column multiples; each writes partial
+// sums into `partial` (>= S*m*n floats; null or too small: no split) and a reduce kernel adds them in
+// split order (deterministic).
+int linear_fp8_gemv_splits(const LinearParams& p);
+void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream);
 
 // out[r, c] = bf16(e4m3(w[r*ldw + c]) * w_scale[(r/128)*ld_scale + c/128]) for r < n, c < k; out is
 // [n, k] dense BF16 (the staging copy linear_cuda multiplies with cuBLASLt when m is large).

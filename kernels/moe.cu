@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "kernels/moe.h"
 #include "kernels/kv_cast.cuh"
+#include "kernels/fp8_dot.cuh"
 
 namespace glm5 {
 
@@ -114,6 +115,82 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
     }
     if (lane == 0) act[i] = a;
   }
+}
+
+// FP8 vector path of moe_gate_up_kernel (same grid): the warp's two rows' gate and up dot products
+// run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
+// expert_row_dot, so the same bits.
+__global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
+  const int pair = blockIdx.x;
+  const int b = pair / p.k;
+  const int e = p.topk_ids[pair] - p.expert_begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* act = p.act + size_t(pair) * p.inter;
+  const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
+  static_assert(kGateUpRowsPerWarp == 2, "two rows per warp");
+  if (row0 >= p.inter) return;
+  const int row1 = min(row0 + 1, p.inter - 1);
+  if (e < 0 || e >= p.E) {
+    if (lane == 0) {
+      act[row0] = 0.f;
+      act[row1] = 0.f;
+    }
+    return;
+  }
+  const float* x = p.x + size_t(b) * p.hidden;
+  const int sc = (p.hidden + 127) / 128, sr = (p.inter + 127) / 128;
+  auto wrow = [&](const void* w, int i) { return static_cast<const uint8_t*>(w) + (size_t(e) * p.inter + i) * p.hidden; };
+  auto srow = [&](const float* s, int i) { return s + (size_t(e) * sr + i / 128) * sc; };
+  const float* const xs[4] = {x, x, x, x};
+  const uint8_t* const ws[4] = {wrow(p.w_gate, row0), wrow(p.w_up, row0), wrow(p.w_gate, row1), wrow(p.w_up, row1)};
+  const float* const ss[4] = {srow(p.s_gate, row0), srow(p.s_up, row0), srow(p.s_gate, row1), srow(p.s_up, row1)};
+  float o[4];
+  warp_dots_fp8<4, 2>(xs, ws, ss, 0, p.hidden, o);
+  if (lane == 0) {
+    act[row0] = o[0] / (1.0f + expf(-o[0])) * o[1];
+    if (row1 != row0) act[row1] = o[2] / (1.0f + expf(-o[2])) * o[3];
+  }
+}
+
+// FP8 vector path of moe_down_kernel (same grid): the token's valid slots four at a time
+// (warp_dots_fp8<4, 1>; a short last group repeats its last slot and drops the copies), summed in slot
+// order as moe_down_kernel does.
+__global__ void moe_down_fp8_kernel(MoeExpertsParams p) {
+  const int b = blockIdx.x;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int d = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
+  static_assert(kDownRowsPerWarp == 1, "one row per warp");
+  if (d >= p.hidden) return;
+  int js[32];  // the launcher checks k <= 32
+  int nv = 0;
+  for (int j = 0; j < p.k; ++j) {
+    const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
+    if (e >= 0 && e < p.E) js[nv++] = j;
+  }
+  const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
+  float sum = 0.f;
+  for (int g = 0; g < nv; g += 4) {
+    const float* xs[4];
+    const uint8_t* ws[4];
+    const float* ss[4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int j = js[min(g + r, nv - 1)];
+      const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
+      xs[r] = p.act + (size_t(b) * p.k + j) * p.inter;
+      ws[r] = static_cast<const uint8_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
+      ss[r] = p.s_down + (size_t(e) * sr + d / 128) * sc;
+    }
+    float o[4];
+    const float* const (&cx)[4] = xs;
+    const uint8_t* const (&cw)[4] = ws;
+    const float* const (&cs)[4] = ss;
+    warp_dots_fp8<4, 1>(cx, cw, cs, 0, p.inter, o);
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+      if (g + r < nv) sum += o[r] * p.topk_weights[b * p.k + js[g + r]];
+  }
+  if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
 }
 
 // grid (B, ceil(hidden / (kWarps*kDownRowsPerWarp))), block 32*kWarps. Loops over the k slots, so no
@@ -450,13 +527,16 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     return;
   }
   const dim3 grid_up(p.B * p.k, (p.inter + up_rows - 1) / up_rows);
-  if (fp8 && vec_up) moe_gate_up_kernel<true, true><<<grid_up, block, 0, stream>>>(p);
+  if (fp8 && vec_up) moe_gate_up_fp8_kernel<<<grid_up, block, 0, stream>>>(p);
   else if (fp8) moe_gate_up_kernel<false, true><<<grid_up, block, 0, stream>>>(p);
   else if (vec_up) moe_gate_up_kernel<true, false><<<grid_up, block, 0, stream>>>(p);
   else moe_gate_up_kernel<false, false><<<grid_up, block, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
-  if (fp8 && vec_down) moe_down_kernel<true, true><<<grid_down, block, 0, stream>>>(p);
+  if (fp8 && vec_down) {
+    require(p.k <= 32, "moe_experts_cuda: MoeExpertsParams.k = " + std::to_string(p.k) + ", expected <= 32");
+    moe_down_fp8_kernel<<<grid_down, block, 0, stream>>>(p);
+  }
   else if (fp8) moe_down_kernel<false, true><<<grid_down, block, 0, stream>>>(p);
   else if (vec_down) moe_down_kernel<true, false><<<grid_down, block, 0, stream>>>(p);
   else moe_down_kernel<false, false><<<grid_down, block, 0, stream>>>(p);
