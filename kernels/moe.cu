@@ -152,10 +152,10 @@ __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
   }
 }
 
-// FP8 vector path of moe_down_kernel (same grid): the token's valid slots four at a time
-// (warp_dots_fp8<4, 1>; a short last group repeats its last slot and drops the copies), summed in slot
+// FP8 vector path of moe_down_kernel (same grid): the token's valid slots eight at a time
+// (warp_dots_fp8<8, 1>; a short last group repeats its last slot and drops the copies), summed in slot
 // order as moe_down_kernel does.
-__global__ void moe_down_fp8_kernel(MoeExpertsParams p) {
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExpertsParams p) {
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
@@ -169,25 +169,26 @@ __global__ void moe_down_fp8_kernel(MoeExpertsParams p) {
   }
   const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
   float sum = 0.f;
-  for (int g = 0; g < nv; g += 4) {
-    const float* xs[4];
-    const uint8_t* ws[4];
-    const float* ss[4];
+  constexpr int G = 8;  // slots per pass: 8 x 16 B in flight per lane (GLM-5 / DeepSeek k = 8: one pass)
+  for (int g = 0; g < nv; g += G) {
+    const float* xs[G];
+    const uint8_t* ws[G];
+    const float* ss[G];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < G; ++r) {
       const int j = js[min(g + r, nv - 1)];
       const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
       xs[r] = p.act + (size_t(b) * p.k + j) * p.inter;
       ws[r] = static_cast<const uint8_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
       ss[r] = p.s_down + (size_t(e) * sr + d / 128) * sc;
     }
-    float o[4];
-    const float* const (&cx)[4] = xs;
-    const uint8_t* const (&cw)[4] = ws;
-    const float* const (&cs)[4] = ss;
-    warp_dots_fp8<4, 1>(cx, cw, cs, 0, p.inter, o);
+    float o[G];
+    const float* const (&cx)[G] = xs;
+    const uint8_t* const (&cw)[G] = ws;
+    const float* const (&cs)[G] = ss;
+    warp_dots_fp8<G, 1>(cx, cw, cs, 0, p.inter, o);
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < G; ++r)
       if (g + r < nv) sum += o[r] * p.topk_weights[b * p.k + js[g + r]];
   }
   if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
