@@ -17,8 +17,9 @@ What the comparison needs to be fair, and what the script does about it:
 - report.json lists at most 20 kernels per run, and a `--kv-path all` trace holds several runs: the
   totals are summed over runs, and a kernel absent from a run whose list is full (truncated) cannot
   be summed exactly; such kernels are skipped (counted in the summary).
-- Our analysis ignores kernels of warm-up steps (args.step < 0) when the trace has measured steps;
-  if the trace holds such kernels, HTA is given a copy without them (said on stdout).
+- Our analysis ignores device work outside the measured steps (args.step < 0 or absent: warm-up,
+  uploads) when the trace has measured steps; if the trace holds such events, HTA is given a copy
+  without them (said on stdout).
 - A CPU-backend (host-clock) trace has no GPU kernels (device -1, no stream): HTA's GPU kernel
   breakdown has nothing to read. The script says so and exits 2.
 
@@ -133,8 +134,13 @@ def main():
 
     hta_input = a.trace
     tmp = None
-    warm = [e for e in gpu if isinstance((e.get("args") or {}).get("step"), int) and e["args"]["step"] < 0]
-    measured = [e for e in gpu if isinstance((e.get("args") or {}).get("step"), int) and e["args"]["step"] >= 0]
+    # Our analysis keeps device work of steps >= 0 when any has a step (src/analysis/analysis.cpp): events
+    # with step < 0 or no step at all (warm-up, uploads before the first step range) do not count.
+    def step_of(e):
+        v = (e.get("args") or {}).get("step")
+        return v if isinstance(v, int) else -1
+    warm = [e for e in gpu if step_of(e) < 0]
+    measured = [e for e in gpu if step_of(e) >= 0]
     if warm and measured:
         drop = set(id(e) for e in warm)
         trace["traceEvents"] = [e for e in events if id(e) not in drop]
@@ -142,8 +148,8 @@ def main():
         json.dump(trace, tmp)
         tmp.close()
         hta_input = tmp.name
-        print("hta_check: %d warm-up kernels (step < 0) left out of HTA's input, as our analysis leaves them out"
-              % len(warm))
+        print("hta_check: %d device events outside the measured steps (warm-up, uploads: step < 0 or none) left "
+              "out of HTA's input, as our analysis leaves them out" % len(warm))
     try:
         hta, rank_note, ranks = hta_breakdown(hta_input, a.hta_rounding)
     finally:
