@@ -185,6 +185,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
 
   c.hidden_size = r.positive_int("hidden_size");
   c.num_hidden_layers = r.positive_int("num_hidden_layers");  // MTP layers (num_nextn_predict_layers) excluded
+  // Bounded before the per-layer lists are built (a fuzzed 7e8 took 72 s here, 2026-11-29 fuzz run).
+  if (c.num_hidden_layers > kMaxHiddenLayers)
+    r.fail("num_hidden_layers", "is " + std::to_string(c.num_hidden_layers) + ", more than " +
+                                    std::to_string(kMaxHiddenLayers) + " (no real model has that many layers)");
   c.vocab_size = r.positive_int("vocab_size");
   c.rms_norm_eps = float(r.positive_number("rms_norm_eps"));
   c.mla_norm_eps = 1e-6f;  // no config key: the HF reference constructs q_a/kv_a RMSNorms with eps 1e-6

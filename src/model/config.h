@@ -65,6 +65,9 @@ struct ModelConfig {
   double parameter_count() const;
 };
 
+// Largest num_hidden_layers parse_model_config accepts (GLM-5: 78, DeepSeek-V3: 61).
+inline constexpr int kMaxHiddenLayers = 4096;
+
 // Parses a HuggingFace config.json object. `source` names the file in error messages.
 // Throws glm5::Error naming the key for: unknown model_type, a missing required key, a key of the
 // wrong JSON type, or inconsistent dimensions (e.g. n_routed_experts % n_group != 0,

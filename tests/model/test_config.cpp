@@ -2,6 +2,7 @@
 // the shared files; every bad config gives one line naming the file and key.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -262,6 +263,22 @@ TEST(ModelConfigErrors, Catalogue) {
                "config.json: key 'scoring_func' must be \"sigmoid\" (the GLM-5 / DeepSeek-V3 router), got \"softmax\"");
   expect_error([](J& j) { j["tie_word_embeddings"] = true; },
                "config.json: key 'tie_word_embeddings' must be false: a separate lm_head.weight is expected");
+}
+
+// Found by the H200 fuzz run of 2026-11-29 (fuzz_model_config timeout): num_hidden_layers 7e8 built
+// per-layer lists for 72 s; it is refused at once now.
+TEST(ModelConfigErrors, AbsurdLayerCountIsRefusedQuickly) {
+  nlohmann::json j = read_json(kShared + "/configs/glm5.json");
+  j["num_hidden_layers"] = 700000000.0;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    parse_model_config(j, "config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "config.json: key 'num_hidden_layers' is 700000000, more than 4096 (no real model "
+                                     "has that many layers)");
+  }
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 0.5);
 }
 
 TEST(ModelConfigErrors, FilesAndNames) {
