@@ -18,8 +18,11 @@ Attention is plain torch: scores = q @ kv^T (scaled), softmax, o = p @ kv[:, :51
 the first `context` rows. Steps are profiler steps (ProfilerStep#N), layers record_function ranges
 "layer.N", the cast "kv_cast".
 
-With --glm5prof BIN the script runs `BIN analyze` on both traces and checks that the cast trace has
-a kv_dtype_cast hotspot and the no-cast trace none (exit 1 otherwise).
+With --glm5prof BIN the script runs `BIN analyze` on both traces and checks that the pool cast is
+found: the cast trace's kv_dtype_cast time must be at least 5x the no-cast trace's and at least 5% of
+its step (exit 1 otherwise). The no-cast trace is not cast-free: each attention casts its fp32 softmax
+to bf16 (`.to(torch.bfloat16)`, a small aten::copy_), which analyze counts too (~1% of the step on the
+H200 run of 2026-11-29, against 15% with the pool cast).
 """
 import argparse
 import gzip
@@ -106,9 +109,10 @@ def analyze(binary, trace, rep_dir):
     with open(os.path.join(rep_dir, "report.json")) as f:
         rep = json.load(f)
     hot = [h for run in rep.get("runs", []) for h in run.get("hotspots", []) if h.get("kind") == "kv_dtype_cast"]
-    for h in hot:
-        print("  %s: %s" % (os.path.basename(trace), h.get("recommendation", "")[:400]))
-    return hot
+    us = sum(h.get("time_us", 0.0) for h in hot)
+    share = sum(h.get("share_of_step", 0.0) for h in hot)
+    print("  %s: %s" % (os.path.basename(trace), hot[0].get("recommendation", "")[:400] if hot else "no dtype-cast hotspot"))
+    return us, share
 
 
 def main():
@@ -137,12 +141,15 @@ def main():
     plain_trace = record(a.outdir, False, a)
     if not a.glm5prof:
         return 0
-    hot_cast = analyze(a.glm5prof, cast_trace, os.path.join(a.outdir, "analyze_cast"))
-    hot_plain = analyze(a.glm5prof, plain_trace, os.path.join(a.outdir, "analyze_nocast"))
-    ok = bool(hot_cast) and hot_plain == []
-    print("record_torch_trace: glm5prof analyze %s the cast (cast trace: %d kv_dtype_cast hotspot(s), no-cast trace: %s)"
-          % ("FINDS" if ok else "DOES NOT FIND", len(hot_cast or []),
-             "none" if hot_plain == [] else ("error" if hot_plain is None else "%d (wrong)" % len(hot_plain))))
+    cast = analyze(a.glm5prof, cast_trace, os.path.join(a.outdir, "analyze_cast"))
+    plain = analyze(a.glm5prof, plain_trace, os.path.join(a.outdir, "analyze_nocast"))
+    if cast is None or plain is None:
+        print("record_torch_trace: glm5prof analyze failed")
+        return 1
+    ok = cast[0] >= 5 * plain[0] and cast[1] >= 0.05
+    print("record_torch_trace: glm5prof analyze %s the pool cast: %.1f us/step (%.1f%% of the step) with it, "
+          "%.1f us/step (%.1f%%) without" % ("FINDS" if ok else "DOES NOT FIND", cast[0], 100 * cast[1], plain[0],
+                                            100 * plain[1]))
     return 0 if ok else 1
 
 
