@@ -176,7 +176,12 @@ std::string report_to_markdown(const ReportInput& in) {
           o << " (limit " << f1(t.value("limit_pct", 2.0)) << "%, " << (t.value("within_limit", false) ? "within" : "**over**")
             << ")";
       }
-      o << "; " << t.value("method", std::string()) << ".\n";
+      o << "; " << t.value("method", std::string()) << ".";
+      if (r.spec.is_object() && r.spec.value("graph", false) && !t.value("within_limit", true))
+        o << " With --graph CUPTI timestamps every graph kernel node (node-level graph tracing, about 1 us per node "
+             "on the H200), a cost eager launches hide in their launch gaps: the traced graph step is no faster than "
+             "the traced eager one (reports/2026-11-29-h200-decode-step.md).";
+      o << "\n";
     }
     if (r.floor.is_object()) {
       const nlohmann::json& fl = r.floor;
