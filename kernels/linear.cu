@@ -102,6 +102,26 @@ struct LinearContext::Impl {
     }
   }
 
+  // The heuristic's first algorithm for pl (descriptors set) under the workspace and the pointers'
+  // alignments (bytes) into pl.algo; CUBLAS_STATUS_NOT_SUPPORTED when it returns none.
+  cublasStatus_t pick_algo(LinearPlan& pl, uint32_t align_a, uint32_t align_b, uint32_t align_c) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof(align_a)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c, sizeof(align_c)));
+    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c, sizeof(align_c)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &returned);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st == CUBLAS_STATUS_SUCCESS && returned == 0) st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (st == CUBLAS_STATUS_SUCCESS) pl.algo = result.algo;
+    return st;
+  }
+
   // cuBLASLt block-scaled FP8 plan: A = W (e4m3, [k, n] column-major, TRANSA, BLK128x128_32F scales),
   // B = x (e4m3, [k, m], VEC128_32F scales), C = D = y fp32 [n, m]. Scale pointers are set per call.
   // Returns null when cuBLASLt has no algorithm (e.g. a CUDA build before 12.9).
@@ -121,26 +141,11 @@ struct LinearContext::Impl {
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8F_E4M3, k, n, k));
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8F_E4M3, k, m, k));
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = kWorkspaceBytes;
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    const uint32_t align_b = 256;  // x_fp8 comes from cudaMalloc
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int returned = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &returned);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+    if (pick_algo(pl, align_w, 256, align_y) != CUBLAS_STATUS_SUCCESS) {  // x_fp8 comes from cudaMalloc
       destroy(pl);
       fp8_plans.emplace(key, LinearPlan{});  // remembered as unsupported
       return nullptr;
     }
-    pl.algo = result.algo;
     return &fp8_plans.emplace(key, pl).first->second;
   }
 
@@ -187,27 +192,13 @@ struct LinearContext::Impl {
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_16BF, k, n, ldw));  // W: column-major [k, n], ld ldw
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_16BF, k, m, k));  // x: column-major [k, m]
     CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));   // y: column-major [n, m]
-    cublasLtMatmulPreference_t pref = nullptr;
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    const size_t ws = kWorkspaceBytes;
-    const uint32_t align_b = 256;  // staging comes from cudaMalloc
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_w, sizeof(align_w)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof(align_b)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_y, sizeof(align_y)));
-    CUBLASLT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_y, sizeof(align_y)));
-    cublasLtMatmulHeuristicResult_t result{};
-    int returned = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(handle, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &result, &returned);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || returned == 0) {
+    const cublasStatus_t st = pick_algo(pl, align_w, 256, align_y);  // staging comes from cudaMalloc
+    if (st != CUBLAS_STATUS_SUCCESS) {
       destroy(pl);
       throw Error("linear_cuda: cuBLASLt found no algorithm for m=" + std::to_string(m) + " n=" + std::to_string(n) +
                   " k=" + std::to_string(k) + " (BF16 x BF16 -> FP32, weight alignment " + std::to_string(align_w) +
                   " bytes): " + cublasLtGetStatusName(st));
     }
-    pl.algo = result.algo;
     return plans.emplace(key, pl).first->second;
   }
 
