@@ -65,6 +65,17 @@ __global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __res
   }
 }
 
+// y[t, r] = (accumulate ? y[t, r] : 0) + d[r * m + t] (d: BF16, column-major [m, n]).
+__global__ void add_transposed_bf16_kernel(const uint16_t* __restrict__ d, float* __restrict__ y, int m, int n,
+                                           bool accumulate) {
+  const int64_t mn = int64_t(m) * n;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t t = i / n, r = i % n;
+    const float v = __bfloat162float(__ushort_as_bfloat16(d[r * m + t]));
+    y[i] = accumulate ? y[i] + v : v;
+  }
+}
+
 int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 4096)); }
 
 struct LinearContext::Impl {
@@ -122,11 +133,12 @@ struct LinearContext::Impl {
     return st;
   }
 
-  // cuBLASLt block-scaled FP8 plan: A = W (e4m3, [k, n] column-major, TRANSA, BLK128x128_32F scales),
-  // B = x (e4m3, [k, m], VEC128_32F scales), C = D = y fp32 [n, m]. Scale pointers are set per call.
-  // Returns null when cuBLASLt has no algorithm (e.g. a CUDA build before 12.9).
-  LinearPlan* fp8_plan(int m, int n, int k, uint32_t align_w, uint32_t align_y) {
-    auto key = std::make_tuple(m, n, k, align_w, align_y);
+  // cuBLASLt block-scaled FP8 plan, with the operand roles of NVIDIA's LtBlk128x128Fp8Matmul sample:
+  // A = x (e4m3, [k, m] column-major, TRANSA, VEC128_32F scales), B = W (e4m3, [k, n] column-major =
+  // our row-major [n, k], BLK128x128_32F scales as stored), D = x W^T in BF16, column-major [m, n]
+  // (= y transposed); scale pointers are set per call. Returns null when cuBLASLt has no algorithm.
+  LinearPlan* fp8_plan(int m, int n, int k, uint32_t align_w) {
+    auto key = std::make_tuple(m, n, k, align_w, uint32_t(0));
     auto it = fp8_plans.find(key);
     if (it != fp8_plans.end()) return it->second.desc ? &it->second : nullptr;
     LinearPlan pl;
@@ -134,19 +146,31 @@ struct LinearContext::Impl {
     const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-    const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F,
-                                      b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F,
+                                      b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
     CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8F_E4M3, k, n, k));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8F_E4M3, k, m, k));
-    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, n, m, n));
-    if (pick_algo(pl, align_w, 256, align_y) != CUBLAS_STATUS_SUCCESS) {  // x_fp8 comes from cudaMalloc
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_8F_E4M3, k, m, k));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_8F_E4M3, k, n, k));
+    CUBLASLT_CHECK(cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_16BF, m, n, m));
+    if (pick_algo(pl, 256, align_w, 256) != CUBLAS_STATUS_SUCCESS) {  // x_fp8 and the BF16 output: cudaMalloc
       destroy(pl);
       fp8_plans.emplace(key, LinearPlan{});  // remembered as unsupported
       return nullptr;
     }
     return &fp8_plans.emplace(key, pl).first->second;
+  }
+
+  uint16_t* d_bf16 = nullptr;  // BF16 output of the block-scaled GEMM, [n][m], grown on demand
+  size_t d_bf16_elems = 0;
+  uint16_t* d_bf16_for(size_t elems) {
+    if (elems > d_bf16_elems) {
+      if (d_bf16) CUDA_CHECK(cudaFree(d_bf16));
+      d_bf16 = nullptr;
+      CUDA_CHECK(cudaMalloc(&d_bf16, elems * sizeof(uint16_t)));
+      d_bf16_elems = elems;
+    }
+    return d_bf16;
   }
 
   uint16_t* w_staging = nullptr;  // bf16 copy of an FP8 weight (large-m FP8 path), grown on demand
@@ -213,6 +237,7 @@ struct LinearContext::Impl {
     for (auto& [key, pl] : plans) destroy(pl);
     for (auto& [key, pl] : fp8_plans) destroy(pl);
     if (x_fp8) cudaFree(x_fp8);
+    if (d_bf16) cudaFree(d_bf16);
     if (x_fp8_scale) cudaFree(x_fp8_scale);
     if (staging) cudaFree(staging);
     if (w_staging) cudaFree(w_staging);
@@ -242,16 +267,20 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
                        reinterpret_cast<uintptr_t>(p.x) % 16 == 0 && reinterpret_cast<uintptr_t>(p.w) % 16 == 0;
     if (ctx.fp8_large_m == LinearContext::Fp8LargeM::BlockScaled && dense) {
       impl.init();
-      if (LinearPlan* pl = impl.fp8_plan(p.m, p.n, p.k, alignment_of(p.w), alignment_of(p.y))) {
+      if (LinearPlan* pl = impl.fp8_plan(p.m, p.n, p.k, alignment_of(p.w))) {
         impl.x_fp8_for(size_t(p.m) * p.k);
         fp8_quantize_activations_cuda(p.x, p.m, p.k, impl.x_fp8, impl.x_fp8_scale, ctx.act_scale_tokens_fastest, stream);
-        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &p.w_scale,
-                                                      sizeof(p.w_scale)));
         const float* xs = impl.x_fp8_scale;
-        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &xs, sizeof(xs)));
-        const float alpha = 1.f, beta = p.accumulate ? 1.f : 0.f;
-        CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl->desc, &alpha, p.w, pl->a, impl.x_fp8, pl->b, &beta, p.y, pl->c, p.y,
+        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &xs, sizeof(xs)));
+        CUBLASLT_CHECK(cublasLtMatmulDescSetAttribute(pl->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &p.w_scale,
+                                                      sizeof(p.w_scale)));
+        uint16_t* d = impl.d_bf16_for(size_t(p.m) * p.n);
+        const float alpha = 1.f, beta = 0.f;
+        CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl->desc, &alpha, impl.x_fp8, pl->a, p.w, pl->b, &beta, d, pl->c, d,
                                       pl->c, &pl->algo, impl.workspace, kWorkspaceBytes, stream));
+        const int64_t mn = int64_t(p.m) * p.n;
+        add_transposed_bf16_kernel<<<grid_for(mn), 256, 0, stream>>>(d, p.y, p.m, p.n, p.accumulate);
+        CUDA_CHECK_LAUNCH();
         ++ctx.fp8_block_scaled_calls;
         return;
       }
