@@ -103,7 +103,7 @@ __global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
   const float* x = p.x + size_t(t) * p.k;
   float acc = 0.f;
   for (int c = lane; c < p.k; c += 32) {
-    const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(w[c]), __NV_E4M3)));
+    const float v = e4m3x2_to_float2(uint16_t(w[c])).x;
     acc = fmaf(v * srow[c / kFp8WeightBlock], x[c], acc);
   }
   acc = warp_sum(acc);
@@ -118,7 +118,7 @@ __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restri
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / p.k, c = i % p.k;
-    const float v = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(w[r * p.w_stride() + c]), __NV_E4M3)));
+    const float v = e4m3x2_to_float2(uint16_t(w[r * p.w_stride() + c])).x;
     const float s = p.w_scale[(r / kFp8WeightBlock) * p.scale_stride() + c / kFp8WeightBlock];
     out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(v * s));
   }

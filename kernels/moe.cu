@@ -57,21 +57,12 @@ __device__ float warp_dot_fp8(const float* x, const uint8_t* w, const float* s, 
   const int lane = threadIdx.x % 32;
   float acc = 0.f;
   if constexpr (kVec) {
-    for (int i = lane * 16; i < n; i += 32 * 16) {
-      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
-      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
-      float part = 0.f;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float4 xv = *reinterpret_cast<const float4*>(x + i + 4 * q);
-        const float2 a = e4m3x2_to_float2(uint16_t(u[q] & 0xffffu)), b = e4m3x2_to_float2(uint16_t(u[q] >> 16));
-        part = fmaf(a.x, xv.x, part);
-        part = fmaf(a.y, xv.y, part);
-        part = fmaf(b.x, xv.z, part);
-        part = fmaf(b.y, xv.w, part);
-      }
-      acc = fmaf(s[i / 128], part, acc);
-    }
+    const float* const xs[1] = {x};
+    const uint8_t* const ws[1] = {w};
+    const float* const ss[1] = {s};
+    float out[1];
+    warp_dots_fp8<1, 1>(xs, ws, ss, 0, n, out);  // fp8_dot.cuh: the same per-lane arithmetic order
+    return out[0];
   } else {
     for (int i = lane; i < n; i += 32) {
       const float2 v = e4m3x2_to_float2(uint16_t(w[i]));
@@ -302,28 +293,12 @@ __device__ void warp_dot_multi(const float* const* xs, int nt, const void* wrow,
   if constexpr (kFp8 && kVec) {
     const uint8_t* w = static_cast<const uint8_t*>(wrow);
     for (int i = lane * 16; i < n; i += 32 * 16) {
-      const uint4 packed = *reinterpret_cast<const uint4*>(w + i);
-      const uint32_t u[4] = {packed.x, packed.y, packed.z, packed.w};
-      float wf[16];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float2 a = e4m3x2_to_float2(uint16_t(u[q] & 0xffffu)), b = e4m3x2_to_float2(uint16_t(u[q] >> 16));
-        wf[4 * q] = a.x; wf[4 * q + 1] = a.y; wf[4 * q + 2] = b.x; wf[4 * q + 3] = b.y;
-      }
+      const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w + i));
       const float s = srow[i / 128];
 #pragma unroll
       for (int t = 0; t < kGroup; ++t) {
         if (t >= nt) break;
-        float part = 0.f;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4 xv = *reinterpret_cast<const float4*>(xs[t] + i + 4 * q);
-          part = fmaf(wf[4 * q], xv.x, part);
-          part = fmaf(wf[4 * q + 1], xv.y, part);
-          part = fmaf(wf[4 * q + 2], xv.z, part);
-          part = fmaf(wf[4 * q + 3], xv.w, part);
-        }
-        acc[t] = fmaf(s, part, acc[t]);
+        acc[t] = fmaf(s, fp8_dot16(packed, xs[t] + i), acc[t]);
       }
     }
   } else if constexpr (kFp8) {
