@@ -24,6 +24,8 @@ BenchCli add_bench_subcommand(CLI::App& app) {
   cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
       ->capture_default_str();
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
+  cli.kernels->add_option("--only", o.only, "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe")
+      ->delimiter(',');
   return cli;
 }
 

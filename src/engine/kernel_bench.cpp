@@ -497,6 +497,15 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   require(cuda_available(), "bench kernels: no CUDA device (the benchmark times GPU kernels)");
   require(opt.reps >= 1, "bench kernels: --reps = " + std::to_string(opt.reps) + ", expected >= 1");
   require(opt.warmup >= 0, "bench kernels: --warmup = " + std::to_string(opt.warmup) + ", expected >= 0");
+  for (const std::string& name : opt.only) {
+    const auto& f = kernel_bench_families();
+    if (std::find(f.begin(), f.end(), name) == f.end()) {
+      std::string list;
+      for (const auto& n : f) list += (list.empty() ? "" : ", ") + n;
+      throw Error("bench kernels: --only " + name + ": unknown kernel family, expected one of " + list);
+    }
+  }
+  const bool want_cast = kernel_bench_wants(opt, "cast"), want_mla = kernel_bench_wants(opt, "mla");
   require(opt.pool_tokens >= 4 * kTopk, "bench kernels: --pool-tokens = " + std::to_string(opt.pool_tokens) +
                                             ", expected >= " + std::to_string(4 * kTopk));
   cudaStream_t stream = nullptr;
@@ -518,15 +527,15 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   const uint64_t seed = fresh_seed();
 
   // --- casts and MLA decode share one FP8 pool and its BF16 cast ---
-  std::fprintf(stderr, "bench kernels: kv_cast, kv_gather_cast, mla_decode (pool %lld tokens)\n", (long long)rows);
-  check_casts(stream);
-  const std::string cast_check = "bit-identical to CPU twin (1000 rows, 777 gathers)";
-  const std::string mla_check = check_mla(stream);
-  {
+  if (want_cast || want_mla) {
+    std::fprintf(stderr, "bench kernels: kv_cast, kv_gather_cast, mla_decode (pool %lld tokens)\n", (long long)rows);
+    if (want_cast) check_casts(stream);
+    const std::string cast_check = "bit-identical to CPU twin (1000 rows, 777 gathers)";
+    const std::string mla_check = want_mla ? check_mla(stream) : std::string();
     Buffer pool(Where::Device, size_t(rows) * l.row_bytes, "bench FP8 pool");
     Buffer bf16(Where::Device, size_t(rows) * lb.row_bytes, "bench BF16 pool");
     kv_fill_random_cuda({pool.as<uint8_t>(), l, nullptr, {}, 0, rows, seed}, stream);
-    {
+    if (want_cast) {
       KvCastParams p{pool.as<uint8_t>(), l, bf16.as<uint16_t>(), rows};
       std::vector<double> us = timer.time([&] { kv_cast_cuda(p, stream); });
       KernelBenchRecord r = make_record("kv_cast", us, double(rows) * (l.row_bytes + lb.row_bytes), 0, c);
@@ -535,7 +544,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
       progress(r);
       out.push_back(r);
     }
-    for (int B : batches) {
+    for (int B : want_cast ? batches : std::vector<int>{}) {
       const int64_t count = int64_t(B) * kTopk;
       std::vector<int32_t> idx = random_indices(B, kTopk, rows, seed + B);
       Buffer d_idx = to_device(idx, "bench indices"), d_cidx(Where::Device, count * 4, "bench compact indices"),
@@ -551,7 +560,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
       progress(r);
       out.push_back(r);
     }
-    for (bool fp8 : {true, false}) {
+    for (bool fp8 : want_mla ? std::vector<bool>{true, false} : std::vector<bool>{}) {
       for (int H : {64, 16}) {
         for (int B : batches) {
           std::vector<int32_t> idx = random_indices(B, kTopk, rows, seed + 7 * B + H);
@@ -577,10 +586,10 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   }
 
   // --- indexer scores and top-k over long contexts ---
-  std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
-  const std::string idx_check = check_indexer(stream);
+  const std::string idx_check = kernel_bench_wants(opt, "indexer") ? check_indexer(stream) : std::string();
+  if (!idx_check.empty()) std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
   const IndexerLayout il{kIndexerDim, true};
-  for (int64_t ctx : {int64_t(32768), int64_t(131072)}) {
+  for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{32768, 131072}) {
     for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32}) {  // topk cluster at 128K: 8 / 8 / 4
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;
@@ -640,8 +649,8 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   // --- projections: FP8 block-scaled GEMV (linear_fp8) vs cuBLASLt BF16 at GLM-5's decode shapes ---
   // Floor = weight bytes (+ scales, x, y) over the measured copy bandwidth: at m <= 16 a projection is
   // a weight read. The FP8 path is first checked against linear_cpu on 64 rows.
-  std::fprintf(stderr, "bench kernels: linear_fp8, linear_bf16\n");
-  {
+  if (kernel_bench_wants(opt, "linear")) {
+    std::fprintf(stderr, "bench kernels: linear_fp8, linear_bf16\n");
     LinearContext ctx;
     const std::pair<int, int> shapes[] = {{6144, 16384}, {16384, 2048}, {2048, 6144}, {4096, 6144}};  // o_proj, q_b, q_a, gate_up
     for (auto [n, k] : shapes) {
@@ -702,6 +711,15 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
+}
+
+const std::vector<std::string>& kernel_bench_families() {
+  static const std::vector<std::string> names{"cast", "mla", "indexer", "linear", "absorb", "moe"};
+  return names;
+}
+
+bool kernel_bench_wants(const KernelBenchOptions& opt, const std::string& name) {
+  return opt.only.empty() || std::find(opt.only.begin(), opt.only.end(), name) != opt.only.end();
 }
 
 nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) {

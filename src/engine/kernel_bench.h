@@ -32,7 +32,14 @@ struct KernelBenchOptions {
   int reps = 20;               // >= 1; the issue asks for >= 20
   int64_t pool_tokens = 495000;  // FP8 pool rows for kv_cast, kv_gather_cast and mla_decode
   bool quick = false;          // fewer shapes (batch 1 and 64 only), for a fast look
+  // Kernel families to run (empty: all): "cast" (kv_cast, kv_gather_cast), "mla" (mla_decode),
+  // "indexer" (indexer_score, topk), "linear" (linear_fp8 / linear_bf16), "absorb" (mla_absorb /
+  // mla_unabsorb), "moe" (grouped experts). The two ceilings always run. Unknown names: glm5::Error.
+  std::vector<std::string> only;
 };
+// Whether family `name` is selected by opt.only (kernel_bench_families() lists the valid names).
+bool kernel_bench_wants(const KernelBenchOptions& opt, const std::string& name);
+const std::vector<std::string>& kernel_bench_families();
 
 struct KernelBenchRecord {
   std::string kernel;  // copy_d2d, gemm_bf16, kv_cast, kv_gather_cast, mla_decode_fp8, mla_decode_bf16, indexer_score, topk
