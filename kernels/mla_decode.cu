@@ -16,6 +16,7 @@
 //   M = max_s m_s,  w_s = exp(m_s - M),  out = sum_s w_s acc_s / sum_s w_s l_s,  lse = M + log(sum_s w_s l_s).
 // Bytes: B * topk * row_bytes (x ceil(H/16) re-reads, mostly from L2) + q and out (+ 2 x the
 // workspace when split); FLOPs: 2 * B * H * topk * (2L + R).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -389,7 +390,11 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   require(p.topk == 0 || (reinterpret_cast<uintptr_t>(p.kv) & 3u) == 0,
           "mla_decode_cuda: kv must be 4-byte aligned (rows are read as 32-bit words)");
   const int HQ = p.H * p.s_q;  // query heads per request
-  const int S = p.workspace ? mla_decode_num_splits(p.B, HQ, p.topk) : 1;
+  const int S_auto = p.workspace ? mla_decode_num_splits(p.B, HQ, p.topk) : 1;
+  require(p.splits >= 0 && p.splits <= std::max(S_auto, 1) || !p.workspace,
+          "mla_decode_cuda: MlaDecodeParams.splits = " + std::to_string(p.splits) + ", expected 0 (auto) .. " +
+              std::to_string(S_auto) + " (mla_decode_num_splits)");
+  const int S = p.workspace && p.splits > 0 ? p.splits : S_auto;
   int chunk = p.topk;
   if (S > 1) {
     const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);

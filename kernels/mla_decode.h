@@ -50,6 +50,11 @@ struct MlaDecodeParams {
   // attend to the same indices[b, :] (each selected row is read once for the s_q * H query heads).
   // Split-K sizing then uses s_q * H heads: mla_decode_workspace_bytes(B, s_q * H, topk, L).
   int s_q = 1;
+  // Split-K chunks for the CUDA kernel: 0 = mla_decode_num_splits(B, s_q * H, topk) (the default);
+  // 1 .. that number = fewer, longer chunks (tuning: fewer partials to write and combine, Q staged by
+  // fewer CTAs, at the price of fewer CTAs). Larger values are refused (the workspace is sized for the
+  // default). Ignored by the CPU twin and when workspace is null.
+  int splits = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

@@ -567,19 +567,31 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           MlaInputs in = make_mla_inputs(B, H, kTopk, l, idx, seed + B);
           const LatentLayout kl = fp8 ? l : lb;
           MlaDecodeParams p = mla_params(in, fp8 ? pool.as<uint8_t>() : bf16.as<uint8_t>(), kl, B, H, kTopk);
-          std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
-          const double L = l.latent_dim, R = l.rope_dim;
-          const double bytes = double(B) * kTopk * (kl.row_bytes + 4) + double(B) * H * (L + R) * 4 +
-                               double(B) * H * (L + 1) * 4;
-          const double flops = 2.0 * B * H * kTopk * (2 * L + R);
-          KernelBenchRecord r = make_record(fp8 ? "mla_decode_fp8" : "mla_decode_bf16", us, bytes, flops, c);
-          r.batch = B;
-          r.heads = H;
-          r.topk = kTopk;
-          r.pool_tokens = rows;
-          r.check = mla_check + "; split-K workspace " + std::to_string(p.workspace_bytes) + " B";
-          progress(r);
-          out.push_back(r);
+          // The default split-K count, then (B <= 32, where the split matters) fewer, longer chunks.
+          const int s_auto = mla_decode_num_splits(B, H, kTopk);
+          std::vector<int> split_sweep{0};
+          if (B <= 32)
+            for (int d : {2, 4, 8})
+              if (s_auto / d >= 1 && s_auto / d < s_auto) split_sweep.push_back(s_auto / d);
+          for (int sp : split_sweep) {
+            p.splits = sp;
+            std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
+            const double L = l.latent_dim, R = l.rope_dim;
+            const double bytes = double(B) * kTopk * (kl.row_bytes + 4) + double(B) * H * (L + R) * 4 +
+                                 double(B) * H * (L + 1) * 4;
+            const double flops = 2.0 * B * H * kTopk * (2 * L + R);
+            KernelBenchRecord r = make_record(fp8 ? "mla_decode_fp8" : "mla_decode_bf16", us, bytes, flops, c);
+            r.batch = B;
+            r.heads = H;
+            r.topk = kTopk;
+            r.pool_tokens = rows;
+            r.splits = sp > 0 ? sp : s_auto;
+            r.check = mla_check + "; split-K workspace " + std::to_string(p.workspace_bytes) + " B" +
+                      (sp > 0 ? "; splits " + std::to_string(sp) + " (tuning, default " + std::to_string(s_auto) + ")"
+                              : "");
+            progress(r);
+            out.push_back(r);
+          }
         }
       }
     }
@@ -744,6 +756,7 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
                     {"bf16_tflops_measured", r.bf16_tflops_measured},
                     {"n", r.n},
                     {"k", r.k},
+                    {"splits", r.splits},
                     {"check", r.check}});
   return list;
 }
@@ -751,13 +764,13 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
 std::string kernel_bench_table(const std::vector<KernelBenchRecord>& records) {
   std::string s;
   char line[256];
-  std::snprintf(line, sizeof line, "%-16s %5s %5s %8s %8s %11s %9s %9s %9s\n", "kernel", "batch", "heads", "context",
-                "pool", "median_us", "GB/s", "TFLOP/s", "roofline");
+  std::snprintf(line, sizeof line, "%-16s %5s %5s %8s %8s %5s %11s %9s %9s %9s\n", "kernel", "batch", "heads",
+                "context", "pool", "split", "median_us", "GB/s", "TFLOP/s", "roofline");
   s += line;
   for (const auto& r : records) {
-    std::snprintf(line, sizeof line, "%-16s %5d %5d %8lld %8lld %11.1f %9.0f %9.1f %8.1f%%\n", r.kernel.c_str(),
-                  r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.median_us, r.achieved_gbps,
-                  r.tflops, 100.0 * r.roofline_fraction);
+    std::snprintf(line, sizeof line, "%-16s %5d %5d %8lld %8lld %5d %11.1f %9.0f %9.1f %8.1f%%\n", r.kernel.c_str(),
+                  r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.splits, r.median_us,
+                  r.achieved_gbps, r.tflops, 100.0 * r.roofline_fraction);
     s += line;
   }
   if (!records.empty()) {

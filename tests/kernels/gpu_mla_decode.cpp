@@ -134,7 +134,7 @@ struct GpuResult {
   std::vector<float> out, lse;
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
-                  const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto) {
+                  const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto, int splits = 0) {
   const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
   const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
@@ -145,6 +145,7 @@ GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8
     p.workspace_bytes = ws_bytes;
   }
   p.kernel = kernel;
+  p.splits = splits;
   mla_decode_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return {to_host<float>(o, n_out), to_host<float>(l, n_lse)};
@@ -194,9 +195,15 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
                       nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 
-  for (bool split : {false, true}) {
-    SCOPED_TRACE(split ? "split-K path" : "single-pass path");
-    const GpuResult g = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split);
+  // Passes: single-pass, split-K as chosen, and (when the default splits more than twice) split-K with
+  // a third of the default's chunks (MlaDecodeParams.splits: uneven chunks, some possibly empty).
+  const int s_default = mla_decode_num_splits(c.B, c.HQ(), c.topk);
+  for (int pass = 0; pass < (s_default > 2 ? 3 : 2); ++pass) {
+    const bool split = pass > 0;
+    const int splits = pass == 2 ? s_default / 3 : 0;
+    SCOPED_TRACE(!split ? "single-pass path" : splits ? "split-K path, splits " + std::to_string(splits) : "split-K path");
+    const GpuResult g =
+        run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::Auto, splits);
     double max_abs = 0, max_ref = 0, max_lse = 0;
     for (size_t i = 0; i < n_out; ++i) {
       max_abs = std::max(max_abs, double(std::fabs(g.out[i] - out[i])));
@@ -214,7 +221,7 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     std::printf("mla_decode %s %s L=%d B=%d s_q=%d H=%d topk=%d (S=%d): max abs err %.3g (tol %.3g, max |out| %.3g, "
                 "max |V| %.3g), max lse err %.3g (tol %.3g)\n",
                 tc ? "tensor-core" : "fp32", split ? "split" : "single", c.L, c.B, c.s_q, c.H, c.topk,
-                split ? mla_decode_num_splits(c.B, c.HQ(), c.topk) : 1, max_abs, tol_out, max_ref, max_v, max_lse,
+                split ? (splits ? splits : s_default) : 1, max_abs, tol_out, max_ref, max_v, max_lse,
                 tol_lse);
     EXPECT_LE(max_abs, tol_out);
     EXPECT_LE(max_lse, tol_lse);
@@ -302,6 +309,15 @@ TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
                              out.as<float>(), nullptr);
   p.workspace = ws.as<float>();
   p.workspace_bytes = 1024;
+  EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
+  // More splits than the workspace was sized for is refused too.
+  const size_t need = mla_decode_workspace_bytes(c.B, c.H, c.topk, c.L);
+  Buffer ws2(Where::Device, need, "ws2");
+  p.workspace = ws2.as<float>();
+  p.workspace_bytes = need;
+  p.splits = mla_decode_num_splits(c.B, c.H, c.topk) + 1;
+  EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
+  p.splits = -1;
   EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
 }
 
