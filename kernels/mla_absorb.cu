@@ -1,10 +1,20 @@
-// CUDA MLA weight absorption (DeepSeek-V2 paper, section 2.1.2) for decode, simple and correct:
-//   absorb:   grid (B*H, ceil(L/128)), one thread per latent column c, q_nope staged in shared
-//             memory; the nope rows of W_UK[h] are read coalesced along c.
-//   unabsorb: grid (B*H, ceil(v/8)), one warp per output value j, a warp-shuffle dot product of
-//             o_latent[b,h,:] with row j of W_UV[h].
-// kv_b in BF16 (or F32). Bytes: absorb B*H*nope*L*w + unabsorb B*H*v*L*w weight bytes (w = 2 for
-// BF16; re-reads across b come from L2) + activations.
+// CUDA MLA weight absorption (DeepSeek-V2 paper, section 2.1.2) for decode. Both products are, per
+// head h, a small GEMM  Y[b, n] = sum_k X[b, k] * W[k, n]  over all B batch rows:
+//   absorb:   X = q_nope[b, h, :] (K = nope),    W = W_UK[h]   (nope x L, stored [k][n]), N = L
+//   unabsorb: X = o_latent[b, h, :] (K = L),     W = W_UV[h]^T (W_UV is v x L, stored [n][k]), N = v
+// Fast path (plan_mla_absorb / plan_mla_unabsorb in mla_absorb_cpu.cpp): one CTA of 256 threads per
+// (tile of `NT` output columns, head) reads its W tile from HBM exactly once per call (16-byte loads,
+// 8 per thread in flight before any use), converts it to fp32 in shared memory, then loops over the
+// batch in passes of BT = 4 * groups rows: the pass's X rows are staged in shared memory as X[k][b]
+// and each thread accumulates a 4 (b) x 8 (n) register tile over its share of K (split-K over
+// 256 / (NT / 8) / groups threads, summed through shared memory). Each fp32 weight read from shared
+// memory feeds 4 FMAs, each activation 8. Arithmetic is fp32 FMA on the exact fp32 inputs (no BF16
+// rounding of q or o_latent); only the summation order differs from the CPU twin's double sums.
+// Where tensor cores would take over (not now): the per-pass 4x8 FMA tile is a [BT x K] x [K x NT]
+// product, an mma.sync m16n8k8 TF32 / wgmma candidate at B >= 32 once the exact-fp32 contract is
+// relaxed (TF32 rounds the activations).
+// Fallback (unaligned kv_b, L % 8 != 0 for BF16 / L % 4 != 0 for F32, or a tile beyond the shared
+// memory limit): the first, simple kernels below.
 #include <cstdint>
 
 #include "common/error.h"
@@ -25,7 +35,7 @@ __device__ __forceinline__ float load_weight(const T* w, size_t i) {
 
 // Dynamic shared memory: nope floats (q_nope of this (b, h)).
 template <typename T>
-__global__ void mla_absorb_kernel(MlaAbsorbParams p) {
+__global__ void mla_absorb_simple_kernel(MlaAbsorbParams p) {
   extern __shared__ float q_nope[];
   const int bh = blockIdx.x, h = bh % p.H;
   const float* q = p.q + size_t(bh) * p.q_head_stride;
@@ -40,7 +50,7 @@ __global__ void mla_absorb_kernel(MlaAbsorbParams p) {
 }
 
 template <typename T>
-__global__ void mla_unabsorb_kernel(MlaUnabsorbParams p) {
+__global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
   const int bh = blockIdx.x, b = bh / p.H, h = bh % p.H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j = blockIdx.y * kUnabsorbWarps + warp;
@@ -53,25 +63,253 @@ __global__ void mla_unabsorb_kernel(MlaUnabsorbParams p) {
   if (lane == 0) p.out[size_t(b) * p.H * p.v + size_t(h) * p.v + j] = acc;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Fast path
+
+constexpr int kThreads = 256;
+constexpr int kLoadsInFlight = 8;  // 16-byte chunks per thread per round (x2 loads for F32)
+
+struct TileGemmArgs {
+  const float* x;      // X[b, h, k] = x[b * x_b + h * x_h + k]
+  size_t x_b = 0, x_h = 0;
+  const void* w;       // head h's W starts at w + h * w_h elements; rows of w_ld elements
+  size_t w_h = 0;
+  int w_ld = 0;
+  float* y;            // Y[b, h, n] = y[b * y_b + h * y_h + n]
+  size_t y_b = 0, y_h = 0;
+  int B = 0, K = 0, N = 0, groups = 0;
+};
+
+// 8 weights (one 16-byte BF16 chunk or two 16-byte F32 chunks) starting at `src`; `count` (0, 4 or 8)
+// of them exist, the rest read as 0.
+template <typename T>
+__device__ __forceinline__ void load_chunk(const T* src, int count, uint4 (&raw)[2]) {
+  raw[0] = raw[1] = make_uint4(0, 0, 0, 0);
+  if constexpr (sizeof(T) == 2) {
+    if (count == 8) raw[0] = __ldg(reinterpret_cast<const uint4*>(src));
+  } else {
+    if (count >= 4) raw[0] = __ldg(reinterpret_cast<const uint4*>(src));
+    if (count == 8) raw[1] = __ldg(reinterpret_cast<const uint4*>(src) + 1);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void unpack_chunk(const uint4 (&raw)[2], float (&f)[8]) {
+  if constexpr (sizeof(T) == 2) {
+    const uint32_t u[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      f[2 * i] = __uint_as_float(u[i] << 16);  // element 2i is the low half (little endian)
+      f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+    }
+  } else {
+    const uint32_t u[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) f[i] = __uint_as_float(u[i]);
+  }
+}
+
+// X stage layout: row k holds BT floats; the 4-float group of batch rows is XOR-swizzled by k so
+// that the staging stores (8 k x 4 b per warp) hit 32 distinct banks and float4 reads stay whole.
+__device__ __forceinline__ int xs_index(int k, int bl, int BT) {
+  return k * BT + (bl ^ ((4 * (k & 7)) & (BT - 1)));
+}
+
+// kTransposed: W is stored [n][k] (unabsorb's W_UV) instead of [k][n] (absorb's W_UK).
+template <typename T, int NT, bool kTransposed>
+__global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) {
+  extern __shared__ float4 smem4[];
+  float* ws = reinterpret_cast<float*>(smem4);  // [K][NT] fp32
+  float* xs = ws + size_t(a.K) * NT;            // [K][BT] stage, then [ks][BT][NT] reduction
+  constexpr int CG = NT / 8;                    // 8-column groups per tile
+  const int tid = threadIdx.x, h = blockIdx.y, n0 = blockIdx.x * NT;
+  const int K = a.K, N = a.N;
+  const T* w = static_cast<const T*>(a.w) + size_t(h) * a.w_h;
+
+  // 1. The W tile, once: rounds of kLoadsInFlight independent 16-byte loads, then fp32 to smem.
+  const int kchunks = (K + 7) / 8;
+  const int chunks = kTransposed ? NT * kchunks : K * CG;
+  for (int base = tid; base < chunks; base += kThreads * kLoadsInFlight) {
+    uint4 raw[kLoadsInFlight][2];
+#pragma unroll
+    for (int r = 0; r < kLoadsInFlight; ++r) {
+      const int i = base + r * kThreads;
+      int count = 0;
+      const T* src = w;
+      if (i < chunks) {
+        if constexpr (kTransposed) {
+          const int j = i % NT, kk = 8 * (i / NT), row = n0 + j;
+          count = row < N ? min(8, K - kk) : 0;
+          src = w + size_t(row) * a.w_ld + kk;
+        } else {
+          const int k = i / CG, col = n0 + 8 * (i % CG);
+          count = col < N ? min(8, N - col) : 0;
+          src = w + size_t(k) * a.w_ld + col;
+        }
+      }
+      load_chunk<T>(src, count, raw[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kLoadsInFlight; ++r) {
+      const int i = base + r * kThreads;
+      if (i >= chunks) break;
+      float f[8];
+      unpack_chunk<T>(raw[r], f);
+      if constexpr (kTransposed) {
+        const int j = i % NT, kk = 8 * (i / NT), kn = min(8, K - kk);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (e < kn) ws[(kk + e) * NT + j] = f[e];
+      } else {
+        float4* dst = reinterpret_cast<float4*>(ws + (i / CG) * NT + 8 * (i % CG));
+        dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+        dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+      }
+    }
+  }
+
+  // 2. Batch passes. Thread roles: cg = 8-column group, bg = 4-row batch group, ks = K slice.
+  const int groups = a.groups, BT = 4 * groups, ks_n = (kThreads / CG) / groups;
+  const int cg = tid % CG, bg = (tid / CG) % groups, ks = (tid / CG) / groups;
+  const float* x = a.x + size_t(h) * a.x_h;
+  float* y = a.y + size_t(h) * a.y_h;
+  for (int b0 = 0; b0 < a.B; b0 += BT) {
+    __syncthreads();  // the previous pass's reduction reads of xs are done
+    // Stage X[b0 .. b0+BT) as xs[k][b]: each warp reads 8 consecutive k of 4 batch rows.
+    const int kpad = kchunks * 8;
+    for (int i = tid; i < kpad * BT; i += kThreads) {
+      const int kl = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
+      const int k = (rest / groups) * 8 + kl, bl = (rest % groups) * 4 + bl4, b = b0 + bl;
+      if (k < K) xs[xs_index(k, bl, BT)] = b < a.B ? x[size_t(b) * a.x_b + k] : 0.f;
+    }
+    __syncthreads();  // also publishes the W tile on the first pass
+
+    float acc[4][8];
+#pragma unroll
+    for (int m = 0; m < 4; ++m)
+#pragma unroll
+      for (int n = 0; n < 8; ++n) acc[m][n] = 0.f;
+    // Tensor-core candidate (see the file comment): this loop is the [BT x K] x [K x NT] product.
+#pragma unroll 4
+    for (int k = ks; k < K; k += ks_n) {
+      const float4 w0 = *reinterpret_cast<const float4*>(ws + k * NT + 8 * cg);
+      const float4 w1 = *reinterpret_cast<const float4*>(ws + k * NT + 8 * cg + 4);
+      const float4 xv = *reinterpret_cast<const float4*>(xs + xs_index(k, 4 * bg, BT));
+      const float wv[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+      const float xm[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) acc[m][n] = fmaf(xm[m], wv[n], acc[m][n]);
+    }
+
+    if (ks_n == 1) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int b = b0 + 4 * bg + m;
+        if (b >= a.B) break;
+#pragma unroll
+        for (int n = 0; n < 8; ++n) {
+          const int col = n0 + 8 * cg + n;
+          if (col < N) y[size_t(b) * a.y_b + col] = acc[m][n];
+        }
+      }
+      continue;
+    }
+    __syncthreads();  // everyone is done reading xs; reuse it as red[ks][BT][NT], row q skewed by 4q floats
+    float* red = xs;
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      float4* dst = reinterpret_cast<float4*>(red + (size_t(ks) * BT + 4 * bg + m) * NT + 8 * cg + 4 * ks);
+      dst[0] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+      dst[1] = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+    }
+    __syncthreads();
+    // 8 lanes per output (the skew puts them on distinct banks), then a 3-step shuffle sum.
+    const int outs = min(BT, a.B - b0) * NT;
+    for (int base = 0; base < outs * 8; base += kThreads) {
+      const int i = base + tid, o = i / 8, part = i % 8, bl = o / NT, n = o % NT;
+      float s = 0.f;
+      if (o < outs)
+        for (int q = part; q < ks_n; q += 8) s += red[(size_t(q) * BT + bl) * NT + n + 4 * q];
+      s += __shfl_xor_sync(0xffffffffu, s, 4);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      if (o < outs && part == 0 && n0 + n < N) y[size_t(b0 + bl) * a.y_b + n0 + n] = s;
+    }
+  }
+}
+
+template <typename T, int NT, bool kTransposed>
+void launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, cudaStream_t stream) {
+  auto kernel = tile_gemm_kernel<T, NT, kTransposed>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes)));
+  const dim3 grid((a.N + NT - 1) / NT, H);
+  kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(a);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
-void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+void mla_absorb_simple_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   validate_mla_absorb_params(p, "mla_absorb_cuda", true);
   const size_t smem = sizeof(float) * size_t(p.nope);
   require(smem <= 48 * 1024, "mla_absorb_cuda: MlaAbsorbParams.nope = " + std::to_string(p.nope) +
                                  ", expected <= 12288 (q_nope is staged in shared memory)");
   const dim3 grid(p.B * p.H, (p.L + kAbsorbThreads - 1) / kAbsorbThreads);
-  if (p.kv_b_dtype == DType::BF16) mla_absorb_kernel<uint16_t><<<grid, kAbsorbThreads, smem, stream>>>(p);
-  else mla_absorb_kernel<float><<<grid, kAbsorbThreads, smem, stream>>>(p);
+  if (p.kv_b_dtype == DType::BF16) mla_absorb_simple_kernel<uint16_t><<<grid, kAbsorbThreads, smem, stream>>>(p);
+  else mla_absorb_simple_kernel<float><<<grid, kAbsorbThreads, smem, stream>>>(p);
   CUDA_CHECK_LAUNCH();
 }
 
-void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   validate_mla_unabsorb_params(p, "mla_unabsorb_cuda", true);
   const dim3 grid(p.B * p.H, (p.v + kUnabsorbWarps - 1) / kUnabsorbWarps);
-  if (p.kv_b_dtype == DType::BF16) mla_unabsorb_kernel<uint16_t><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
-  else mla_unabsorb_kernel<float><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
+  if (p.kv_b_dtype == DType::BF16) mla_unabsorb_simple_kernel<uint16_t><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
+  else mla_unabsorb_simple_kernel<float><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
+}
+
+void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+  const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
+  if (!plan.fast) return mla_absorb_simple_cuda(p, stream);
+  TileGemmArgs a;
+  a.x = p.q;
+  a.x_b = size_t(p.H) * p.q_head_stride;
+  a.x_h = size_t(p.q_head_stride);
+  a.w = p.kv_b;
+  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UK[h] = rows h*(nope+v) .. +nope
+  a.w_ld = p.L;
+  a.y = p.q_latent;
+  a.y_b = size_t(p.H) * p.L;
+  a.y_h = size_t(p.L);
+  a.B = p.B;
+  a.K = p.nope;
+  a.N = p.L;
+  a.groups = plan.batch_groups;
+  if (p.kv_b_dtype == DType::BF16) launch_tile_gemm<uint16_t, 64, false>(a, plan, p.H, stream);
+  else launch_tile_gemm<float, 64, false>(a, plan, p.H, stream);
+}
+
+void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+  const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
+  if (!plan.fast) return mla_unabsorb_simple_cuda(p, stream);
+  TileGemmArgs a;
+  a.x = p.o_latent;
+  a.x_b = size_t(p.H) * p.L;
+  a.x_h = size_t(p.L);
+  a.w = static_cast<const char*>(p.kv_b) + size_t(p.nope) * p.L * dtype_size(p.kv_b_dtype);
+  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UV[h] = rows h*(nope+v)+nope .. +v
+  a.w_ld = p.L;
+  a.y = p.out;
+  a.y_b = size_t(p.H) * p.v;
+  a.y_h = size_t(p.v);
+  a.B = p.B;
+  a.K = p.L;
+  a.N = p.v;
+  a.groups = plan.batch_groups;
+  if (p.kv_b_dtype == DType::BF16) launch_tile_gemm<uint16_t, 32, true>(a, plan, p.H, stream);
+  else launch_tile_gemm<float, 32, true>(a, plan, p.H, stream);
 }
 
 }  // namespace glm5

@@ -6,6 +6,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include "common/dtype.h"
 
 namespace glm5 {
@@ -34,5 +36,26 @@ struct MlaUnabsorbParams {
 void validate_mla_unabsorb_params(const MlaUnabsorbParams& p, const char* op, bool allow_f32_weight);
 void mla_unabsorb_cpu(const MlaUnabsorbParams& p);
 void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
+
+// The CUDA launch plan (host-only, no device needed; mla_absorb.cu follows it, tests check it).
+// Fast path: one CTA per (head, tile of `tile` output columns) stages that tile of W (read once
+// from HBM with 16-byte loads, converted to fp32 in shared memory) and loops over the batch in
+// chunks of 4 * batch_groups rows; requires kv_b 16-byte aligned, L % 8 == 0 (BF16) or L % 4 == 0
+// (F32) and smem_bytes <= kMlaAbsorbMaxSmem. Otherwise `fast` is false and the simple kernels run.
+constexpr size_t kMlaAbsorbMaxSmem = 200 * 1024;  // H100/H200 opt-in limit is 227 KB per block
+struct MlaAbsorbPlan {
+  bool fast = false;
+  int tile = 0;          // output columns per CTA (absorb: latent columns; unabsorb: v rows)
+  int batch_groups = 0;  // batch rows per pass = 4 * batch_groups; K is split over 256 / (tile / 8) / batch_groups threads
+  int passes = 0;        // ceil(B / (4 * batch_groups))
+  size_t smem_bytes = 0;
+  int ctas = 0;          // H * ceil(N / tile)
+};
+MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
+MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);
+// The first, simple kernels (one thread per (b, h, column) / one warp per (b, h, v row)): the
+// fallback of the fast path and the bench's baseline. Same validation and results.
+void mla_absorb_simple_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
+void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 
 }  // namespace glm5

@@ -1,6 +1,7 @@
 // CPU twins of MLA weight absorption / un-absorption (DeepSeek-V2 paper, section 2.1.2): plain
 // loops over kv_b_proj's per-head blocks W_UK[h] (nope x L) and W_UV[h] (v x L), double sums.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,7 +33,41 @@ void load_row(const void* kv_b, DType dtype, size_t row, int L, float* out) {
     for (int c = 0; c < L; ++c) out[c] = bf16_bits_to_float(w[c]);
   }
 }
+
+// Fast-path plan shared by absorb (K = nope, N = L, tile 64 columns) and unabsorb (K = L, N = v, tile
+// 32 rows). Shared memory: the W tile in fp32 (K * tile) plus the activation stage X[K][4 * groups],
+// which is reused as the split-K reduction buffer (256 threads x 32 accumulators = 8192 floats,
+// plus a bank skew of 4 floats per K slice).
+// The batch pass is the smallest power-of-two group count covering B, as large as keeps two CTAs
+// per SM (<= 110 KB), at most 256 threads / (tile / 8) groups.
+MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int N, int L, int tile) {
+  MlaAbsorbPlan plan;
+  plan.tile = tile;
+  plan.ctas = H * ((N + tile - 1) / tile);
+  const bool aligned = reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % (dtype == DType::BF16 ? 8 : 4) == 0;
+  auto smem = [&](int groups) {
+    return sizeof(float) * (size_t(K) * tile + std::max<size_t>(size_t(K) * 4 * groups, 8192 + 256));
+  };
+  const int max_groups = 256 / (tile / 8);
+  int groups = 1;
+  while (groups < max_groups && 4 * groups < B && smem(2 * groups) <= 110 * 1024) groups *= 2;
+  plan.batch_groups = groups;
+  plan.passes = (B + 4 * groups - 1) / (4 * groups);
+  plan.smem_bytes = smem(groups);
+  plan.fast = aligned && plan.smem_bytes <= kMlaAbsorbMaxSmem;
+  return plan;
+}
 }  // namespace
+
+MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p) {
+  validate_mla_absorb_params(p, "plan_mla_absorb", true);
+  return plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, p.L, 64);
+}
+
+MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p) {
+  validate_mla_unabsorb_params(p, "plan_mla_unabsorb", true);
+  return plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32);
+}
 
 void validate_mla_absorb_params(const MlaAbsorbParams& p, const char* op, bool allow_f32_weight) {
   const std::string where = std::string(op) + ": MlaAbsorbParams.";

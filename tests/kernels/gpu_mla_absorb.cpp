@@ -1,9 +1,17 @@
-// MLA absorb / unabsorb: CUDA kernels vs CPU twins at GLM-5's dims (64 heads, nope 192, v 256,
-// kv_lora 512, q head 256) with a BF16 kv_b, batch 1, 3, 32, plus odd dims and an F32 kv_b.
+// MLA absorb / unabsorb: CUDA kernels vs CPU twins on fresh random inputs. GLM-5's dims (nope 192,
+// v 256, kv_lora 512, q head 256) for B in {1, 2, 5, 32, 128} x H in {64, 16, 8, 3} with a BF16 kv_b
+// (F32 for H 16 and 3), then odd sizes on both the fast path and the simple fallback (unaligned L,
+// unaligned kv_b, a W_UV tile too large for shared memory). Error bound: |gpu - cpu| <= 1e-5 *
+// sum_k |x_k| |w_k| per output (fp32 FMA in a different order vs the twin's double sums), the scale
+// computed by the CPU twin itself on |x| and |W|. Outputs start as NaN, with a NaN canary after the
+// end: every value is written, nothing beyond.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "common/buffer.h"
@@ -15,59 +23,121 @@
 namespace glm5 {
 namespace {
 
+constexpr size_t kCanary = 64;
+
+uint64_t fresh_seed() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) | rd();
+}
+
 struct Err {
-  double max_abs = 0, max_ref = 0;
-  void add(double ref, double got) {
-    max_abs = std::max(max_abs, std::abs(ref - got));
-    max_ref = std::max(max_ref, std::abs(ref));
+  double max_rel = 0;  // max |gpu - cpu| / sum |x||w|
+  int bad = 0;         // NaN or non-finite values
+  void add(double ref, double scale, double got) {
+    if (!std::isfinite(got)) {
+      ++bad;
+      return;
+    }
+    max_rel = std::max(max_rel, std::abs(ref - got) / std::max(scale, 1e-30));
   }
 };
 
-void check(int B, int H, int nope, int rope, int v, int L, DType dt) {
-  const int qk = nope + rope;
-  const size_t w_elems = size_t(H) * (nope + v) * L;
-  std::vector<float> wf(w_elems);
-  std::vector<uint16_t> wb(w_elems);
-  for (size_t i = 0; i < w_elems; ++i) {
-    wb[i] = float_to_bf16_bits(rng_normal(1, 11, i) * 0.05f);
-    wf[i] = bf16_bits_to_float(wb[i]);
-  }
-  std::vector<float> q(size_t(B) * H * qk), ol(size_t(B) * H * L);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(2, B, i);
-  for (size_t i = 0; i < ol.size(); ++i) ol[i] = rng_normal(3, B, i);
-  const void* hw = dt == DType::BF16 ? (const void*)wb.data() : (const void*)wf.data();
-  Buffer dw(Where::Device, w_elems * dtype_size(dt), "kv_b"), dq(Where::Device, q.size() * 4, "q"),
-      dol(Where::Device, ol.size() * 4, "o_latent"), dql(Where::Device, size_t(B) * H * L * 4, "q_latent"),
-      dout(Where::Device, size_t(B) * H * v * 4, "out");
-  dw.upload(hw, dw.bytes());
-  dq.upload(q.data(), dq.bytes());
-  dol.upload(ol.data(), dol.bytes());
-
-  std::vector<float> ql(size_t(B) * H * L), out(size_t(B) * H * v);
-  mla_absorb_cpu({q.data(), hw, dt, ql.data(), B, H, nope, v, L, qk});
-  mla_absorb_cuda({dq.as<float>(), dw.data(), dt, dql.as<float>(), B, H, nope, v, L, qk}, nullptr);
-  mla_unabsorb_cpu({ol.data(), hw, dt, out.data(), B, H, nope, v, L});
-  mla_unabsorb_cuda({dol.as<float>(), dw.data(), dt, dout.as<float>(), B, H, nope, v, L}, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> gql(ql.size()), gout(out.size());
-  dql.download(gql.data(), dql.bytes());
-  dout.download(gout.data(), dout.bytes());
-  Err ea, eu;
-  for (size_t i = 0; i < ql.size(); ++i) ea.add(ql[i], gql[i]);
-  for (size_t i = 0; i < out.size(); ++i) eu.add(out[i], gout[i]);
-  std::printf("mla B=%d H=%d nope=%d v=%d L=%d %s: absorb max abs %.3g (rel %.3g), unabsorb max abs %.3g (rel %.3g)\n",
-              B, H, nope, v, L, dtype_name(dt).c_str(), ea.max_abs, ea.max_abs / ea.max_ref, eu.max_abs,
-              eu.max_abs / eu.max_ref);
-  EXPECT_LT(ea.max_abs / ea.max_ref, 1e-5);
-  EXPECT_LT(eu.max_abs / eu.max_ref, 1e-5);
+// Uploads `n` NaNs followed by the canary and returns the device buffer.
+Buffer nan_buffer(size_t n, const char* label) {
+  std::vector<float> init(n + kCanary, std::numeric_limits<float>::quiet_NaN());
+  Buffer b(Where::Device, init.size() * 4, label);
+  b.upload(init.data(), b.bytes());
+  return b;
 }
 
-TEST(GpuMlaAbsorb, MatchesCpuTwin) {
+void check_canary(const std::vector<float>& got, size_t n, const char* what) {
+  for (size_t i = n; i < n + kCanary; ++i) ASSERT_TRUE(std::isnan(got[i])) << what << " wrote past its end at " << i;
+}
+
+// kv_b_offset_bytes: the weights start that many bytes into their allocation (alignment tests).
+void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_fast_absorb, bool want_fast_unabsorb,
+           size_t kv_b_offset_bytes = 0) {
+  const uint64_t seed = fresh_seed();
+  const int qk = nope + rope;
+  const size_t w_elems = size_t(H) * (nope + v) * L;
+  std::vector<float> wf(w_elems), wf_abs(w_elems);
+  std::vector<uint16_t> wb(w_elems), wb_abs(w_elems);
+  for (size_t i = 0; i < w_elems; ++i) {
+    wb[i] = float_to_bf16_bits(rng_normal(seed, 1, i) * 0.05f);
+    wb_abs[i] = wb[i] & 0x7fffu;
+    wf[i] = dt == DType::BF16 ? bf16_bits_to_float(wb[i]) : rng_normal(seed, 1, i) * 0.05f;
+    wf_abs[i] = std::fabs(wf[i]);
+  }
+  std::vector<float> q(size_t(B) * H * qk), ol(size_t(B) * H * L);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 2, i);
+  for (size_t i = 0; i < ol.size(); ++i) ol[i] = rng_normal(seed, 3, i);
+  std::vector<float> q_abs(q), ol_abs(ol);
+  for (auto& x : q_abs) x = std::fabs(x);
+  for (auto& x : ol_abs) x = std::fabs(x);
+  const bool bf = dt == DType::BF16;
+  const void* hw = bf ? (const void*)wb.data() : (const void*)wf.data();
+  const void* hw_abs = bf ? (const void*)wb_abs.data() : (const void*)wf_abs.data();
+  const size_t w_bytes = w_elems * dtype_size(dt);
+
+  Buffer dw(Where::Device, w_bytes + kv_b_offset_bytes, "kv_b"), dq(Where::Device, q.size() * 4, "q"),
+      dol(Where::Device, ol.size() * 4, "o_latent");
+  void* dkv = static_cast<char*>(dw.data()) + kv_b_offset_bytes;
+  CUDA_CHECK(cudaMemcpy(dkv, hw, w_bytes, cudaMemcpyHostToDevice));
+  dq.upload(q.data(), dq.bytes());
+  dol.upload(ol.data(), dol.bytes());
+  const size_t nql = size_t(B) * H * L, nout = size_t(B) * H * v;
+  Buffer dql = nan_buffer(nql, "q_latent"), dout = nan_buffer(nout, "out");
+
+  std::vector<float> ql(nql), ql_scale(nql), out(nout), out_scale(nout);
+  mla_absorb_cpu({q.data(), hw, dt, ql.data(), B, H, nope, v, L, qk});
+  mla_absorb_cpu({q_abs.data(), hw_abs, dt, ql_scale.data(), B, H, nope, v, L, qk});
+  mla_unabsorb_cpu({ol.data(), hw, dt, out.data(), B, H, nope, v, L});
+  mla_unabsorb_cpu({ol_abs.data(), hw_abs, dt, out_scale.data(), B, H, nope, v, L});
+  const MlaAbsorbParams pa{dq.as<float>(), dkv, dt, dql.as<float>(), B, H, nope, v, L, qk};
+  const MlaUnabsorbParams pu{dol.as<float>(), dkv, dt, dout.as<float>(), B, H, nope, v, L};
+  EXPECT_EQ(plan_mla_absorb(pa).fast, want_fast_absorb);
+  EXPECT_EQ(plan_mla_unabsorb(pu).fast, want_fast_unabsorb);
+  mla_absorb_cuda(pa, nullptr);
+  mla_unabsorb_cuda(pu, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> gql(nql + kCanary), gout(nout + kCanary);
+  dql.download(gql.data(), dql.bytes());
+  dout.download(gout.data(), dout.bytes());
+  check_canary(gql, nql, "mla_absorb_cuda");
+  check_canary(gout, nout, "mla_unabsorb_cuda");
+  Err ea, eu;
+  for (size_t i = 0; i < nql; ++i) ea.add(ql[i], ql_scale[i], gql[i]);
+  for (size_t i = 0; i < nout; ++i) eu.add(out[i], out_scale[i], gout[i]);
+  std::printf("mla B=%d H=%d nope=%d v=%d L=%d %s%s: absorb (%s) rel err %.3g, unabsorb (%s) rel err %.3g  seed %llu\n",
+              B, H, nope, v, L, dtype_name(dt).c_str(), kv_b_offset_bytes ? " unaligned" : "",
+              want_fast_absorb ? "fast" : "simple", ea.max_rel, want_fast_unabsorb ? "fast" : "simple", eu.max_rel,
+              (unsigned long long)seed);
+  EXPECT_EQ(ea.bad, 0) << "absorb outputs not written or not finite";
+  EXPECT_EQ(eu.bad, 0) << "unabsorb outputs not written or not finite";
+  EXPECT_LT(ea.max_rel, 1e-5) << "seed " << seed;
+  EXPECT_LT(eu.max_rel, 1e-5) << "seed " << seed;
+}
+
+TEST(GpuMlaAbsorb, Glm5ShapesMatchCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  for (int B : {1, 3, 32}) check(B, 64, 192, 64, 256, 512, DType::BF16);
-  check(3, 5, 24, 8, 16, 40, DType::BF16);  // odd
-  check(2, 3, 7, 1, 9, 33, DType::F32);
-  check(1, 4, 48, 32, 32, 64, DType::BF16);  // glm5-tiny
+  for (int H : {64, 16, 8, 3})
+    for (int B : {1, 2, 5, 32, 128}) {
+      check(B, H, 192, 64, 256, 512, DType::BF16, true, true);
+      if (H == 16 || H == 3) check(B, H, 192, 64, 256, 512, DType::F32, true, true);
+    }
+}
+
+TEST(GpuMlaAbsorb, OddShapesMatchCpuTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check(3, 5, 24, 8, 16, 40, DType::BF16, true, true);        // L % 64 != 0: partial column tile
+  check(5, 3, 7, 1, 9, 36, DType::F32, true, true);           // odd nope / v, F32 half chunks (L % 8 == 4)
+  check(37, 3, 200, 0, 40, 72, DType::BF16, true, true);      // nope % 8 != 0, v % 32 != 0, q_head_stride == nope
+  check(1, 4, 48, 32, 32, 64, DType::BF16, true, true);       // glm5-tiny
+  check(2, 3, 7, 1, 9, 33, DType::F32, false, false);         // L % 4 != 0: simple kernels
+  check(4, 2, 16, 0, 16, 36, DType::BF16, false, false);      // BF16 L % 8 != 0
+  check(3, 2, 64, 0, 40, 2048, DType::BF16, true, false);     // W_UV tile 2048 x 32 fp32 > shared memory
+  check(5, 4, 192, 64, 256, 512, DType::BF16, false, false, 2);  // kv_b not 16-byte aligned
+  check(130, 2, 192, 64, 256, 512, DType::BF16, true, true);  // B past two passes, partial last pass
 }
 
 TEST(GpuMlaAbsorb, BadParamsThrowBeforeLaunch) {

@@ -79,5 +79,52 @@ TEST(MlaAbsorb, BadParamsThrow) {
   EXPECT_THROW(mla_unabsorb_cpu(u), Error);
 }
 
+// The CUDA launch plan is host code: GLM-5's shapes take the fast path with the tile / pass sizes
+// the kernel was written for, and what the fast path cannot load falls back to the simple kernels.
+TEST(MlaAbsorb, LaunchPlan) {
+  alignas(16) static float kv[8], q[8], ql[8];  // only the pointers' alignment is looked at
+  MlaAbsorbParams a{q, kv, DType::BF16, ql, 1, 64, 192, 256, 512, 256};
+  MlaUnabsorbParams u{q, kv, DType::BF16, ql, 1, 64, 192, 256, 512};
+  struct Want {
+    int B, groups, passes;
+  };
+  for (Want w : {Want{1, 1, 1}, Want{2, 1, 1}, Want{5, 2, 1}, Want{32, 8, 1}, Want{128, 16, 2}}) {
+    a.B = w.B;
+    const MlaAbsorbPlan pa = plan_mla_absorb(a);
+    EXPECT_TRUE(pa.fast) << w.B;
+    EXPECT_EQ(pa.tile, 64);
+    EXPECT_EQ(pa.ctas, 64 * 8);
+    EXPECT_EQ(pa.batch_groups, w.groups) << w.B;
+    EXPECT_EQ(pa.passes, w.passes) << w.B;
+    EXPECT_LE(pa.smem_bytes, size_t(110 * 1024));  // two CTAs per SM
+  }
+  for (Want w : {Want{1, 1, 1}, Want{5, 2, 1}, Want{32, 4, 2}, Want{128, 4, 8}}) {
+    u.B = w.B;
+    const MlaAbsorbPlan pu = plan_mla_unabsorb(u);
+    EXPECT_TRUE(pu.fast) << w.B;
+    EXPECT_EQ(pu.tile, 32);
+    EXPECT_EQ(pu.ctas, 64 * 8);
+    EXPECT_EQ(pu.batch_groups, w.groups) << w.B;
+    EXPECT_EQ(pu.passes, w.passes) << w.B;
+    EXPECT_LE(pu.smem_bytes, size_t(110 * 1024));
+  }
+  a.B = u.B = 1;
+  a.L = u.L = 36;  // BF16 rows not 16-byte aligned
+  EXPECT_FALSE(plan_mla_absorb(a).fast);
+  EXPECT_FALSE(plan_mla_unabsorb(u).fast);
+  a.kv_b_dtype = u.kv_b_dtype = DType::F32;  // F32 rows are
+  EXPECT_TRUE(plan_mla_absorb(a).fast);
+  EXPECT_TRUE(plan_mla_unabsorb(u).fast);
+  a.kv_b = u.kv_b = kv + 1;  // unaligned base
+  EXPECT_FALSE(plan_mla_absorb(a).fast);
+  EXPECT_FALSE(plan_mla_unabsorb(u).fast);
+  a.kv_b = u.kv_b = kv;
+  a.kv_b_dtype = u.kv_b_dtype = DType::BF16;
+  u.L = 4096;  // a W_UV tile of 4096 x 32 fp32 exceeds shared memory
+  EXPECT_FALSE(plan_mla_unabsorb(u).fast);
+  a.nope = 0;
+  EXPECT_THROW(plan_mla_absorb(a), Error);
+}
+
 }  // namespace
 }  // namespace glm5
