@@ -255,6 +255,11 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
   LinearContext::Impl& impl = *ctx.impl();
   LinearParams p = params;
   if (p.w_dtype == DType::F8_E4M3) {
+    if (p.m >= 2 && p.m <= ctx.fp8_mma_max_m && linear_fp8_mma_supported(p)) {
+      const size_t elems = size_t(linear_fp8_mma_splits(p)) * p.m * p.n;
+      linear_fp8_mma_cuda(p, impl.split_out_for(elems), elems, stream);
+      return;
+    }
     if (p.m <= ctx.fp8_gemv_max_m) {
       const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n;
       linear_fp8_gemv_cuda(p, impl.split_out_for(elems), elems, stream);

@@ -56,6 +56,12 @@ class LinearContext {
   struct Impl;
   Impl* impl() { return impl_.get(); }
   int fp8_gemv_max_m = 16;  // FP8 weights: largest m run by the GEMV kernel (tests set 0 to force dequant)
+  // FP8 weights, 2 <= m <= fp8_mma_max_m: the tensor-core kernel linear_fp8_mma_cuda (x rounded to f16
+  // with per-128-column power-of-two scales; kernels/linear_fp8.h) when its shape rules hold, else the
+  // GEMV / dequant paths above. 64: one CTA pass covers 64 tokens; beyond it W is re-read per 64 tokens
+  // and the dequantize + cuBLASLt path is expected to win (measure: glm5prof bench kernels --only linear).
+  // 0 or 1 disables it (the GEMV for m <= fp8_gemv_max_m, as before).
+  int fp8_mma_max_m = 64;
   // FP8 weights, m > fp8_gemv_max_m: Dequant = W to a BF16 staging copy + the BF16 cuBLASLt GEMM;
   // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
   // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its
@@ -73,8 +79,9 @@ class LinearContext {
 // BF16 weights: y = x W^T on `stream` via cublasLtMatmul: x is rounded to BF16 into the context's staging buffer
 // (grown on demand: the first call with a new largest m*k allocates, so warm up before graph
 // capture), W BF16, fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 y; accumulate uses beta = 1.
-// FP8 weights: m <= fp8_gemv_max_m (default 16) runs linear_fp8_gemv (fp32 x, weight dequantized in
-// registers, memory-bound: reads each weight byte once); larger m dequantizes W into a BF16 staging
+// FP8 weights: 2 <= m <= fp8_mma_max_m (default 64) runs linear_fp8_mma (tensor cores, x in f16 with
+// power-of-two block scales) where supported; else m <= fp8_gemv_max_m (default 16) runs linear_fp8_gemv
+// (fp32 x, weight dequantized in registers, memory-bound: reads each weight byte once); larger m dequantizes W into a BF16 staging
 // copy (grown on demand) and runs the BF16 path on it (2 extra bytes written + read per weight:
 // cuBLASLt's block-scaled FP8 GEMM would avoid them; not wired yet).
 // Throws glm5::Error on bad params or any cuBLASLt failure (status named).

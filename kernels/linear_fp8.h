@@ -33,4 +33,62 @@ void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStrea
 void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,
                                    cudaStream_t stream);
 
+
+// ---- Tensor-core FP8 path for 2 <= m <= ~64 tokens (linear_fp8_mma_*) ----
+// y[m, n] (=|+=) x[m, k] W^T with mma.sync.m16n8k16 (f16 inputs, fp32 accumulation): A = W (16 output
+// rows per m-tile, e4m3 -> f16 exactly in registers), B = x (8 tokens per n-tile). W is loaded straight
+// from global memory (16-byte loads, no shared memory) under a k permutation within each 64-column chunk
+// (the dot product is invariant when both operands are permuted alike; see linear_fp8.cu).
+// Activations: x is fp32 in memory; per (token, 128-column block) it is scaled by the power of two
+// 2^e, e = fp8_mma_scale_exp(amax of the block), and rounded to f16 (round to nearest even). The scaling
+// is exact, so the only rounding is f16's: |f16(x 2^e) 2^-e - x| <= 2^-11 |x| + 2^-25 2^-e
+// <= 2^-11 |x| + 2^-39 amax (the second term: f16 subnormals, for elements 2^-14 below the block's amax).
+// That is finer than the BF16 rounding of the dequantize + cuBLASLt path (2^-9). Each 128-column block
+// is summed on the tensor core into a temporary, then acc += (w_scale[row block][kb] * 2^-e) * tmp
+// (fp32). Bound against exact arithmetic: |y - y_exact| <= (2^-11 + fp32 sum order ~1e-5) * sum |x w|.
+// Requires k % 16 == 0, w_stride() % 16 == 0 and w, x 16-byte aligned (linear_fp8_mma_supported);
+// other shapes: linear_fp8_gemv_cuda (linear_cuda falls back by itself; a direct call throws).
+
+// Power-of-two scale exponent of a block whose largest |x| is amax: 0 for amax 0, else
+// min(126, 14 - floor(log2 amax)), so amax * 2^e lies in [2^14, 2^15) (f16 max 65504) and 2^e, 2^-e are
+// both normal fp32 numbers (amax < 2^-112 is clamped to 2^126: scaled values stay below 2^14). Inf/NaN
+// amax gives -114 (the non-finite value propagates, as in the CPU twin).
+GLM5_HD int fp8_mma_scale_exp(float amax) {
+  if (amax == 0.f) return 0;
+  if (!(amax <= 3.4028235e38f)) return -114;  // inf or NaN
+#ifdef __CUDA_ARCH__
+  const int field = int((__float_as_uint(amax) >> 23) & 0xffu);
+#else
+  uint32_t bits;
+  __builtin_memcpy(&bits, &amax, 4);
+  const int field = int((bits >> 23) & 0xffu);
+#endif
+  const int e = field - 127;  // floor(log2 |amax|) for normal amax; -127 for subnormal (then clamped)
+  return 14 - e < 126 ? 14 - e : 126;
+}
+
+// The float nearest to v among f16 values (round to nearest even, subnormals kept, overflow to inf):
+// what __float2half_rn does, for the CPU twin.
+float round_to_f16(float v);
+
+// True when linear_fp8_mma_cuda handles p (see above); linear_cuda uses it to dispatch.
+bool linear_fp8_mma_supported(const LinearParams& p);
+
+// Split-K count the kernel uses for p (mt: m-tiles per warp, 0 = default): linear_fp8_mma_cuda's
+// `partial` must hold S * m * n floats for S > 1 (null or smaller: no split, fewer blocks).
+int linear_fp8_mma_splits(const LinearParams& p, int mt = 0);
+
+// The tensor-core kernel on `stream`. mt in {0 (default: 4 for m <= 16, else 2), 2, 4}: 16-row m-tiles per
+// warp (each warp's converted x fragments are reused for mt tiles; 4 is taken as 2 for m > 32, where it
+// would spill registers). Tokens: 8 per n-tile, 1 / 2 / 4 / 8 n-tiles per warp for m <= 8 / 16 / 32 / more;
+// m > 64 adds CTAs along the token axis (W re-read from L2). Split-K as linear_fp8_gemv_cuda:
+// partial sums per split, added in split order (deterministic). Throws glm5::Error on bad params,
+// an unsupported shape (naming it) or a launch failure.
+void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt = 0);
+
+// CPU twin of linear_fp8_mma_cuda: the same f16 rounding of x with the same power-of-two scales, exact
+// products, each 128-column block summed in double, promoted with w_scale * 2^-e in double; fp32 store.
+// Differs from the GPU only by the GPU's fp32 summation order. Any k, ldw (no alignment rules).
+void linear_fp8_mma_cpu(const LinearParams& p);
+
 }  // namespace glm5

@@ -4,7 +4,11 @@
 // m = 1, 2, 3, 8, 16 (GEMV kernel) and 32 (dequantize + cuBLASLt BF16), with accumulate. Weights are
 // random e4m3 codes with random block scales (so a wrong block index shows), x fresh N(0, 1).
 // Tolerance: GEMV sums in fp32 with exact weights (rel 1e-5 of sum |x w|); the large-m path rounds
-// W and x to bf16 (rel 2e-2 of sum |x w|, bf16's 2^-8 over random-sign sums).
+// W and x to bf16 (rel 2e-2 of sum |x w|, bf16's 2^-8 over random-sign sums). These tests pin the
+// GEMV / dequant paths (LinearContext::fp8_mma_max_m = 0); the tensor-core path (default for
+// 2 <= m <= 64) is tested against its own twin linear_fp8_mma_cpu in the GpuLinearFp8Mma tests below:
+// same f16 rounding of x, so only fp32 summation order differs (rel 1e-5 of sum |x w|), and against
+// exact arithmetic within the f16 bound 2^-11 (+ 1e-5).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +20,7 @@
 #include "common/error.h"
 #include "common/rng.h"
 #include "kernels/linear.h"
+#include "kernels/linear_fp8.h"
 #include "kernels/moe.h"
 
 namespace glm5 {
@@ -85,6 +90,7 @@ void check(LinearContext& ctx, const Fp8Weight& W, int m, bool accumulate, int c
 TEST(GpuLinearFp8, Glm5ShapesMatchCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.fp8_mma_max_m = 0;  // GEMV / dequant paths
   Fp8Weight q_a(2048, 6144, 1), kv_a(576, 6144, 2), q_b(16384, 2048, 3), o_proj(6144, 16384, 4), gate_up(4096, 6144, 5);
   for (int m : {1, 2, 3, 8, 16, 32}) {
     check(ctx, q_a, m, false);
@@ -108,6 +114,7 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
       double best = 1e30;
       for (bool tokens_fastest : {true, false}) {
         LinearContext ctx;
+        ctx.fp8_mma_max_m = 0;
         ctx.fp8_large_m = LinearContext::Fp8LargeM::BlockScaled;
         ctx.act_scale_tokens_fastest = tokens_fastest;
         const int n = W->n, k = W->K;
@@ -146,6 +153,7 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
 TEST(GpuLinearFp8, OddShapesUseScalarPathAndAgree) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.fp8_mma_max_m = 0;
   Fp8Weight w(300, 520, 6), v(130, 72, 7);
   for (int m : {1, 4, 17}) {
     check(ctx, w, m, m == 4);
@@ -157,6 +165,7 @@ TEST(GpuLinearFp8, CpuTwinAgreesWithGpuOnLoadedLayout) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   // linear_cpu's FP8 branch on the same params equals the GPU (the engine's CPU/GPU parity relies on it).
   LinearContext ctx;
+  ctx.fp8_mma_max_m = 0;  // the GEMV; the tensor-core path's twin is linear_fp8_mma_cpu (tests below)
   Fp8Weight w(256, 384, 8);
   const int m = 2, n = 256, k = 384;
   std::vector<float> x(size_t(m) * k), y(size_t(m) * n), got(y.size());
@@ -174,6 +183,149 @@ TEST(GpuLinearFp8, CpuTwinAgreesWithGpuOnLoadedLayout) {
   linear_cuda(dp, ctx, nullptr);
   dy.download(got.data(), dy.bytes());
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(got[i], y[i], 1e-4 * (1 + std::fabs(y[i])));
+}
+
+// ---- Tensor-core path: linear_fp8_mma_cuda against linear_fp8_mma_cpu ----
+// Sampled rows (all when n <= 640) are recomputed by the twin one row at a time (n = 1 with the row's
+// codes and its block-scale row), so a 16384-column o_proj costs O(rows * m * k) on the CPU.
+// err_twin: |gpu - twin| / sum |x w| (fp32 summation order only: < 1e-5); err_exact: against the double
+// dequantized product (f16 rounding of x: <= 2^-11 + 1e-5).
+struct MmaErr {
+  double twin = 0, exact = 0;
+};
+
+MmaErr check_mma(const Fp8Weight& W, int m, bool accumulate, int mt, bool direct, LinearContext* ctx, int c0 = 0,
+                 int k = 0, float x_mag_spread = 0.f) {
+  if (k == 0) k = W.K - c0;
+  const int n = W.n, lds = (W.K + 127) / 128;
+  std::vector<float> x(size_t(m) * k), y0(size_t(m) * n);
+  const uint64_t salt = splitmix64(uint64_t(m) * 1000003u + uint64_t(k) * 7919u + uint64_t(n) + uint64_t(mt) * 31 + c0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    // Optional per-(token, 128-block) magnitudes 2^[-s, s]: exercises the per-block power-of-two scales.
+    const size_t tok = i / size_t(k), blk = (i % size_t(k)) / 128;
+    const float mag = x_mag_spread > 0 ? std::exp2((rng_uniform(salt, 3, tok * 4096 + blk) * 2.f - 1.f) * x_mag_spread) : 1.f;
+    x[i] = rng_normal(salt, 1, i) * mag;
+  }
+  for (size_t i = 0; i < y0.size(); ++i) y0[i] = rng_normal(salt, 2, i);
+  Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, y0.size() * 4, "y");
+  dx.upload(x.data(), dx.bytes());
+  dy.upload(y0.data(), dy.bytes());
+  LinearParams dp{dx.as<float>(), W.dcodes.as<uint8_t>() + c0, DType::F8_E4M3, dy.as<float>(), m, n, k, accumulate, false};
+  dp.ldw = W.K;
+  dp.w_scale = W.dscales.as<float>() + c0 / 128;
+  dp.ld_scale = lds;
+  if (direct) {
+    const size_t elems = size_t(linear_fp8_mma_splits(dp, mt)) * m * n;
+    Buffer part(Where::Device, elems * 4, "partial");
+    linear_fp8_mma_cuda(dp, part.as<float>(), elems, nullptr, mt);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  } else {
+    linear_cuda(dp, *ctx, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  std::vector<float> got(y0.size());
+  dy.download(got.data(), dy.bytes());
+  const int step = n > 640 ? n / 320 : 1;
+  MmaErr e;
+  std::vector<float> twin(static_cast<size_t>(m));
+  for (int r = 0; r < n; r += step) {
+    const int rr = std::min(n - 1, r + (r / step) % step);  // jitter inside the stride: all row residues
+    for (int i = 0; i < m; ++i) twin[size_t(i)] = y0[size_t(i) * n + rr];
+    LinearParams hp{x.data(), W.codes.data() + size_t(rr) * W.K + c0, DType::F8_E4M3, nullptr, m, 1, k, accumulate, false};
+    hp.ldw = W.K;
+    hp.w_scale = W.scales.data() + size_t(rr / 128) * lds + c0 / 128;
+    hp.ld_scale = lds;
+    // twin output for one row: y is [m, 1]
+    hp.y = twin.data();
+    linear_fp8_mma_cpu(hp);
+    const float* srow = W.scales.data() + size_t(rr / 128) * lds;
+    for (int i = 0; i < m; ++i) {
+      double want = accumulate ? y0[size_t(i) * n + rr] : 0.0, mag = std::fabs(want);
+      for (int c = 0; c < k; ++c) {
+        const double wv = double(e4m3_bits_to_float(W.codes[size_t(rr) * W.K + c0 + c])) * srow[(c0 + c) / 128];
+        want += double(x[size_t(i) * k + c]) * wv;
+        mag += std::fabs(double(x[size_t(i) * k + c]) * wv);
+      }
+      const double g = got[size_t(i) * n + rr];
+      e.twin = std::max(e.twin, std::fabs(g - twin[size_t(i)]) / mag);
+      e.exact = std::max(e.exact, std::fabs(g - want) / mag);
+      if (!std::isfinite(g)) e.twin = e.exact = INFINITY;
+    }
+  }
+  std::printf("fp8 mma n=%d k=%d (c0=%d) m=%d acc=%d mt=%d %s: rel err vs twin %.3g, vs exact %.3g\n", n, k, c0, m,
+              int(accumulate), mt, direct ? "direct" : "linear_cuda", e.twin, e.exact);
+  EXPECT_LT(e.twin, 1e-5) << "n=" << n << " k=" << k << " m=" << m << " mt=" << mt;
+  EXPECT_LT(e.exact, 0x1p-11 + 1e-5) << "n=" << n << " k=" << k << " m=" << m << " mt=" << mt;
+  return e;
+}
+
+TEST(GpuLinearFp8Mma, Glm5ShapesMatchTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LinearContext ctx;  // default: tensor-core path for 2 <= m <= 64
+  Fp8Weight o_proj(6144, 16384, 41), q_a(2048, 6144, 42), q_b(16384, 2048, 43), kv_a(576, 6144, 44);
+  for (int m : {2, 3, 7, 8, 9, 16, 33, 64}) {
+    check_mma(o_proj, m, true, 0, false, &ctx);
+    check_mma(q_a, m, false, 0, false, &ctx);
+    check_mma(kv_a, m, false, 0, false, &ctx);
+  }
+  for (int m : {2, 16, 64}) check_mma(q_b, m, false, 0, false, &ctx);
+  check_mma(o_proj, 5, true, 0, false, &ctx, 8192, 8192);  // --tp 2 rank 1 column shard
+}
+
+TEST(GpuLinearFp8Mma, BothTileWidthsAndNoSplitAgree) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Fp8Weight w(2048, 6144, 45);
+  for (int m : {2, 8, 9, 16, 31, 33}) {
+    check_mma(w, m, false, 2, true, nullptr);
+    check_mma(w, m, true, 4, true, nullptr);
+  }
+  // no partial buffer: S = 1 (one CTA column per row block), same result
+  std::vector<float> x(size_t(8) * 6144);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(46, 1, i);
+  Buffer dx(Where::Device, x.size() * 4, "x"), dy1(Where::Device, size_t(8) * 2048 * 4, "y1"),
+      dy2(Where::Device, size_t(8) * 2048 * 4, "y2");
+  dx.upload(x.data(), dx.bytes());
+  LinearParams dp{dx.as<float>(), w.dcodes.data(), DType::F8_E4M3, dy1.as<float>(), 8, 2048, 6144, false, false};
+  dp.w_scale = w.dscales.as<float>();
+  linear_fp8_mma_cuda(dp, nullptr, 0, nullptr);
+  const size_t elems = size_t(linear_fp8_mma_splits(dp)) * 8 * 2048;
+  Buffer part(Where::Device, elems * 4, "partial");
+  dp.y = dy2.as<float>();
+  linear_fp8_mma_cuda(dp, part.as<float>(), elems, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> a(size_t(8) * 2048), b(a.size());
+  dy1.download(a.data(), dy1.bytes());
+  dy2.download(b.data(), dy2.bytes());
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, double(std::fabs(a[i] - b[i])) / (1 + std::fabs(b[i])));
+  std::printf("fp8 mma S=1 vs S=%d: max diff %.3g\n", linear_fp8_mma_splits(dp), worst);
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(GpuLinearFp8Mma, OddShapesAndWideMagnitudes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  LinearContext ctx;
+  // n not a multiple of 16 or 128; k a multiple of 16 but not of 64 / 128 (partial chunks and blocks).
+  Fp8Weight a(300, 528, 47), b(130, 80, 48), c(1000, 1040, 49);
+  for (int m : {2, 3, 9, 17, 40, 64}) {
+    check_mma(a, m, m == 3, 0, false, &ctx);
+    check_mma(b, m, false, 0, false, &ctx);
+    check_mma(c, m, false, 0, false, &ctx, 0, 0, 60.f);  // per-block magnitudes 2^-60 .. 2^60
+  }
+  // m > 64 through the kernel directly (more CTAs along the token axis)
+  check_mma(c, 100, true, 0, true, nullptr);
+  // unsupported: k % 16 != 0 -> clear error from the direct call; linear_cuda falls back to the GEMV
+  Fp8Weight d(64, 72, 50);
+  std::vector<float> x(size_t(4) * 72, 1.f);
+  Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, size_t(4) * 64 * 4, "y");
+  dx.upload(x.data(), dx.bytes());
+  LinearParams dp{dx.as<float>(), d.dcodes.data(), DType::F8_E4M3, dy.as<float>(), 4, 64, 72, false, false};
+  dp.w_scale = d.dscales.as<float>();
+  EXPECT_FALSE(linear_fp8_mma_supported(dp));
+  EXPECT_THROW(linear_fp8_mma_cuda(dp, nullptr, 0, nullptr), Error);
+  EXPECT_THROW(linear_fp8_mma_cuda(dp, nullptr, 0, nullptr, 3), Error);
+  linear_cuda(dp, ctx, nullptr);  // GEMV scalar path
+  CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {

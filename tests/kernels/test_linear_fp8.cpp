@@ -1,6 +1,9 @@
 // linear_cpu with FP8 block-scaled weights (the CPU twin of linear_fp8.cu): against an independent
 // double-precision dequantization, with non-uniform block scales so that a wrong block index shows, a
-// column shard (ldw, offset scale pointer) and parameter errors.
+// column shard (ldw, offset scale pointer) and parameter errors. linear_fp8_mma_cpu (twin of the
+// tensor-core path): its power-of-two scale choice, its f16 rounding (against g++'s _Float16), and its
+// result against exact arithmetic within the documented f16 bound, across blocks of wildly different
+// magnitude (1e30 ... 1e-30).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +13,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "kernels/linear.h"
+#include "kernels/linear_fp8.h"
 
 namespace glm5 {
 namespace {
@@ -83,6 +87,113 @@ TEST(LinearFp8Cpu, MissingScalesAndBadStrideThrow) {
   EXPECT_FLOAT_EQ(y[5], 128.f);  // 0x38 = 1.0, scale 1, 128 ones
   p.ld_scale = -1;
   EXPECT_THROW(linear_cpu(p), Error);
+}
+
+TEST(LinearFp8MmaCpu, ScaleExponentPutsAmaxInF16Range) {
+  EXPECT_EQ(fp8_mma_scale_exp(0.f), 0);
+  EXPECT_EQ(fp8_mma_scale_exp(1.f), 14);  // 1 * 2^14 = 16384 in [2^14, 2^15)
+  for (int p = -100; p <= 100; ++p) {  // exact powers of two: amax * 2^e = 2^14 exactly
+    EXPECT_EQ(fp8_mma_scale_exp(std::ldexp(1.f, p)), 14 - p) << p;
+    EXPECT_EQ(fp8_mma_scale_exp(std::nextafter(std::ldexp(1.f, p), 0.f)), 15 - p) << p;  // just below: one more
+  }
+  EXPECT_EQ(fp8_mma_scale_exp(1e30f), 14 - 99);   // 1e30 = 2^99.66
+  EXPECT_EQ(fp8_mma_scale_exp(1e-30f), 14 + 100);  // 1e-30 = 2^-99.66
+  EXPECT_EQ(fp8_mma_scale_exp(1e-36f), 126);      // 2^-119.6: clamped, 2^126 is the largest normal power
+  EXPECT_EQ(fp8_mma_scale_exp(1e-44f), 126);      // subnormal
+  EXPECT_EQ(fp8_mma_scale_exp(3e38f), 14 - 127);
+  EXPECT_EQ(fp8_mma_scale_exp(INFINITY), -114);
+  EXPECT_EQ(fp8_mma_scale_exp(NAN), -114);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-120.f, 120.f);
+  for (int i = 0; i < 10000; ++i) {
+    const float amax = std::exp2(u(rng));
+    const int e = fp8_mma_scale_exp(amax);
+    const double scaled = double(amax) * std::ldexp(1.0, e);
+    EXPECT_TRUE(std::isnormal(std::ldexp(1.f, e)) && std::isnormal(std::ldexp(1.f, -e))) << amax;
+    if (amax >= 0x1p-112f) EXPECT_TRUE(scaled >= 16384.0 && scaled < 32768.0) << amax << " e " << e;
+    else EXPECT_LT(scaled, 16384.0) << amax;
+    EXPECT_EQ(double(amax * std::ldexp(1.f, e)), scaled) << "scaling must be exact";
+  }
+}
+
+TEST(LinearFp8MmaCpu, RoundToF16IsNearestEven) {
+  EXPECT_EQ(round_to_f16(1.f + 0x1p-11f), 1.f);                 // tie -> even
+  EXPECT_EQ(round_to_f16(1.f + 3 * 0x1p-11f), 1.f + 0x1p-9f);   // tie -> even (up)
+  EXPECT_EQ(round_to_f16(65504.f), 65504.f);
+  EXPECT_EQ(round_to_f16(65519.f), 65504.f);
+  EXPECT_TRUE(std::isinf(round_to_f16(65520.f)));
+  EXPECT_EQ(round_to_f16(0x1p-24f), 0x1p-24f);  // smallest subnormal
+  EXPECT_EQ(round_to_f16(0x1p-25f), 0.f);       // tie -> even (0)
+  EXPECT_EQ(round_to_f16(3 * 0x1p-26f), 0x1p-24f);
+  EXPECT_EQ(round_to_f16(-2.5f), -2.5f);
+#if defined(__FLT16_MAX__)
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-30.f, 17.f);
+  for (int i = 0; i < 200000; ++i) {
+    const float v = (i % 2 ? -1.f : 1.f) * std::exp2(u(rng));
+    EXPECT_EQ(round_to_f16(v), float(static_cast<_Float16>(v))) << v;
+  }
+#endif
+}
+
+// Exact reference sum x w (double) and sum |x w| for row r, token i of a dense [n, K] weight.
+void exact_row(const Fp8Weight& W, const float* x, int r, double& ref, double& mag) {
+  ref = mag = 0;
+  for (int c = 0; c < W.K; ++c) {
+    ref += double(x[c]) * W.value(r, c);
+    mag += std::fabs(double(x[c]) * W.value(r, c));
+  }
+}
+
+TEST(LinearFp8MmaCpu, WithinF16BoundOfExactAcrossMagnitudes) {
+  const int n = 200, K = 656, m = 5;  // K % 128 = 16: a short last block; n not a multiple of 128
+  Fp8Weight W(n, K, 9);
+  std::mt19937 rng(10);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const float mags[] = {1.f, 1e30f, 1e-30f, 3e4f, 1e-6f, 1.f};  // per 128-column block
+  std::vector<float> x(size_t(m) * K), y(size_t(m) * n, 7.f);
+  for (int i = 0; i < m; ++i)
+    for (int c = 0; c < K; ++c) x[size_t(i) * K + c] = nd(rng) * mags[(c / 128 + i) % 6];
+  LinearParams p{x.data(), W.codes.data(), DType::F8_E4M3, y.data(), m, n, K, false, false};
+  p.w_scale = W.scales.data();
+  linear_fp8_mma_cpu(p);
+  double worst = 0;
+  for (int i = 0; i < m; ++i)
+    for (int r = 0; r < n; ++r) {
+      double ref, mag;
+      exact_row(W, x.data() + size_t(i) * K, r, ref, mag);
+      const double got = y[size_t(i) * n + r];
+      ASSERT_TRUE(std::isfinite(got)) << i << " " << r;
+      // 2^-11 per x element (f16 after exact pow2 scaling), + fp32 store; the subnormal term is
+      // 2^-39 amax per element, below 2^-11 |x| except for elements 2^-28 under their block's amax.
+      const double err = std::fabs(got - ref) / mag;
+      worst = std::max(worst, err);
+      EXPECT_LE(err, 0x1p-11 + 1e-7) << "token " << i << " row " << r;
+    }
+  EXPECT_GT(worst, 1e-9);  // x really was rounded (not an exact copy of linear_cpu)
+}
+
+TEST(LinearFp8MmaCpu, ExactWhenXIsF16AndMatchesShard) {
+  const int n = 256, K = 512, c0 = 128, k = 384, m = 3;  // column shard [128, 512) with ldw and offset scales
+  Fp8Weight W(n, K, 11);
+  std::vector<float> x(size_t(m) * k), y(size_t(m) * n), y_ref(size_t(m) * n);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i * 37 % 201) - 100) * 0.125f;  // exact in f16 after 2^e
+  LinearParams p{x.data(), W.codes.data() + c0, DType::F8_E4M3, y.data(), m, n, k, false, false};
+  p.ldw = K;
+  p.w_scale = W.scales.data() + c0 / 128;
+  p.ld_scale = (K + 127) / 128;
+  linear_fp8_mma_cpu(p);
+  p.y = y_ref.data();
+  linear_cpu(p);
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], y_ref[i], 1e-6 * (1 + std::fabs(y_ref[i]))) << i;
+  // accumulate adds to y
+  std::vector<float> y_acc(y.size(), 2.f);
+  p.y = y_acc.data();
+  p.accumulate = true;
+  linear_fp8_mma_cpu(p);
+  for (size_t i = 0; i < y.size(); i += 17) EXPECT_NEAR(y_acc[i], 2.f + y[i], 1e-5 * (1 + std::fabs(y[i])));
+  p.w_dtype = DType::BF16;
+  EXPECT_THROW(linear_fp8_mma_cpu(p), Error);
 }
 
 }  // namespace
