@@ -185,6 +185,47 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
   if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
 }
 
+// FP8 down projection per (token, slot) pair, for small batches with pair_out scratch: grid (B*k,
+// ceil(hidden / (kWarps * kPairDownRows))); a warp takes kPairDownRows rows of ONE expert, all dotted
+// with the same act row, and writes pair_out[pair, d]; moe_combine_kernel then sums the slots in slot
+// order. Why (H200, GLM-5 batch 1, 2026-11-29 run E): moe_down_fp8_kernel (a warp = one row d, all 8
+// slots) took 67 us per call for 100 MB of FP8 weights (35% of copy) while gate_up ran at 79%: each of
+// its 8 rows has a different act row, so per 16 weight bytes a lane reads 8 x 64 bytes of fp32 act
+// from L1, and at HBM speed that is the L1's whole bandwidth. Here the 4 rows share one act chunk
+// (16 bytes of act traffic per 16 weight bytes). Same per-row arithmetic (warp_dots_fp8 sums in the
+// same order for any R and U) and the same slot-order sum in moe_combine_kernel: bitwise equal to
+// moe_down_fp8_kernel.
+constexpr int kPairDownRows = 4;
+__global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
+  const int pair = blockIdx.x;
+  const int e = p.topk_ids[pair] - p.expert_begin;
+  if (e < 0 || e >= p.E) return;  // moe_combine_kernel skips this slot
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int d0 = (blockIdx.y * kWarps + warp) * kPairDownRows;
+  if (d0 >= p.hidden) return;
+  const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
+  const float* x = p.act + size_t(pair) * p.inter;
+  const float* xs[kPairDownRows];
+  const uint8_t* ws[kPairDownRows];
+  const float* ss[kPairDownRows];
+#pragma unroll
+  for (int r = 0; r < kPairDownRows; ++r) {
+    const int d = min(d0 + r, p.hidden - 1);  // rows past the end repeat the last one (not written)
+    xs[r] = x;
+    ws[r] = static_cast<const uint8_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
+    ss[r] = p.s_down + (size_t(e) * sr + d / 128) * sc;
+  }
+  float o[kPairDownRows];
+  const float* const (&cx)[kPairDownRows] = xs;
+  const uint8_t* const (&cw)[kPairDownRows] = ws;
+  const float* const (&cs)[kPairDownRows] = ss;
+  warp_dots_fp8<kPairDownRows, 2>(cx, cw, cs, 0, p.inter, o);
+  if (lane == 0)
+#pragma unroll
+    for (int r = 0; r < kPairDownRows; ++r)
+      if (d0 + r < p.hidden) p.pair_out[size_t(pair) * p.hidden + d0 + r] = o[r];
+}
+
 // grid (B, ceil(hidden / (kWarps*kDownRowsPerWarp))), block 32*kWarps. Loops over the k slots, so no
 // atomics and a deterministic sum (slot order, as the CPU twin).
 template <bool kVec, bool kFp8>
@@ -508,6 +549,14 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   else if (vec_up) moe_gate_up_kernel<true, false><<<grid_up, block, 0, stream>>>(p);
   else moe_gate_up_kernel<false, false><<<grid_up, block, 0, stream>>>(p);
   CUDA_CHECK_LAUNCH();
+  if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
+    const int rows = kWarps * kPairDownRows;
+    moe_down_pair_fp8_kernel<<<dim3(p.B * p.k, (p.hidden + rows - 1) / rows), block, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
   if (fp8 && vec_down) {
     require(p.k <= 32, "moe_experts_cuda: MoeExpertsParams.k = " + std::to_string(p.k) + ", expected <= 32");

@@ -60,6 +60,9 @@ struct MoeExpertsParams {
   // for 256 slots; at 128, ~250 for 1024). group: int32 [E + 1 + B*k] (bucket offsets, then pair
   // indices); pair_out: fp32 [B*k, hidden] (each pair's down projection, summed per token in slot
   // order as the per-token kernel does). Null: one block row per (token, slot).
+  // pair_out alone (group null or B < 4) with FP8 weights: the per-token down projection runs per
+  // (token, slot) pair into pair_out and a combine kernel sums the slots (bitwise the same result as
+  // without it, and faster: see moe_down_pair_fp8_kernel in moe.cu).
   int32_t* group = nullptr;
   float* pair_out = nullptr;
 };

@@ -197,8 +197,10 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   if (o.kv_path == KvPath::Cast) bytes += size_t(cap) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
   if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
   bytes += mla_decode_workspace_bytes(o.batch, c.num_attention_heads, topk, c.kv_lora_rank);
-  if (o.backend == Backend::Cuda && c.n_routed_experts > 0 && o.batch >= kMoeGroupMinTokens)  // grouped MoE scratch
-    bytes += (B * c.num_experts_per_tok * (size_t(c.hidden_size) + 1) + c.n_routed_experts + 1) * 4;
+  if (o.backend == Backend::Cuda && c.n_routed_experts > 0) {  // MoE per-slot outputs (+ buckets at batch >= 4)
+    bytes += B * c.num_experts_per_tok * size_t(c.hidden_size) * 4;
+    if (o.batch >= kMoeGroupMinTokens) bytes += (B * c.num_experts_per_tok + c.n_routed_experts + 1) * 4;
+  }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
   bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
   return bytes;
@@ -337,9 +339,11 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   topk_w_ = fl(B * std::max(1, c.num_experts_per_tok), "expert weights");
   expert_act_ = fl(B * std::max(1, c.num_experts_per_tok) * std::max(1, c.moe_intermediate_size), "expert activations");
   moe_out_ = fl(B * c.hidden_size, "routed experts output");
-  if (cuda_ && c.n_routed_experts > 0 && opt.batch >= kMoeGroupMinTokens) {  // read each expert once per step
+  if (cuda_ && c.n_routed_experts > 0) {
     const size_t pairs = B * std::max(1, c.num_experts_per_tok);
-    moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
+    // Buckets: batch >= 4 reads each selected expert once per step. Per-slot outputs: also the small
+    // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
+    if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
   }
   if (tp_ > 1) partial_ = fl(B * c.hidden_size, "partial output (before the all-reduce)");

@@ -7,12 +7,15 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <tuple>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "kernel_test_util.h"
 #include "kernels/moe.h"
 
 namespace glm5 {
@@ -135,6 +138,63 @@ TEST(GpuMoeGrouped, MatchesPerTokenAndCpu) {
     // expert parallel: this rank holds experts [8, 16) of 24 (weights offset by the caller)
     Experts local = make_experts(dt, 8, 6144, 2048, 9);
     check(local, 8, 24, 8, 8, true);
+  }
+}
+
+// Small batches with pair_out only (FP8): the per-(token, slot) down projection into pair_out plus the
+// slot-order combine must give exactly the per-token kernel's bits (same per-row arithmetic, same sum
+// order), and the CPU twin's values; B = 1..3, a token picking one expert twice, expert parallelism.
+TEST(GpuMoeGrouped, PairDownMatchesPerTokenBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const int k = 8, hidden = 6144, inter = 2048;
+  for (auto [E_total, begin, E_local] : {std::tuple{24, 0, 24}, std::tuple{24, 8, 8}}) {
+    const Experts X = make_experts(DType::F8_E4M3, E_local, hidden, inter, 10 + begin);
+    for (int B : {1, 2, 3}) {
+      const uint64_t seed = fresh_seed();
+      std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
+      std::vector<int32_t> ids(size_t(B) * k);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 50, i);
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(splitmix64(seed + i) % E_total);
+      ids[1] = ids[0];
+      for (size_t i = 0; i < tw.size(); ++i) tw[i] = rng_uniform(seed, 51, i);
+      Buffer dx(Where::Device, x.size() * 4, "x"), dids(Where::Device, ids.size() * 4, "ids"),
+          dtw(Where::Device, tw.size() * 4, "tw"), dact(Where::Device, size_t(B) * k * inter * 4, "act"),
+          dout(Where::Device, size_t(B) * hidden * 4, "out"), dpair(Where::Device, size_t(B) * k * hidden * 4, "pair");
+      dx.upload(x.data(), dx.bytes());
+      dids.upload(ids.data(), dids.bytes());
+      dtw.upload(tw.data(), dtw.bytes());
+      MoeExpertsParams p{dx.as<float>(), dids.as<int32_t>(), dtw.as<float>(), X.dg.data(), X.du.data(), X.dd.data(),
+                         X.dt, X.dsg.as<float>(), X.dsu.as<float>(), X.dsd.as<float>(), dact.as<float>(),
+                         dout.as<float>(), B, E_local, k, hidden, inter, begin, E_total};
+      moe_experts_cuda(p, nullptr);  // one warp per row d over all slots
+      std::vector<float> per_token(size_t(B) * hidden), pair(per_token.size());
+      dout.download(per_token.data(), dout.bytes());
+      p.pair_out = dpair.as<float>();
+      moe_experts_cuda(p, nullptr);  // per (token, slot) into pair_out, then the combine
+      dout.download(pair.data(), dout.bytes());
+      size_t differ = 0;
+      for (size_t i = 0; i < pair.size(); ++i) differ += std::memcmp(&pair[i], &per_token[i], 4) != 0;
+      EXPECT_EQ(differ, 0u) << "B=" << B << " experts [" << begin << ", " << begin + E_local << "), seed " << seed;
+      std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden);
+      MoeExpertsParams h = p;
+      h.x = x.data();
+      h.topk_ids = ids.data();
+      h.topk_weights = tw.data();
+      h.w_gate = X.g.data();
+      h.w_up = X.u.data();
+      h.w_down = X.d.data();
+      h.s_gate = X.sg.data();
+      h.s_up = X.su.data();
+      h.s_down = X.sd.data();
+      h.act = act.data();
+      h.out = out.data();
+      h.pair_out = nullptr;
+      moe_experts_cpu(h);
+      const double e_cpu = rel(pair, out);
+      std::printf("moe pair-down fp8 B=%d experts [%d, %d) of %d: %zu values differ from per-token, vs CPU %.3g\n", B,
+                  begin, begin + E_local, E_total, differ, e_cpu);
+      EXPECT_LT(e_cpu, 1e-4);
+    }
   }
 }
 
