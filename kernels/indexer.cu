@@ -16,6 +16,7 @@
 #include <cmath>
 
 #include <cooperative_groups.h>
+#include <cuda_fp16.h>
 #include <mma.h>
 
 #include "common/error.h"
@@ -247,6 +248,219 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
   }
 }
 
+// ---- indexer_score, FP8 keys on FP16 tensor cores (Hi = 32, D = 32 / 64 / 128: GLM-5's 32 x 128) ----
+// Why the TF32 kernel above is slow at small batch (B 1, 32K: 23.7 us for ~1 us of key bytes): one
+// page per block, the q setup (16 KiB from L2, split to TF32) and the page's key load run one after
+// the other, WMMA TF32 fragments come from shared memory through scalar loads (no ldmatrix for
+// 32-bit types), and m16n16k8 TF32 runs at half the FP16 rate. Here:
+// - An e4m3 code is exact in FP16 (cvt.f16x2.e4m3x2, one instruction per two codes), so the keys
+//   feed m16n8k16 FP16 MMAs (fp32 accumulation) straight from the registers they are loaded into:
+//   no shared-memory staging, no dequantization; the per-token FP8 scale multiplies the dot product.
+// - q of head h is scaled by 2^e_h (max |q_h| * 2^e_h in [2^14, 2^15), exact) and split as
+//   hi = f16(q 2^e_h), lo = f16(q 2^e_h - hi): 22 significant bits, the TF32 hi/lo split's accuracy
+//   (~1e-6 relative to |q||k|); both terms accumulate into one fp32 accumulator (two MMAs).
+// - The dot product runs over D in a permuted order (any order sums the same terms): thread
+//   (g = lane / 4, c = lane % 4) of a warp loads row g and g + 8 of each 16-position tile as whole
+//   16-byte pieces (bytes [16c, +16) of each 64-byte half of the row), and k-step j's A fragment is
+//   word j of them; q's B fragments are built once per block in that same order (index_phys).
+// - A warp owns 32 positions (half a page) per step, and the next step's key bytes are in flight in
+//   registers during the current step's 128 MMAs. Blocks of 4 warps walk `tiles_per_block` steps
+//   of one request; the first step's loads are issued before the q setup. Grid: about one wave of
+//   resident blocks, so B 1 at 32K gives every warp one step (256 blocks) and large B x context
+//   gives each warp many.
+// Epilogue from the accumulators: c0..c3 are (position g / g + 8, heads 8t + 2c, +1); a thread sums
+// its 8 heads of w_h ReLU(softmax_scale * s_t * q.e / 2^e_h), a quad shuffle adds the 4 threads.
+constexpr int kF16Threads = 128;
+constexpr int kF16Warps = kF16Threads / 32;
+constexpr int kF16Heads = 32;
+constexpr int kF16TilePos = 32;  // positions per warp step (two m16 tiles)
+
+// Physical byte (within a key row of D bytes) of k-step j, quad thread c, element s (0..3; s 0/1 are
+// fragment k 2c, 2c + 1 and s 2/3 are k 2c + 8, 2c + 9).
+template <int D>
+__device__ __forceinline__ int index_phys(int j, int c, int s) {
+  if constexpr (D >= 64) return (j / 4) * 64 + 16 * c + 4 * (j % 4) + s;
+  else return 8 * c + 4 * j + s;  // D 32: one 8-byte piece per row
+}
+
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
+  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
+  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+}
+
+__device__ __forceinline__ void mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                              uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+template <int D>
+struct F16KeyRegs {
+  static constexpr int kWords = D / 16;  // 32-bit words per thread per row (one per k-step)
+  uint32_t w[2][2][kWords];              // [m tile][row g / g + 8][k-step]
+  float scale[2][2];
+  int32_t page_id;                       // < 0: nothing loaded (past seq_len, unmapped, past the range)
+};
+
+template <int D>
+__device__ __forceinline__ void f16_load_tile(const IndexerScoreParams& p, int b, int tile, int tile_end, int seq_len,
+                                              F16KeyRegs<D>& r) {
+  r.page_id = -1;
+  if (tile >= tile_end) return;
+  const int page = tile / 2;
+  if (page * kPageSize >= seq_len) return;
+  const int32_t id = p.block_table[int64_t(b) * p.max_pages + page];
+  r.page_id = id;
+  if (id < 0) return;
+  const int lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+  const uint8_t* pb = p.key_cache + int64_t(id) * p.layout.page_bytes();
+  const float* scales = reinterpret_cast<const float*>(pb + kPageSize * D);
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = (tile % 2) * kF16TilePos + 16 * m + 8 * rr + g;
+      const uint8_t* rp = pb + row * D;
+      if constexpr (D >= 64) {
+#pragma unroll
+        for (int ch = 0; ch < D / 64; ++ch) {
+          const uint4 v = __ldcs(reinterpret_cast<const uint4*>(rp + 64 * ch + 16 * c));
+          r.w[m][rr][4 * ch] = v.x;
+          r.w[m][rr][4 * ch + 1] = v.y;
+          r.w[m][rr][4 * ch + 2] = v.z;
+          r.w[m][rr][4 * ch + 3] = v.w;
+        }
+      } else {
+        const uint2 v = __ldcs(reinterpret_cast<const uint2*>(rp + 8 * c));
+        r.w[m][rr][0] = v.x;
+        r.w[m][rr][1] = v.y;
+      }
+      r.scale[m][rr] = __ldcs(scales + row);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(IndexerScoreParams p, int tiles_per_block) {
+  constexpr int KS = D / 16;
+  __shared__ uint4 qf_s[4 * KS * 32];  // [n tile][k-step][lane]: {hi b0b1, hi b2b3, lo b0b1, lo b2b3}
+  __shared__ float w_s[kF16Heads];     // head weight * head_weight_scale
+  __shared__ float f_s[kF16Heads];     // softmax_scale * 2^-e_h
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, c = lane % 4;
+  const int b = blockIdx.y;
+  const int seq_len = p.seq_lens[b];
+  const int tiles = p.max_pages * 2;
+  const int tile_begin = blockIdx.x * tiles_per_block, tile_end = min(tiles, tile_begin + tiles_per_block);
+  float* out_row = p.scores + int64_t(b) * p.max_pages * kPageSize;
+  int tile = tile_begin + warp;
+  F16KeyRegs<D> cur;
+  f16_load_tile<D>(p, b, tile, tile_end, seq_len, cur);  // in flight during the q setup
+  // q setup: warp w owns heads w + 4 i (i < 8). Lane l < 4 KS holds the entry (j = l / 4, quad
+  // thread l % 4) of each: 4 consecutive floats (index_phys), all 8 loads in flight together; the
+  // head's max |q| is a warp max over them.
+  const float* qb = p.q + int64_t(b) * kF16Heads * D;
+  constexpr int kHeadsPerWarp = kF16Heads / kF16Warps;
+  float4 qv[kHeadsPerWarp];
+  const bool holds = lane < 4 * KS;
+#pragma unroll
+  for (int i = 0; i < kHeadsPerWarp; ++i) {
+    const int h = warp + kF16Warps * i;
+    qv[i] = holds ? *reinterpret_cast<const float4*>(qb + h * D + index_phys<D>(lane / 4, lane % 4, 0))
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int i = 0; i < kHeadsPerWarp; ++i) {
+    const int h = warp + kF16Warps * i;
+    const float4 v = qv[i];
+    float mx = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    // 2^e with max |q_h| 2^e in [2^14, 2^15) (e clamped: 2^e and 2^-e stay normal floats)
+    const int e = mx > 0.f && isfinite(mx) ? max(-100, min(100, 14 - ilogbf(mx))) : 0;
+    if (lane == 0) {
+      f_s[h] = p.softmax_scale * __int_as_float((127 - e) << 23);
+      w_s[h] = p.head_weights[int64_t(b) * kF16Heads + h] * p.head_weight_scale;
+    }
+    if (holds) {
+      const float sc = __int_as_float((127 + e) << 23);  // 2^e, exact
+      const float x0 = v.x * sc, x1 = v.y * sc, x2 = v.z * sc, x3 = v.w * sc;
+      const __half h0 = __float2half_rn(x0), h1 = __float2half_rn(x1), h2 = __float2half_rn(x2),
+                   h3 = __float2half_rn(x3);
+      const __half l0 = __float2half_rn(x0 - __half2float(h0)), l1 = __float2half_rn(x1 - __half2float(h1)),
+                   l2 = __float2half_rn(x2 - __half2float(h2)), l3 = __float2half_rn(x3 - __half2float(h3));
+      auto pack = [](__half first, __half second) {
+        return uint32_t(__half_as_ushort(first)) | (uint32_t(__half_as_ushort(second)) << 16);
+      };
+      const int j = lane / 4, cc = lane % 4, t = h / 8, n = h % 8;
+      qf_s[(t * KS + j) * 32 + n * 4 + cc] = make_uint4(pack(h0, h1), pack(h2, h3), pack(l0, l1), pack(l2, l3));
+    }
+  }
+  __syncthreads();
+  float wr[4][2], fr[4][2];  // this thread's heads 8t + 2c + e
+#pragma unroll
+  for (int t = 0; t < 4; ++t)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      wr[t][e] = w_s[8 * t + 2 * c + e];
+      fr[t][e] = f_s[8 * t + 2 * c + e];
+    }
+  for (; tile < tile_end; tile += kF16Warps) {
+    F16KeyRegs<D> nxt;
+    f16_load_tile<D>(p, b, tile + kF16Warps, tile_end, seq_len, nxt);
+    const int pos0 = tile * kF16TilePos;
+    if (cur.page_id < 0) {
+      out_row[pos0 + lane] = -INFINITY;
+    } else {
+      float acc[2][4][4];
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int t = 0; t < 4; ++t)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[m][t][e] = 0.f;
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+        uint4 bq[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) bq[t] = qf_s[(t * KS + j) * 32 + lane];
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+          const uint32_t w0 = cur.w[m][0][j], w1 = cur.w[m][1][j];
+          const uint32_t a0 = e4m3x2_to_f16x2(w0), a1 = e4m3x2_to_f16x2(w1), a2 = e4m3x2_to_f16x2(w0 >> 16),
+                         a3 = e4m3x2_to_f16x2(w1 >> 16);
+#pragma unroll
+          for (int t = 0; t < 4; ++t) {
+            mma_f16_16816(acc[m][t], a0, a1, a2, a3, bq[t].x, bq[t].y);
+            mma_f16_16816(acc[m][t], a0, a1, a2, a3, bq[t].z, bq[t].w);
+          }
+        }
+      }
+      float sum[2][2];  // [m][row g / g + 8]
+#pragma unroll
+      for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const float st = cur.scale[m][rr];
+          float s = 0.f;
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) s += wr[t][e] * fmaxf(acc[m][t][2 * rr + e] * (st * fr[t][e]), 0.f);
+          s += __shfl_xor_sync(0xffffffffu, s, 1);
+          s += __shfl_xor_sync(0xffffffffu, s, 2);
+          sum[m][rr] = s;
+        }
+      // lane c of the quad writes (m = c / 2, rr = c % 2): position 16 m + 8 rr + g of the step
+      const float v = c == 0 ? sum[0][0] : c == 1 ? sum[0][1] : c == 2 ? sum[1][0] : sum[1][1];
+      const int pos = pos0 + 16 * (c / 2) + 8 * (c % 2) + g;
+      out_row[pos] = pos < seq_len ? v : -INFINITY;
+    }
+    cur = nxt;
+  }
+}
+
 constexpr int kTopkThreads = 1024;
 constexpr int kTopkWarps = kTopkThreads / 32;
 constexpr int kTopkPerThread = 8;                        // consecutive positions per thread per step
@@ -365,6 +579,153 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
   unsigned total = 0;
   block_exclusive_sum(v, warp_sums, &total);
   return total;
+}
+
+// ---- topk, one block per request when the positions fit in shared memory (<= 49,152) ----
+// Why the cluster kernel below is slow at 32K (25.8 us at B 1): 4 blocks, 7 cluster barriers, 3
+// rounds of distributed-shared-memory histogram merges, and 1024-thread barriers around every
+// step. Here one block of 1024 threads holds the request's order keys in shared memory:
+// 1. one read of the scores (float4, all loads of a thread in flight), each key stored and counted
+//    in a histogram of its top 11 bits (lanes with equal digits add once);
+// 2. the digit holding the k-th key; that digit's keys are copied to a candidate list when they fit
+//    (kTopk1Cand), and the next 11 and 10 bits are selected over the candidates (else over all keys
+//    with the prefix): the k-th largest key, and how many keys equal to it belong to the top k;
+// 3. ordered compaction: warp w owns a contiguous range of positions, counts its keys above / equal
+//    to the k-th (ballots), the warps' counts are prefix-summed, and a second walk writes each kept
+//    position at (keys above it before it) + min(keys equal to it before it, equal keys kept).
+// Every scan after the first reads shared memory; the global memory traffic is the scores once.
+constexpr int kTopk1MaxPositions = 49152;  // 192 KiB of keys
+constexpr int kTopk1Cand = 4096;
+
+size_t topk1_smem_bytes(int limit) {
+  const size_t keys = (size_t(limit) + 4095) / 4096 * 4096;
+  return sizeof(uint32_t) * (keys + kTopkBins + kTopk1Cand);
+}
+
+__global__ void __launch_bounds__(kTopkThreads) topk1_kernel(TopkParams p, int limit, int key_capacity) {
+  extern __shared__ uint32_t topk1_smem[];
+  uint32_t* keys = topk1_smem;             // [key_capacity] order keys by position
+  unsigned* hist = keys + key_capacity;    // [kTopkBins]
+  uint32_t* cand = hist + kTopkBins;       // [kTopk1Cand]
+  __shared__ unsigned warp_sums[kTopkWarps];
+  __shared__ unsigned warp_gt[kTopkWarps], warp_eq[kTopkWarps];
+  __shared__ unsigned sel[2];
+  __shared__ unsigned cand_count;
+  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int n = min(max(p.seq_lens[b], 0), limit);
+  const float* s = p.scores + int64_t(b) * p.score_stride;
+  int32_t* out = p.out_slots + int64_t(b) * p.k;
+  if (n <= p.k) {
+    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
+    return;
+  }
+  for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
+  if (tid == 0) cand_count = 0;
+  __syncthreads();
+  // 1. Read, store, count the top digit (bits 31..21).
+  const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
+  constexpr int kUnroll = 4, kSpan = 4 * kTopkThreads;  // positions per float4 round
+  for (int base = 0; base < n; base += kUnroll * kSpan) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int first = base + u * kSpan + 4 * tid;
+      if (vec && first + 4 <= n) {
+        v[u] = __ldcs(reinterpret_cast<const float4*>(s + first));
+      } else {
+        v[u].x = first < n ? s[first] : 0.f;
+        v[u].y = first + 1 < n ? s[first + 1] : 0.f;
+        v[u].z = first + 2 < n ? s[first + 2] : 0.f;
+        v[u].w = first + 3 < n ? s[first + 3] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int first = base + u * kSpan + 4 * tid;
+      const uint4 kq = make_uint4(topk_order_key(v[u].x), topk_order_key(v[u].y), topk_order_key(v[u].z),
+                                  topk_order_key(v[u].w));
+      if (first < key_capacity) reinterpret_cast<uint4*>(keys + first)[0] = kq;
+      hist_add(hist, first < n ? kq.x >> 21 : kNoDigit);
+      hist_add(hist, first + 1 < n ? kq.y >> 21 : kNoDigit);
+      hist_add(hist, first + 2 < n ? kq.z >> 21 : kNoDigit);
+      hist_add(hist, first + 3 < n ? kq.w >> 21 : kNoDigit);
+    }
+  }
+  __syncthreads();
+  // 2. Radix select of the k-th largest key: digits 31..21 (done above), 20..10, 9..0.
+  select_digit(hist, kTopkBins, unsigned(p.k), warp_sums, sel);
+  uint32_t prefix = sel[0] << 21, prefix_mask = 0xffe00000u;
+  unsigned remaining = unsigned(p.k) - sel[1];
+  const unsigned in_digit = hist[sel[0]];
+  const bool use_cand = in_digit <= unsigned(kTopk1Cand);
+  const int rounds = (n + kTopkThreads - 1) / kTopkThreads;
+  if (use_cand) {
+    for (int r = 0; r < rounds; ++r) {
+      const int i = r * kTopkThreads + tid;
+      const uint32_t key = i < n ? keys[i] : 0u;
+      const bool take = i < n && (key & prefix_mask) == prefix;
+      const unsigned mask = __ballot_sync(0xffffffffu, take);
+      unsigned at = 0;
+      if (lane == 0 && mask) at = atomicAdd(&cand_count, unsigned(__popc(mask)));
+      at = __shfl_sync(0xffffffffu, at, 0);
+      if (take) cand[at + __popc(mask & ((1u << lane) - 1u))] = key;
+    }
+  }
+  for (int pass = 1; pass < 3; ++pass) {
+    const int shift = pass == 1 ? 10 : 0, bits = pass == 1 ? 11 : 10, nbins = 1 << bits;
+    __syncthreads();  // select_digit's readers of hist are done; cand is complete
+    for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
+    __syncthreads();
+    if (use_cand) {
+      for (unsigned base = 0; base < in_digit; base += kTopkThreads) {
+        const unsigned i = base + tid;
+        hist_add(hist, digit_of(i < in_digit ? cand[i] : 0u, i < in_digit, prefix, prefix_mask, shift, bits));
+      }
+    } else {
+      for (int r = 0; r < rounds; ++r) {
+        const int i = r * kTopkThreads + tid;
+        hist_add(hist, digit_of(i < n ? keys[i] : 0u, i < n, prefix, prefix_mask, shift, bits));
+      }
+    }
+    __syncthreads();
+    select_digit(hist, nbins, remaining, warp_sums, sel);
+    prefix |= sel[0] << shift;
+    prefix_mask |= uint32_t(nbins - 1) << shift;
+    remaining -= sel[1];
+  }
+  const uint32_t kth = prefix;  // `remaining` keys equal to kth are kept (the lowest positions)
+  // 3. Ordered compaction. Warp w owns positions [w * per_warp, +per_warp), per_warp a multiple of 32.
+  const int per_warp = (n + 32 * kTopkWarps - 1) / (32 * kTopkWarps) * 32;
+  const int w_begin = min(n, warp * per_warp), w_end = min(n, w_begin + per_warp);
+  unsigned gt = 0, eq = 0;
+  for (int i = w_begin + lane; i - lane < w_end; i += 32) {
+    const uint32_t key = i < w_end ? keys[i] : 0u;
+    gt += __popc(__ballot_sync(0xffffffffu, i < w_end && key > kth));
+    eq += __popc(__ballot_sync(0xffffffffu, i < w_end && key == kth));
+  }
+  if (lane == 0) {
+    warp_gt[warp] = gt;
+    warp_eq[warp] = eq;
+  }
+  __syncthreads();
+  unsigned gt_seen = 0, eq_seen = 0;  // keys > / == kth at positions before the current round
+  for (int w = 0; w < warp; ++w) {
+    gt_seen += warp_gt[w];
+    eq_seen += warp_eq[w];
+  }
+  const unsigned lt_mask = (1u << lane) - 1u;
+  for (int i = w_begin + lane; i - lane < w_end && gt_seen + min(eq_seen, remaining) < unsigned(p.k); i += 32) {
+    const uint32_t key = i < w_end ? keys[i] : 0u;
+    const bool is_gt = i < w_end && key > kth, is_eq = i < w_end && key == kth;
+    const unsigned gm = __ballot_sync(0xffffffffu, is_gt), em = __ballot_sync(0xffffffffu, is_eq);
+    const unsigned eq_before = eq_seen + __popc(em & lt_mask);
+    if (is_gt || (is_eq && eq_before < remaining)) {
+      const unsigned at = gt_seen + __popc(gm & lt_mask) + min(eq_before, remaining);
+      out[at] = slot_of(p, b, i);
+    }
+    gt_seen += __popc(gm);
+    eq_seen += __popc(em);
+  }
 }
 
 // One cluster of C blocks per request (C = cluster size, 1..8; block rank r owns the positions
@@ -595,6 +956,27 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
   validate_indexer_score_params(p);
   if (p.B == 0) return;
   const int D = p.layout.dim;
+  if (p.layout.fp8 && p.Hi == kF16Heads && (D == 32 || D == 64 || D == 128) &&
+      ((reinterpret_cast<uintptr_t>(p.key_cache) | reinterpret_cast<uintptr_t>(p.q)) & 15u) == 0) {
+    // FP16 tensor-core path. Blocks: about one wave of resident blocks (each warp then walks
+    // several 32-position steps); at least one step per warp.
+    auto kernel = D == 128 ? indexer_score_f16_kernel<128> : D == 64 ? indexer_score_f16_kernel<64>
+                                                                      : indexer_score_f16_kernel<32>;
+    int device = 0, sms = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kF16Threads, 0));
+    // Blocks per request: the resident slots over B (>= 1), so B x gx stays within one wave; steps
+    // per block a multiple of the 4 warps. B 1 / 32K: 256 blocks of 4 steps; B 32 / 128K: 12 x 32.
+    const int64_t tiles = int64_t(p.max_pages) * 2, slots = int64_t(sms) * std::max(per_sm, 1);
+    const int64_t per_req = std::max<int64_t>(1, slots / p.B);
+    int64_t tpb = (tiles + per_req - 1) / per_req;
+    tpb = (tpb + kF16Warps - 1) / kF16Warps * kF16Warps;
+    const int gx = int((tiles + tpb - 1) / tpb);
+    kernel<<<dim3(gx, p.B), kF16Threads, 0, stream>>>(p, int(tpb));
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (p.Hi == kMmaHeads && D % 16 == 0 && D >= 32 && D <= kMmaMaxD &&
       ((reinterpret_cast<uintptr_t>(p.key_cache) | reinterpret_cast<uintptr_t>(p.q)) & 15u) == 0) {
     // Tensor-core path. Pages per block: about 4 blocks per SM-slot of work (3 resident per SM), so
@@ -640,6 +1022,14 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   validate_topk_params(p);
   if (p.B == 0) return;
   const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
+  if (limit <= kTopk1MaxPositions) {  // one block per request, its keys in shared memory
+    const size_t smem1 = topk1_smem_bytes(limit);
+    const int capacity = int((size_t(limit) + 4095) / 4096 * 4096);
+    CUDA_CHECK(cudaFuncSetAttribute(topk1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem1)));
+    topk1_kernel<<<p.B, kTopkThreads, smem1, stream>>>(p, limit, capacity);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
   const size_t smem = topk_smem_bytes();
   // Cluster size: the largest power of two <= 8 that keeps B * C blocks within about half the SMs
   // (a 1024-thread, 208 KiB block fills an SM) and >= 8192 positions per block, and that the GPU

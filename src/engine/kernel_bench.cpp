@@ -464,30 +464,32 @@ std::string check_indexer(cudaStream_t stream) {
                            "); not timed");
 
   // topk: long random rows, a heavy-tie row (7 values), an all-equal row (the shared-memory overflow
-  // path), a short row (seq_len <= k).
-  const int tk_pages = 2048, stride = tk_pages * kPageSize;  // 131,072 positions
-  std::vector<int32_t> tseq = {131072, 70000, 50000, 2049, 1000};
-  const int TB = int(tseq.size());
-  std::vector<int32_t> tbt = shuffled_pages(TB, tk_pages, seed);
-  std::vector<float> s(size_t(TB) * stride);
-  for (size_t i = 0; i < s.size(); ++i) s[i] = rng_normal(seed, 31, i);
-  for (int i = 0; i < stride; ++i) {
-    s[size_t(1) * stride + i] = std::floor(rng_uniform(seed, 32, i) * 7.f) - 3.f;
-    s[size_t(2) * stride + i] = i % 3 == 0 ? -0.f : 0.f;
+  // path), a short row (seq_len <= k); rows of 131,072 (cluster path) and 32,768 (one-block path).
+  for (const int tk_pages : {2048, 512}) {
+    const int stride = tk_pages * kPageSize;
+    std::vector<int32_t> tseq = {stride, stride / 2 + 4465, stride / 3 + 6309, 2049, 1000};
+    const int TB = int(tseq.size());
+    std::vector<int32_t> tbt = shuffled_pages(TB, tk_pages, seed);
+    std::vector<float> s(size_t(TB) * stride);
+    for (size_t i = 0; i < s.size(); ++i) s[i] = rng_normal(seed, 31, i);
+    for (int i = 0; i < stride; ++i) {
+      s[size_t(1) * stride + i] = std::floor(rng_uniform(seed, 32, i) * 7.f) - 3.f;
+      s[size_t(2) * stride + i] = i % 3 == 0 ? -0.f : 0.f;
+    }
+    std::vector<int32_t> twant(size_t(TB) * kTopk);
+    topk_cpu({s.data(), stride, tseq.data(), tbt.data(), tk_pages, twant.data(), TB, kTopk});
+    Buffer dsc = to_device(s, "check topk scores"), dsq = to_device(tseq, "check topk seq"),
+           dbt = to_device(tbt, "check topk block table"), dsl(Where::Device, twant.size() * 4, "check topk slots");
+    topk_cuda({dsc.as<float>(), stride, dsq.as<int32_t>(), dbt.as<int32_t>(), tk_pages, dsl.as<int32_t>(), TB, kTopk},
+              stream);
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    std::vector<int32_t> tgot = to_host<int32_t>(dsl, twant.size());
+    for (size_t i = 0; i < twant.size(); ++i)
+      require(tgot[i] == twant[i], "bench topk: context " + std::to_string(stride) + " request " +
+                                       std::to_string(i / kTopk) + " rank " + std::to_string(i % kTopk) + " slot " +
+                                       std::to_string(tgot[i]) + ", CPU twin " + std::to_string(twant[i]) +
+                                       " (seed " + std::to_string(seed) + "); not timed");
   }
-  std::vector<int32_t> twant(size_t(TB) * kTopk);
-  topk_cpu({s.data(), stride, tseq.data(), tbt.data(), tk_pages, twant.data(), TB, kTopk});
-  Buffer dsc = to_device(s, "check topk scores"), dsq = to_device(tseq, "check topk seq"),
-         dbt = to_device(tbt, "check topk block table"), dsl(Where::Device, twant.size() * 4, "check topk slots");
-  topk_cuda({dsc.as<float>(), stride, dsq.as<int32_t>(), dbt.as<int32_t>(), tk_pages, dsl.as<int32_t>(), TB, kTopk},
-            stream);
-  CUDA_CHECK(cudaStreamSynchronize(stream));
-  std::vector<int32_t> tgot = to_host<int32_t>(dsl, twant.size());
-  for (size_t i = 0; i < twant.size(); ++i)
-    require(tgot[i] == twant[i], "bench topk: request " + std::to_string(i / kTopk) + " rank " +
-                                     std::to_string(i % kTopk) + " slot " + std::to_string(tgot[i]) +
-                                     ", CPU twin " + std::to_string(twant[i]) + " (seed " + std::to_string(seed) +
-                                     "); not timed");
   return "indexer_score max rel err " + sci(rel) + "; topk identical to CPU twin (ctx up to 131072, ties)";
 }
 
@@ -601,8 +603,9 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   const std::string idx_check = kernel_bench_wants(opt, "indexer") ? check_indexer(stream) : std::string();
   if (!idx_check.empty()) std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
   const IndexerLayout il{kIndexerDim, true};
-  for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{32768, 131072}) {
-    for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32}) {  // topk cluster at 128K: 8 / 8 / 4
+  for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{4096, 8192, 32768, 131072}) {
+    // topk: one block per request up to 49,152 positions; a cluster at 128K (8 / 8 / 4 / 1 blocks)
+    for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32, 128}) {
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;
       Buffer cache(Where::Device, size_t(pages) * il.page_bytes(), "bench indexer key cache");

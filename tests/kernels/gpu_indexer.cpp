@@ -34,13 +34,18 @@ namespace {
 
 // indexer_score_cuda against the CPU twin: -inf exactly where the twin has it, else within 1e-5 of
 // the largest |score| (the GPU sums in another order; at Hi 32 it runs on TF32 tensor cores).
-void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int32_t>& seq) {
+// `varied`: head h's queries scaled by 2^(5 (h % 7) - 15) (the FP16 path's per-head exponent), and
+// the block-table entries of pages wholly past seq_len set to -1 (unmapped: -inf, never read).
+void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int32_t>& seq, bool varied = false) {
   const uint64_t seed = fresh_seed();
   const int B = int(seq.size());
   SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) + " B " +
                std::to_string(B) + " max_pages " + std::to_string(max_pages) + " seed " + std::to_string(seed));
   const IndexerLayout il{D, fp8};
   std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
+  if (varied)
+    for (int b = 0; b < B; ++b)
+      for (int pg = (seq[b] + 63) / 64; pg < max_pages; ++pg) bt[size_t(b) * max_pages + pg] = -1;
   const int slots_n = B * max_pages * 64;
   std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
   std::vector<float> keys(size_t(slots_n) * D);
@@ -49,7 +54,8 @@ void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int3
   for (int s = 0; s < slots_n; ++s) slots[s] = s;
   indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
   std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 22, i);
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = rng_normal(seed, 22, i) * (varied ? std::ldexp(1.f, 5 * int(i / D % Hi % 7) - 15) : 1.f);
   for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 23, i);
   const size_t n_scores = size_t(B) * max_pages * 64;
   std::vector<float> want(n_scores);
@@ -101,6 +107,68 @@ TEST(GpuIndexer, ScoresMatchCpuLongContext) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   check_scores(true, 32, 128, 2048, {131072, 70001});
   check_scores(false, 32, 128, 2048, {100003});
+}
+
+// Many requests (B 64) of random lengths 0..2560 (ends mid-step and mid-page, empty requests),
+// unmapped pages past the ends, heads of very different magnitudes; and B 1 / 8 at 4K / 32K.
+TEST(GpuIndexer, ScoresMatchCpuManyRequests) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  std::vector<int32_t> seq(64);
+  for (size_t b = 0; b < seq.size(); ++b) seq[b] = int32_t(rng_uniform(seed, 41, b) * 2561.f) % 2561;
+  seq[0] = 0;
+  seq[1] = 2560;
+  seq[2] = 33;
+  for (int D : {128, 64, 32}) check_scores(true, 32, D, 40, seq, true);
+  check_scores(true, 32, 128, 64, {4096}, true);
+  check_scores(true, 32, 128, 512, {32768, 1, 30000, 32767, 64, 65, 31, 32}, true);
+}
+
+// Top-k on the one-block path (positions <= 49,152 per row): B 1..64, random lengths, ties, -0/+0,
+// -inf and NaN, unaligned rows (odd stride: scalar loads), k 2048 / 16 / 1; identical to the twin.
+TEST(GpuIndexer, TopkEqualsCpuOneBlockPath) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int stride : {49152, 32768, 4096, 40001})
+    for (int B : {1, 64})
+      for (int k : {2048, 16, 1}) {
+        const int max_pages = (stride + 63) / 64;
+        std::vector<int32_t> seq(B);
+        for (int b = 0; b < B; ++b) seq[b] = int32_t(rng_uniform(seed, 51, uint64_t(b) * 131 + stride) * stride);
+        seq[0] = std::min(stride, max_pages * 64);
+        if (B > 8) {
+          seq[1] = k;
+          seq[2] = k + 1;
+          seq[3] = 0;
+          seq[4] = std::min(stride, 2 * k + 7);
+        }
+        std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed + stride);
+        std::vector<float> s(size_t(B) * stride);
+        for (size_t i = 0; i < s.size(); ++i) s[i] = rng_normal(seed, 52, i);
+        if (B > 8)
+          for (int i = 0; i < stride; ++i) {  // rows 5..7: 7 distinct values; all +-0; 3 values + specials
+            s[size_t(5) * stride + i] = std::floor(rng_uniform(seed, 53, i) * 7.f) - 3.f;
+            s[size_t(6) * stride + i] = i % 3 == 0 ? -0.f : 0.f;
+            const float u = rng_uniform(seed, 54, i);
+            s[size_t(7) * stride + i] = u < 0.05f ? -std::numeric_limits<float>::infinity()
+                                        : u < 0.06f ? std::numeric_limits<float>::quiet_NaN()
+                                        : u < 0.5f  ? 1.f
+                                                    : 2.f;
+          }
+        std::vector<int32_t> want(size_t(B) * k);
+        TopkParams p{s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), B, k};
+        topk_cpu(p);
+        Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+               dout(Where::Device, want.size() * 4, "slots");
+        TopkParams pd{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+        topk_cuda(pd, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << "stride " << stride << " B " << B << " k " << k << " request " << i / k
+                                     << " (seq " << seq[i / k] << ") rank " << i % k;
+      }
 }
 
 TEST(GpuIndexer, TopkEqualsCpu) {
