@@ -350,7 +350,8 @@ void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) 
   const mla_tc::Smem sm(MT, p.layout.fp8, p.layout.row_bytes, kPipeMode != 0);
   auto kernel = mla_tc::mla_decode_tc_kernel<MT, kSplit, kPipeMode>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm.total));
-  kernel<<<dim3((p.H * p.s_q + 63) / 64, p.B, S), mla_tc::kThreads, sm.total, stream>>>(p, chunk);
+  constexpr int HB = 16 * MT;  // heads per CTA: the request's query heads in ceil(HQ / HB) slices
+  kernel<<<dim3((p.H * p.s_q + HB - 1) / HB, p.B, S), mla_tc::kThreads, sm.total, stream>>>(p, chunk);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -362,7 +363,11 @@ void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t st
   // pipelined only when asked (round 2 measures it).
   const bool fp8 = p.layout.fp8;
   const bool pipe = p.kernel == MlaDecodeKernel::TensorCorePipelined || (p.kernel == MlaDecodeKernel::Auto && fp8);
-  if (pipe && hq > 32) {
+  if (mla_decode_heads_per_cta(p) == 16 && hq > 16) {  // 16-head slices: each slice re-reads the rows (L2)
+    if (pipe && fp8) launch_tc<1, kSplit, 1>(p, S, chunk, stream);
+    else if (pipe) launch_tc<1, kSplit, 2>(p, S, chunk, stream);
+    else launch_tc<1, kSplit>(p, S, chunk, stream);
+  } else if (pipe && hq > 32) {
     if (fp8) launch_tc<4, kSplit, 1>(p, S, chunk, stream);
     else launch_tc<4, kSplit, 2>(p, S, chunk, stream);
   } else if (pipe && hq <= 16) {
@@ -390,10 +395,14 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   require(p.topk == 0 || (reinterpret_cast<uintptr_t>(p.kv) & 3u) == 0,
           "mla_decode_cuda: kv must be 4-byte aligned (rows are read as 32-bit words)");
   const int HQ = p.H * p.s_q;  // query heads per request
-  const int S_auto = p.workspace ? mla_decode_num_splits(p.B, HQ, p.topk) : 1;
-  require(p.splits >= 0 && p.splits <= std::max(S_auto, 1) || !p.workspace,
+  const int S_max = p.workspace ? mla_decode_num_splits(p.B, HQ, p.topk) : 1;  // what the workspace holds
+  require(p.heads_per_cta == 0 || p.heads_per_cta == 16 || p.heads_per_cta == 64,
+          "mla_decode_cuda: MlaDecodeParams.heads_per_cta = " + std::to_string(p.heads_per_cta) +
+              ", expected 0 (auto), 16 or 64");
+  const int S_auto = p.workspace ? std::min(S_max, mla_decode_num_splits(p.B, HQ, p.topk, mla_decode_heads_per_cta(p))) : 1;
+  require(p.splits >= 0 && p.splits <= std::max(S_max, 1) || !p.workspace,
           "mla_decode_cuda: MlaDecodeParams.splits = " + std::to_string(p.splits) + ", expected 0 (auto) .. " +
-              std::to_string(S_auto) + " (mla_decode_num_splits)");
+              std::to_string(S_max) + " (mla_decode_num_splits(B, s_q * H, topk))");
   const int S = p.workspace && p.splits > 0 ? p.splits : S_auto;
   int chunk = p.topk;
   if (S > 1) {

@@ -55,6 +55,11 @@ struct MlaDecodeParams {
   // fewer CTAs, at the price of fewer CTAs). Larger values are refused (the workspace is sized for the
   // default). Ignored by the CPU twin and when workspace is null.
   int splits = 0;
+  // Query heads per CTA of the tensor-core kernel: 64 (a request's rows read once for up to 64 heads)
+  // or 16 (16-head slices, each re-reading the rows from L2: 4x the CTAs, a quarter of the Q staging
+  // and of the partials per CTA; for small batches, where the grid, not the bytes, sets the time).
+  // 0 = auto: mla_decode_heads_per_cta. Ignored by the fp32 kernel and the CPU twin.
+  int heads_per_cta = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
@@ -72,7 +77,9 @@ void validate_mla_decode_params(const MlaDecodeParams& p);
 // tiles of 32 rows), so the grid is at most one wave of an H200 (132 SMs, one CTA each), chunks a
 // multiple of 32 rows; 1 = no split (the workspace is then not used).
 // Depends only on its arguments (no device query), so a caller can size the workspace up front.
-int mla_decode_num_splits(int B, int H, int topk);
+int mla_decode_num_splits(int B, int H, int topk, int heads_per_cta = 64);
+// The heads per CTA mla_decode_cuda uses for p: p.heads_per_cta when set, else 64.
+int mla_decode_heads_per_cta(const MlaDecodeParams& p);
 // Bytes of workspace the split-K path needs: B * H * S * (L + 2) * 4 with S = mla_decode_num_splits
 // (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB (S = 64), B = 32 -> 17 MB
 // (S = 4), B = 64 -> 17 MB (S = 2), B = 128 -> 0 (S = 1).

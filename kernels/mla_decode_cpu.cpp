@@ -27,10 +27,13 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
   require(p.q_rope_row_stride >= 0, "mla_decode: q_rope_row_stride must be >= 0");
 }
 
-int mla_decode_num_splits(int B, int H, int topk) {
+int mla_decode_heads_per_cta(const MlaDecodeParams& p) { return p.heads_per_cta > 0 ? p.heads_per_cta : 64; }
+
+int mla_decode_num_splits(int B, int H, int topk, int heads_per_cta) {
   // The tensor-core kernel runs one CTA per SM (~165 KB of shared memory) and one CTA per (request,
   // 64 heads, chunk): split until the grid holds about one wave of the H200's 132 SMs, never more.
-  constexpr int kRowsPerTile = 32, kHeadsPerBlock = 64, kSms = 132;
+  constexpr int kRowsPerTile = 32, kSms = 132;
+  const int kHeadsPerBlock = heads_per_cta > 0 ? heads_per_cta : 64;
   if (B <= 0 || H <= 0 || topk <= kRowsPerTile) return 1;
   const int64_t tiles = (topk + kRowsPerTile - 1) / kRowsPerTile;
   const int64_t blocks = int64_t(B) * ((H + kHeadsPerBlock - 1) / kHeadsPerBlock);

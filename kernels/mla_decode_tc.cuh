@@ -239,7 +239,8 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
   }
 }
 
-// MT m16 tiles of heads (16 * MT heads per CTA, from h0 = blockIdx.x * 64). kSplit: rows
+// MT m16 tiles of heads (HB = 16 * MT heads per CTA, from h0 = blockIdx.x * HB: a request's query
+// heads in ceil(HQ / HB) slices, each slice reading the request's rows again). kSplit: rows
 // [z * chunk, (z + 1) * chunk) of the top-k (z = blockIdx.z), partial to the workspace; else all rows,
 // out and lse.
 // kPipeMode 1 (MT = 4 or 1, FP8 rows; MlaDecodeKernel::TensorCorePipelined): rows arrive two tiles ahead
@@ -275,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
   float* a_s = reinterpret_cast<float*>(smem + sm.a);
   int* idx_s = reinterpret_cast<int*>(smem + sm.idx);
 
-  const int b = blockIdx.y, h0 = blockIdx.x * 64, HQ = p.H * p.s_q;  // query heads t * H + h
+  const int b = blockIdx.y, h0 = blockIdx.x * HB, HQ = p.H * p.s_q;  // query heads t * H + h
   const int j_begin = kSplit ? blockIdx.z * chunk : 0;
   const int j_end = kSplit ? min(p.topk, j_begin + chunk) : p.topk;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

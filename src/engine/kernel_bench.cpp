@@ -569,13 +569,21 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           MlaInputs in = make_mla_inputs(B, H, kTopk, l, idx, seed + B);
           const LatentLayout kl = fp8 ? l : lb;
           MlaDecodeParams p = mla_params(in, fp8 ? pool.as<uint8_t>() : bf16.as<uint8_t>(), kl, B, H, kTopk);
-          // The default split-K count, then (B <= 32, where the split matters) fewer, longer chunks.
+          // The defaults, then (B <= 32, where the grid matters) fewer, longer split-K chunks and
+          // 16-head slices per CTA (tuning sweeps: heads_per_cta, splits).
           const int s_auto = mla_decode_num_splits(B, H, kTopk);
-          std::vector<int> split_sweep{0};
-          if (B <= 32)
+          std::vector<std::pair<int, int>> sweep{{0, 0}};
+          if (B <= 32) {
             for (int d : {2, 4, 8})
-              if (s_auto / d >= 1 && s_auto / d < s_auto) split_sweep.push_back(s_auto / d);
-          for (int sp : split_sweep) {
+              if (s_auto / d >= 1 && s_auto / d < s_auto) sweep.push_back({64, s_auto / d});
+            if (H > 16) {
+              const int s16 = std::min(s_auto, mla_decode_num_splits(B, H, kTopk, 16));
+              sweep.push_back({16, 0});
+              if (s16 / 2 >= 1) sweep.push_back({16, s16 / 2});
+            }
+          }
+          for (auto [hpc, sp] : sweep) {
+            p.heads_per_cta = hpc;
             p.splits = sp;
             std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
             const double L = l.latent_dim, R = l.rope_dim;
@@ -587,7 +595,9 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
             r.heads = H;
             r.topk = kTopk;
             r.pool_tokens = rows;
-            r.splits = sp > 0 ? sp : s_auto;
+            r.heads_per_cta = mla_decode_heads_per_cta(p);
+            r.splits = sp > 0 ? sp
+                              : std::min(s_auto, mla_decode_num_splits(B, H, kTopk, r.heads_per_cta));
             r.check = mla_check + "; split-K workspace " + std::to_string(p.workspace_bytes) + " B" +
                       (sp > 0 ? "; splits " + std::to_string(sp) + " (tuning, default " + std::to_string(s_auto) + ")"
                               : "");
@@ -760,6 +770,7 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
                     {"n", r.n},
                     {"k", r.k},
                     {"splits", r.splits},
+                    {"heads_per_cta", r.heads_per_cta},
                     {"check", r.check}});
   return list;
 }
@@ -767,12 +778,13 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
 std::string kernel_bench_table(const std::vector<KernelBenchRecord>& records) {
   std::string s;
   char line[256];
-  std::snprintf(line, sizeof line, "%-16s %5s %5s %8s %8s %5s %11s %9s %9s %9s\n", "kernel", "batch", "heads",
-                "context", "pool", "split", "median_us", "GB/s", "TFLOP/s", "roofline");
+  std::snprintf(line, sizeof line, "%-16s %5s %5s %8s %8s %5s %4s %11s %9s %9s %9s\n", "kernel", "batch",
+                "heads", "context", "pool", "split", "hpc", "median_us", "GB/s", "TFLOP/s", "roofline");
   s += line;
   for (const auto& r : records) {
-    std::snprintf(line, sizeof line, "%-16s %5d %5d %8lld %8lld %5d %11.1f %9.0f %9.1f %8.1f%%\n", r.kernel.c_str(),
-                  r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.splits, r.median_us,
+    std::snprintf(line, sizeof line, "%-16s %5d %5d %8lld %8lld %5d %4d %11.1f %9.0f %9.1f %8.1f%%\n",
+                  r.kernel.c_str(), r.batch, r.heads, (long long)r.context, (long long)r.pool_tokens, r.splits,
+                  r.heads_per_cta, r.median_us,
                   r.achieved_gbps, r.tflops, 100.0 * r.roofline_fraction);
     s += line;
   }

@@ -52,6 +52,7 @@ struct KernelBenchRecord {
   int reps = 0;
   int64_t n = 0, k = 0;  // linear_fp8 / linear_bf16: the weight's [n, k] (batch = m tokens)
   int splits = 0;         // mla_decode: split-K chunks per request (the default's or a tuning value)
+  int heads_per_cta = 0;  // mla_decode: query heads per CTA (64, or 16-head slices)
   std::string check;  // the correctness check that preceded the timing ("bit-identical", "max rel err 1e-7", ...)
 };
 

@@ -134,7 +134,8 @@ struct GpuResult {
   std::vector<float> out, lse;
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
-                  const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto, int splits = 0) {
+                  const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto, int splits = 0,
+                  int heads_per_cta = 0) {
   const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
   const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
@@ -146,6 +147,7 @@ GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8
   }
   p.kernel = kernel;
   p.splits = splits;
+  p.heads_per_cta = heads_per_cta;
   mla_decode_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return {to_host<float>(o, n_out), to_host<float>(l, n_lse)};
@@ -195,15 +197,19 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
                       nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
 
-  // Passes: single-pass, split-K as chosen, and (when the default splits more than twice) split-K with
-  // a third of the default's chunks (MlaDecodeParams.splits: uneven chunks, some possibly empty).
+  // Passes: single-pass, split-K as chosen, (when the default splits more than twice) split-K with a
+  // third of the default's chunks (MlaDecodeParams.splits: uneven chunks, some possibly empty), and
+  // (tensor cores, more than 16 query heads) 16-head slices per CTA, single-pass and split-K.
   const int s_default = mla_decode_num_splits(c.B, c.HQ(), c.topk);
-  for (int pass = 0; pass < (s_default > 2 ? 3 : 2); ++pass) {
-    const bool split = pass > 0;
-    const int splits = pass == 2 ? s_default / 3 : 0;
-    SCOPED_TRACE(!split ? "single-pass path" : splits ? "split-K path, splits " + std::to_string(splits) : "split-K path");
-    const GpuResult g =
-        run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::Auto, splits);
+  for (int pass = 0; pass < 5; ++pass) {
+    if (pass == 2 && s_default <= 2) continue;
+    if (pass >= 3 && (!tc || c.HQ() <= 16)) continue;
+    const bool split = pass == 1 || pass == 2 || pass == 4;
+    const int splits = pass == 2 ? s_default / 3 : 0, hpc = pass >= 3 ? 16 : 0;
+    SCOPED_TRACE(std::string(split ? "split-K path" : "single-pass path") +
+                 (splits ? ", splits " + std::to_string(splits) : "") + (hpc ? ", 16 heads per CTA" : ""));
+    const GpuResult g = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
+                                MlaDecodeKernel::Auto, splits, hpc);
     double max_abs = 0, max_ref = 0, max_lse = 0;
     for (size_t i = 0; i < n_out; ++i) {
       max_abs = std::max(max_abs, double(std::fabs(g.out[i] - out[i])));
@@ -218,10 +224,10 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     }
     const double tol_out = tc ? p_tol + 1e-5 * std::max(1.0, max_ref) : 2e-5 * std::max(1.0, max_ref);
     const double tol_lse = tc ? 1e-4 : 2e-5;
-    std::printf("mla_decode %s %s L=%d B=%d s_q=%d H=%d topk=%d (S=%d): max abs err %.3g (tol %.3g, max |out| %.3g, "
+    std::printf("mla_decode %s %s%s L=%d B=%d s_q=%d H=%d topk=%d (S=%d): max abs err %.3g (tol %.3g, max |out| %.3g, "
                 "max |V| %.3g), max lse err %.3g (tol %.3g)\n",
-                tc ? "tensor-core" : "fp32", split ? "split" : "single", c.L, c.B, c.s_q, c.H, c.topk,
-                split ? (splits ? splits : s_default) : 1, max_abs, tol_out, max_ref, max_v, max_lse,
+                tc ? "tensor-core" : "fp32", split ? "split" : "single", hpc ? " 16h/CTA" : "", c.L, c.B, c.s_q, c.H,
+                c.topk, split ? (splits ? splits : std::min(s_default, mla_decode_num_splits(c.B, c.HQ(), c.topk, hpc ? 16 : 64))) : 1, max_abs, tol_out, max_ref, max_v, max_lse,
                 tol_lse);
     EXPECT_LE(max_abs, tol_out);
     EXPECT_LE(max_lse, tol_lse);

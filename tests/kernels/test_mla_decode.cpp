@@ -223,6 +223,15 @@ TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
   EXPECT_EQ(mla_decode_num_splits(1024, 64, 2048), 1);
   EXPECT_EQ(mla_decode_num_splits(1, 64, 32), 1);
   EXPECT_EQ(mla_decode_num_splits(1, 64, 33), 2);
+  // 16-head slices: 4 CTAs per request at H = 64, so a quarter of the splits fill the same wave.
+  EXPECT_EQ(mla_decode_num_splits(1, 64, 2048, 16), 32);  // 132 / 4 = 33 -> 2 tiles per chunk -> 32
+  EXPECT_EQ(mla_decode_num_splits(8, 64, 2048, 16), 4);
+  EXPECT_EQ(mla_decode_num_splits(64, 64, 2048, 16), 1);
+  EXPECT_EQ(mla_decode_num_splits(1, 16, 2048, 16), 64);
+  MlaDecodeParams p;
+  EXPECT_EQ(mla_decode_heads_per_cta(p), 64);
+  p.heads_per_cta = 16;
+  EXPECT_EQ(mla_decode_heads_per_cta(p), 16);
   EXPECT_EQ(mla_decode_num_splits(0, 64, 2048), 1);
   EXPECT_EQ(mla_decode_workspace_bytes(1024, 64, 2048, 512), 0u);
   EXPECT_EQ(mla_decode_workspace_bytes(1, 64, 2048, 512), size_t(64) * 64 * 514 * 4);

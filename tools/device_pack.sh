@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Packs built executables for a device call (see ../.library/device): strips them and writes
+# .device/pack.tar.xz with bin/<name> (the device scripts unpack it with `tar xJf .device/pack.tar.xz -C .device`).
+# Usage: tools/device_pack.sh BUILD_DIR EXECUTABLE...
+set -euo pipefail
+build=$1; shift
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" .device
+for t in "$@"; do
+  [ -x "$build/$t" ] || { echo "device_pack: $build/$t: not built" >&2; exit 1; }
+  cp "$build/$t" "$tmp/bin/" && strip "$tmp/bin/$t" 2>/dev/null || true
+done
+XZ_OPT=-T2 tar cJf .device/pack.tar.xz -C "$tmp" bin
+ls -la .device/pack.tar.xz
