@@ -23,6 +23,7 @@
 #include "kernels/kv_cast.h"
 #include "kernels/kv_layout.h"
 #include "kernels/linear.h"
+#include "kernels/linear_fp8.h"
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -495,6 +496,107 @@ std::string check_indexer(cudaStream_t stream) {
 
 }  // namespace
 
+namespace {
+
+// --- FP8 projections on the tensor cores (linear_fp8_mma, kernels/linear_fp8.h) against the GEMV
+// (linear_fp8), the dequantize + cuBLASLt path (linear_fp8_dequant, m > 16) and cuBLASLt BF16, for
+// m = 1 .. 64 at o_proj 6144x16384, one expert's gate+up 4096x6144 and down 6144x2048, kv_a 576x6144.
+// Bytes: W once (n k) + scales (n k / 16384 * 4) + x (m k 4) + y (m n 4); FLOPs 2 m n k. Before timing,
+// the kernel is checked against its twin linear_fp8_mma_cpu on 64 rows (rel 1e-5 of sum |x w|). Each
+// m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default.
+void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
+                      uint64_t seed, std::vector<KernelBenchRecord>& out) {
+  std::fprintf(stderr, "bench kernels: linear_fp8_mma (vs linear_fp8 GEMV, dequant + cuBLASLt, linear_bf16)\n");
+  LinearContext ctx;
+  std::vector<std::pair<int, int>> shapes = {{6144, 16384}, {4096, 6144}};
+  if (!opt.quick) {
+    shapes.push_back({6144, 2048});
+    shapes.push_back({576, 6144});
+  }
+  for (auto [n, k] : shapes) {
+    const size_t nk = size_t(n) * k, nb = size_t((n + 127) / 128) * ((k + 127) / 128);
+    std::vector<uint8_t> codes(nk);
+    std::vector<float> scales(nb);
+    for (size_t i = 0; i < nk; i += 8) {
+      const uint64_t h = splitmix64(seed ^ (i * 0x9e37u) ^ 0x5bd1e995u);
+      for (size_t q = 0; q < 8 && i + q < nk; ++q) codes[i + q] = uint8_t((h >> (8 * q)) & 0xf7u);  // finite, both signs
+    }
+    for (size_t i = 0; i < nb; ++i) scales[i] = (0.5f + rng_uniform(seed, 41, i)) / 448.f;
+    Buffer dw = to_device(codes, "bench fp8 weight"), ds = to_device(scales, "bench fp8 scales");
+    Buffer wb(Where::Device, nk * 2, "bench bf16 weight");
+    fill_bf16_device(wb.data(), nk, seed, 42);
+    const std::vector<int> ms = opt.quick ? std::vector<int>{1, 8, 32, 64} : std::vector<int>{1, 2, 4, 8, 16, 32, 64};
+    for (int m : ms) {
+      std::vector<float> x(size_t(m) * k);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 43, i);
+      Buffer dx = to_device(x, "bench x"), dy(Where::Device, size_t(m) * n * 4, "bench y");
+      LinearParams p{dx.as<float>(), dw.data(), DType::F8_E4M3, dy.as<float>(), m, n, k, false, false};
+      p.w_scale = ds.as<float>();
+      const double bytes = double(nk) + double(nb) * 4 + double(m) * k * 4 + double(m) * n * 4;
+      const double flops = 2.0 * m * double(nk);
+      auto record = [&](const std::string& name, const std::function<void()>& launch, double rec_bytes,
+                        const std::string& check) {
+        std::vector<double> us = timer.time(launch);
+        KernelBenchRecord r = make_record(name, us, rec_bytes, flops, c);
+        r.batch = m;
+        r.n = n;
+        r.k = k;
+        r.check = check;
+        progress(r);
+        out.push_back(r);
+      };
+      if (m >= 2) {
+        const int mt_default = m <= 16 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
+        for (int mt : {0, mt_default == 4 ? 2 : 4}) {
+          if (mt == 4 && m > 32) continue;  // taken as 2 there (register spills)
+          const size_t elems = size_t(linear_fp8_mma_splits(p, mt)) * m * n;
+          Buffer part(Where::Device, elems * 4, "bench mma partial sums");
+          linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt);
+          CUDA_CHECK(cudaStreamSynchronize(stream));
+          std::vector<float> got = to_host<float>(dy, size_t(m) * n);
+          LinearParams h = p;  // twin on the first 64 rows
+          std::vector<float> ref(size_t(m) * 64);
+          h.x = x.data();
+          h.w = codes.data();
+          h.w_scale = scales.data();
+          h.y = ref.data();
+          h.n = 64;
+          h.ld_scale = (k + 127) / 128;
+          linear_fp8_mma_cpu(h);
+          double err = 0;
+          for (int i = 0; i < m; ++i)
+            for (int r = 0; r < 64; ++r) {
+              double mag = 0;
+              for (int col = 0; col < k; ++col)
+                mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
+                                 scales[size_t(r / 128) * h.ld_scale + col / 128]);
+              err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
+            }
+          require(err < 1e-5, "bench kernels: linear_fp8_mma (mt " + std::to_string(mt) +
+                                  ") disagrees with linear_fp8_mma_cpu (max rel err " + sci(err) + " of sum |x w|)");
+          const int S = linear_fp8_mma_splits(p, mt);
+          const std::string name = mt == 0 ? "linear_fp8_mma" : "linear_fp8_mma_mt" + std::to_string(mt);
+          record(name, [&] { linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt); },
+                 bytes + (S > 1 ? 2.0 * S * m * n * 4 : 0.0),
+                 "vs linear_fp8_mma_cpu, 64 rows: max rel err " + sci(err) + " of sum |x w|; split-K " + std::to_string(S));
+        }
+      }
+      LinearContext old;  // the pre-mma FP8 paths: GEMV for m <= 16, dequantize + cuBLASLt beyond
+      old.fp8_mma_max_m = 0;
+      record(m <= old.fp8_gemv_max_m ? "linear_fp8" : "linear_fp8_dequant", [&] { linear_cuda(p, old, stream); },
+             m <= old.fp8_gemv_max_m ? bytes : bytes + double(nk) * 4, "checked in gpu_linear_fp8");
+      LinearParams q = p;
+      q.w = wb.data();
+      q.w_dtype = DType::BF16;
+      q.w_scale = nullptr;
+      record("linear_bf16", [&] { linear_cuda(q, ctx, stream); },
+             double(nk) * 2 + double(m) * k * 4 + double(m) * n * 4, "cuBLASLt (checked in gpu_linear)");
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   require(cuda_available(), "bench kernels: no CUDA device (the benchmark times GPU kernels)");
   require(opt.reps >= 1, "bench kernels: --reps = " + std::to_string(opt.reps) + ", expected >= 1");
@@ -677,6 +779,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   if (kernel_bench_wants(opt, "linear")) {
     std::fprintf(stderr, "bench kernels: linear_fp8, linear_bf16\n");
     LinearContext ctx;
+    ctx.fp8_mma_max_m = 0;  // linear_fp8 = the GEMV here; the tensor-core path: bench_linear_mma
     const std::pair<int, int> shapes[] = {{6144, 16384}, {16384, 2048}, {2048, 6144}, {4096, 6144}};  // o_proj, q_b, q_a, gate_up
     for (auto [n, k] : shapes) {
       const size_t nk = size_t(n) * k, nb = size_t((n + 127) / 128) * ((k + 127) / 128);
@@ -734,6 +837,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
       }
     }
   }
+  if (kernel_bench_wants(opt, "linear")) bench_linear_mma(opt, stream, timer, c, seed, out);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
