@@ -1,11 +1,13 @@
 // CUDA kernels of indexer.h.
-// indexer_score, GLM-5 shape (Hi 32, D 32..128): TF32 tensor cores, see indexer_score_mma_kernel.
+// indexer_score, GLM-5 shape with FP8 keys (Hi 32, D 32 / 64 / 128): FP16 tensor cores from registers,
+// see indexer_score_f16_kernel; BF16 keys (Hi 32, D 32..128): TF32 tensor cores, indexer_score_mma_kernel.
 // indexer_score, other shapes: one block per (logical page of 64 positions, request). The page's keys are
 // dequantized into shared memory as fp32 (a [64][D+1] tile, conflict-free column reads), the
 // request's queries and head weights too; thread (token, head quarter) sums w_h * ReLU(scale * q_h.k)
 // over a quarter of the heads, the four partial sums are added in a fixed order.
 // Bytes: B * seq_len * (D + 4) key bytes + 4 per score; FLOPs: 2 * B * seq_len * Hi * D.
-// topk: one cluster of C blocks of 1024 threads per request (C up to 8 when B is small: B = 1 at
+// topk, rows <= 49,152 positions: one block per request, keys in shared memory (topk1_kernel).
+// topk, longer rows: one cluster of C blocks of 1024 threads per request (C up to 8 when B is small: B = 1 at
 // 128K context was one SM reading 3 x 512 KB, 153 us, as long as the scores); radix select of the
 // k-th largest order key (3 passes of 11/11/10-bit digits, each block's shared-memory histogram
 // summed over the cluster through distributed shared memory; after the first pass, each block's
@@ -624,7 +626,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk1_kernel(TopkParams p, int l
   __syncthreads();
   // 1. Read, store, count the top digit (bits 31..21).
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
-  constexpr int kUnroll = 4, kSpan = 4 * kTopkThreads;  // positions per float4 round
+  constexpr int kUnroll = 8, kSpan = 4 * kTopkThreads;  // 32,768 positions' loads in flight together
   for (int base = 0; base < n; base += kUnroll * kSpan) {
     float4 v[kUnroll];
 #pragma unroll
@@ -837,9 +839,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       }
     }
     cluster.sync();  // every block's histogram is complete
-    for (int i = tid; i < nbins; i += kTopkThreads) {
+    for (int i = tid; i < nbins; i += kTopkThreads) {  // C_ remote loads in flight together
+      unsigned part[C_];
+#pragma unroll
+      for (int r = 0; r < C_; ++r) part[r] = cluster.map_shared_rank(hist, r)[i];
       unsigned sum = 0;
-      for (int r = 0; r < C; ++r) sum += cluster.map_shared_rank(hist, r)[i];
+#pragma unroll
+      for (int r = 0; r < C_; ++r) sum += part[r];
       merged[i] = sum;
     }
     cluster.sync();  // the remote reads are done (hist is rewritten next pass); merged is complete

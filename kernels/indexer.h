@@ -28,9 +28,11 @@ struct IndexerScoreParams {
 // the indexer cache); FP8 keys dequantize to e4m3 * scale in fp32, BF16 keys to their value.
 // Throws glm5::Error on null pointers, B/Hi < 0, max_pages < 1, and (CPU twin only, it reads them)
 // seq_len outside [0, max_pages*64] or a negative page id below seq_len; the kernel writes -inf there.
-// GPU: Hi = 32 and D a multiple of 16 in [32, 128] (GLM-5: 32 x 128) run on TF32 tensor cores, the
-// key values exact, q as two TF32 terms and the FP8 scale applied after the dot product: equal to
-// the fp32 twin within ~1e-6 relative (not bit for bit); other shapes use an fp32 FMA kernel.
+// GPU: FP8 keys with Hi = 32 and D 32 / 64 / 128 (GLM-5: 32 x 128) run on FP16 tensor cores (e4m3
+// codes exact in FP16, q as two FP16 terms after a per-head power-of-2 scale, the FP8 scale applied
+// after the dot product); BF16 keys with Hi = 32 and D a multiple of 16 in [32, 128] on TF32 tensor
+// cores (q as two TF32 terms). Both equal the fp32 twin within ~1e-6 relative (not bit for bit);
+// other shapes use an fp32 FMA kernel.
 void validate_indexer_score_params(const IndexerScoreParams& p);
 void indexer_score_cpu(const IndexerScoreParams& p);
 void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
@@ -39,7 +41,9 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
 // GPU: radix select on the order-preserving uint32 of each score (3 passes of 11/11/10-bit digits over
 // shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
-// when they fit), then an ordered compaction. One thread-block cluster of C blocks (1024 threads,
+// when they fit), then an ordered compaction. Rows of <= 49,152 positions (min(score_stride,
+// max_pages*64)): one block of 1024 threads per request holding all its order keys in shared memory
+// (the scores read once). Longer rows: one thread-block cluster of C blocks (1024 threads,
 // 208 KiB of shared memory each) per request, each block owning 1/C of the positions (read from
 // global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch, down to 1 when B
