@@ -24,6 +24,7 @@
 #include "kernels/kv_layout.h"
 #include "kernels/linear.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -597,6 +598,102 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
 
 }  // namespace
 
+namespace {
+
+// --- MLA weight absorption at GLM-5's dims (nope 192, v 256, kv_lora 512, BF16 kv_b) ---
+// Bytes = each head's weights once (what the fast path reads) + activations in + results out; FLOPs
+// = 2 x B x H x K x N. The roofline's compute ceiling is the BF16 tensor-core GEMM, which these fp32
+// FMA kernels cannot reach: the check string carries the fp32 FMA floor (SMs x 128 FMA/clk x clock).
+// The simple kernels run too ("_naive") so the gain is visible. Both paths are first checked
+// against the CPU twins at B = 5, H = 64: error relative to sum |x||w| per output.
+void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool quick, uint64_t seed,
+                  std::vector<KernelBenchRecord>& out) {
+  std::fprintf(stderr, "bench kernels: mla_absorb, mla_unabsorb (fp32 FMA, BF16 kv_b)\n");
+  constexpr int kNope = 192, kRope = 64, kV = 256, kL = 512, kQk = kNope + kRope;
+  int sms = 0, clock_khz = 0, dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev));
+  const double fp32_flops = double(sms) * 128 * 2 * clock_khz * 1e3;
+  const int Hmax = 64, Bmax = 128;
+  const size_t w_elems = size_t(Hmax) * (kNope + kV) * kL;
+  Buffer kv(Where::Device, w_elems * 2, "bench kv_b");
+  fill_bf16_device(kv.data(), w_elems, seed, 41);
+  std::vector<float> x(size_t(Bmax) * Hmax * kL);  // q [B, H, 256] or o_latent [B, H, 512]: the larger
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 42, i);
+  Buffer dx = to_device(x, "bench absorb activations");
+  Buffer dy(Where::Device, size_t(Bmax) * Hmax * kL * 4, "bench absorb results");
+
+  // Correctness first: fast and simple paths vs the CPU twin.
+  std::string check;
+  {
+    const int B = 5, H = Hmax;
+    std::vector<uint16_t> w = to_host<uint16_t>(kv, w_elems), w_abs(w);
+    for (auto& e : w_abs) e &= 0x7fffu;
+    std::vector<float> xa(size_t(B) * H * kL), xa_abs(xa.size());
+    for (size_t i = 0; i < xa.size(); ++i) xa_abs[i] = std::fabs(xa[i] = x[i]);
+    const size_t na = size_t(B) * H * kL, nu = size_t(B) * H * kV;
+    std::vector<float> ra(na), sa(na), ru(nu), su(nu);
+    mla_absorb_cpu({xa.data(), w.data(), DType::BF16, ra.data(), B, H, kNope, kV, kL, kQk});
+    mla_absorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, sa.data(), B, H, kNope, kV, kL, kQk});
+    mla_unabsorb_cpu({xa.data(), w.data(), DType::BF16, ru.data(), B, H, kNope, kV, kL});
+    mla_unabsorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, su.data(), B, H, kNope, kV, kL});
+    double err[4] = {0, 0, 0, 0};
+    for (int simple = 0; simple < 2; ++simple) {
+      const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
+      CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, na * 4, stream));  // NaN: unwritten values fail the check
+      simple ? mla_absorb_simple_cuda(pa, stream) : mla_absorb_cuda(pa, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<float> ga = to_host<float>(dy, na);
+      for (size_t i = 0; i < na; ++i)
+        err[simple] = std::max(err[simple], std::isfinite(ga[i]) ? std::fabs(double(ga[i]) - ra[i]) / sa[i] : 1.0);
+      const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
+      CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, nu * 4, stream));
+      simple ? mla_unabsorb_simple_cuda(pu, stream) : mla_unabsorb_cuda(pu, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<float> gu = to_host<float>(dy, nu);
+      for (size_t i = 0; i < nu; ++i)
+        err[2 + simple] = std::max(err[2 + simple], std::isfinite(gu[i]) ? std::fabs(double(gu[i]) - ru[i]) / su[i] : 1.0);
+    }
+    for (double e : err)
+      require(e < 1e-5, "bench kernels: mla_absorb / mla_unabsorb disagree with the CPU twin (max err " + sci(e) +
+                            " of sum |x||w|, expected < 1e-5)");
+    check = "vs CPU twin B=5 H=64: max err " + sci(std::max({err[0], err[1], err[2], err[3]})) + " of sum |x||w|";
+  }
+
+  for (int H : {64, 16}) {
+    for (int B : quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 128}) {
+      const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
+      const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
+      for (int which = 0; which < 4; ++which) {
+        const bool absorb = which < 2, simple = which % 2 == 1;
+        const MlaAbsorbPlan plan = absorb ? plan_mla_absorb(pa) : plan_mla_unabsorb(pu);
+        std::vector<double> us = timer.time([&] {
+          if (absorb) simple ? mla_absorb_simple_cuda(pa, stream) : mla_absorb_cuda(pa, stream);
+          else simple ? mla_unabsorb_simple_cuda(pu, stream) : mla_unabsorb_cuda(pu, stream);
+        });
+        const double K = absorb ? kNope : kL, N = absorb ? kL : kV;
+        const double bytes = double(H) * K * N * 2 + double(B) * H * (K + N) * 4, flops = 2.0 * B * H * K * N;
+        const std::string name = std::string(absorb ? "mla_absorb" : "mla_unabsorb") + (simple ? "_naive" : "");
+        KernelBenchRecord r = make_record(name, us, bytes, flops, c);
+        r.batch = B;
+        r.heads = H;
+        r.n = int64_t(N);
+        r.k = int64_t(K);
+        r.check = check + "; fp32 FMA floor " + sci(flops / fp32_flops * 1e6) + " us";
+        if (!simple && plan.fast)
+          r.check += "; " + std::to_string(plan.ctas) + " CTAs, " + std::to_string(4 * plan.batch_groups) +
+                     " rows x " + std::to_string(plan.passes) + " passes, " + std::to_string(plan.smem_bytes / 1024) +
+                     " KB smem";
+        progress(r);
+        out.push_back(r);
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   require(cuda_available(), "bench kernels: no CUDA device (the benchmark times GPU kernels)");
   require(opt.reps >= 1, "bench kernels: --reps = " + std::to_string(opt.reps) + ", expected >= 1");
@@ -838,6 +935,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
     }
   }
   if (kernel_bench_wants(opt, "linear")) bench_linear_mma(opt, stream, timer, c, seed, out);
+  if (kernel_bench_wants(opt, "absorb")) bench_absorb(stream, timer, c, opt.quick, seed, out);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
