@@ -15,6 +15,7 @@
 #include "kernels/fp8_dot.cuh"
 #include "kernels/kv_cast.cuh"
 #include "kernels/linear_fp8.h"
+#include "kernels/linear_fp8_mma.cuh"
 
 namespace glm5 {
 
@@ -142,47 +143,8 @@ __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int
   if (lane == 0) scales[tokens_fastest ? size_t(b) * m + t : size_t(t) * blocks + b] = scale;
 }
 
-// ---- Tensor-core path (linear_fp8_mma_cuda) ----
-// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 fragments (PTX ISA, "Matrix Fragments for
-// mma.m16n8k16 with floating point type"; g = lane / 4, t = lane % 4):
-//   A (16 x 16, row): reg0 = (row g, k 2t..2t+1), reg1 = (row g+8, k 2t..2t+1),
-//                     reg2 = (row g, k 2t+8..2t+9), reg3 = (row g+8, k 2t+8..2t+9)  (low half = lower k)
-//   B (16 x 8, col):  reg0 = (k 2t..2t+1, column g), reg1 = (k 2t+8..2t+9, column g)
-//   C (16 x 8, f32):  c0, c1 = (row g, columns 2t, 2t+1), c2, c3 = (row g+8, columns 2t, 2t+1)
-// k permutation: in a 64-column chunk, lane (g, t) loads bytes [16t, 16t + 16) of W rows g and g+8
-// (one 16-byte load each); mma step s (0..3) takes bytes 16t + 4s + {0, 1} as logical k {2t, 2t+1} (the
-// low 16 bits of word s) and 16t + 4s + {2, 3} as logical k {2t+8, 2t+9} (the high 16 bits). Over t and s
-// this is a bijection of the 64 columns, and B uses the same map: lane (g, t) holds token g's x at
-// columns 16t + 4s + {0..3}, i.e. 16 contiguous fp32 values per chunk (4 float4 loads).
-// Warp tile: MT m-tiles (16 MT rows) x NT n-tiles (8 NT tokens); one 128-column block (2 chunks) per
-// iteration: 4 MT 16-byte W loads per lane issued first, then per n-tile the x loads, the per-block
-// power-of-two scale (amax over the quad's 4 lanes x 2 chunks = the token's 128 columns), the f16
-// fragments, and MT x 8 mma into a temporary promoted with w_scale * 2^-e.
+// ---- Tensor-core path (linear_fp8_mma_cuda): the warp tile is fp8_mma_warp_tile (linear_fp8_mma.cuh) ----
 constexpr int kMmaWarps = 4;
-
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
-  uint32_t d;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(static_cast<unsigned short>(two & 0xffffu)));
-  return d;
-}
-
-__device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
-  const __half2 h = __floats2half2_rn(lo, hi);  // .x (low 16 bits) = lo
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ void mma_16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                          uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t word_of(const uint4& v, int s) {
-  return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
-}
 
 // grid (ceil(m / (8 NT)), ceil(n / (16 MT kMmaWarps)), S), block 32 kMmaWarps. Split z covers columns
 // [z per_split, min(k, (z + 1) per_split)), per_split a multiple of 128; S > 1 writes part[z][t][row].
@@ -203,82 +165,14 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
     for (int h = 0; h < 2; ++h) wrow[i][h] = w + size_t(min(row0 + 16 * i + g + 8 * h, p.n - 1)) * ldw;  // rows past n: never stored
     srow[i] = p.w_scale + size_t(min(row0 + 16 * i, p.n - 1) / kFp8WeightBlock) * lds;  // one 128-row block per m-tile
   }
-  float acc[MT][NT][4];
+  const float* xrow[NT];
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-
-  for (int kb0 = c_lo; kb0 < c_hi; kb0 += kFp8WeightBlock) {
-    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]
-#pragma unroll
-    for (int ch = 0; ch < 2; ++ch) {
-      const int c = kb0 + 64 * ch + 16 * t;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          wv[i][ch][h] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + c)) : make_uint4(0, 0, 0, 0);
-    }
-    float ws[MT];
-#pragma unroll
-    for (int i = 0; i < MT; ++i) ws[i] = __ldg(srow[i] + kb0 / kFp8WeightBlock);
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      if (tok0 + 8 * j >= p.m) break;  // warp-uniform
-      const int tok = tok0 + 8 * j + g;
-      const float* xr = p.x + size_t(min(tok, p.m - 1)) * p.k;
-      float xv[2][16];
-      float amax = 0.f;
-#pragma unroll
-      for (int ch = 0; ch < 2; ++ch) {
-        const int c = kb0 + 64 * ch + 16 * t;
-        const bool ok = tok < p.m && c < c_hi;  // k % 16 == 0: a lane's 16 columns are all in or all out
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4 v = ok ? __ldg(reinterpret_cast<const float4*>(xr + c) + q) : make_float4(0.f, 0.f, 0.f, 0.f);
-          xv[ch][4 * q] = v.x;
-          xv[ch][4 * q + 1] = v.y;
-          xv[ch][4 * q + 2] = v.z;
-          xv[ch][4 * q + 3] = v.w;
-          amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
-        }
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      const int e = fp8_mma_scale_exp(amax);
-      const float scale = __uint_as_float(uint32_t(127 + e) << 23), inv = __uint_as_float(uint32_t(127 - e) << 23);
-      uint32_t b[2][4][2];
-#pragma unroll
-      for (int ch = 0; ch < 2; ++ch)
-#pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          b[ch][s][0] = f16x2_bits(xv[ch][4 * s] * scale, xv[ch][4 * s + 1] * scale);
-          b[ch][s][1] = f16x2_bits(xv[ch][4 * s + 2] * scale, xv[ch][4 * s + 3] * scale);
-        }
-      // C columns 2t, 2t+1 are tokens whose scales live in quads 2t and 2t+1.
-      const float inv0 = __shfl_sync(0xffffffffu, inv, 8 * t), inv1 = __shfl_sync(0xffffffffu, inv, 8 * t + 4);
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        float tmp[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int ch = 0; ch < 2; ++ch)
-#pragma unroll
-          for (int s = 0; s < 4; ++s) {
-            const uint32_t lo = word_of(wv[i][ch][0], s), hi = word_of(wv[i][ch][1], s);
-            mma_16816(tmp, e4m3x2_to_f16x2(lo), e4m3x2_to_f16x2(hi), e4m3x2_to_f16x2(lo >> 16),
-                      e4m3x2_to_f16x2(hi >> 16), b[ch][s][0], b[ch][s][1]);
-          }
-        const float s0 = ws[i] * inv0, s1 = ws[i] * inv1;
-        acc[i][j][0] = fmaf(s0, tmp[0], acc[i][j][0]);
-        acc[i][j][1] = fmaf(s1, tmp[1], acc[i][j][1]);
-        acc[i][j][2] = fmaf(s0, tmp[2], acc[i][j][2]);
-        acc[i][j][3] = fmaf(s1, tmp[3], acc[i][j][3]);
-      }
-    }
+  for (int j = 0; j < NT; ++j) {
+    const int tok = tok0 + 8 * j + g;
+    xrow[j] = tok < p.m ? p.x + size_t(tok) * p.k : nullptr;
   }
+  float acc[MT][NT][4];
+  fp8_mma_warp_tile<MT, NT>(wrow, srow, xrow, min(NT, (p.m - tok0 + 7) / 8), c_lo, c_hi, acc);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -300,9 +194,9 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
 constexpr int64_t kMmaTargetBlocks = 132 * 3;  // ~3 blocks of 4 warps per SM (~160 registers per thread)
 
 int mma_nt(int m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
-// ptxas (CUDA 13, sm_90, 255-register cap): MT 4 x NT 1 / 2 use 188 / 240 registers, no spill; MT 4 x
-// NT 4 spills 80 B and MT 4 x NT 8 spills 700 B, so m > 16 runs MT 2 (NT 4: 200, NT 8: 229 registers)
-// and an explicit mt = 4 is honoured only up to m = 32.
+// ptxas (CUDA 13, sm_90, 255-register cap): MT 4 x NT 1 / 2 use 188 / 238 registers, no spill; MT 4 x
+// NT 4 spills 72 B and MT 4 x NT 8 ~700 B, so m > 16 runs MT 2 by default (NT 4: 183, NT 8: 213
+// registers) and an explicit mt = 4 is honoured only up to m = 32.
 int mma_effective_mt(int m, int mt) {
   if (mt == 0) return m <= 16 ? 4 : 2;
   return mma_nt(m) == 8 ? 2 : mt;
