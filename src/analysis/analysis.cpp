@@ -14,9 +14,9 @@ const std::vector<std::string>& canonical_op_order() {
   static const std::vector<std::string> order = {
       "embed",
       "attn.norm", "attn.q_a_proj", "attn.q_a_norm", "attn.q_b_proj", "attn.q_proj", "attn.kv_a_proj",
-      "attn.kv_a_norm", "attn.rope", "attn.kv_write", "attn.kv_append",
-      "attn.indexer", "attn.indexer.wq_b", "attn.indexer.wk", "attn.indexer.weights_proj",
-      "attn.indexer.k_write", "attn.indexer.score", "attn.indexer.topk", "attn.topk",
+      "attn.indexer.wk", "attn.indexer.weights_proj", "attn.prologue", "attn.kv_a_norm", "attn.rope", "attn.kv_write",
+      "attn.kv_append", "attn.indexer", "attn.indexer.wq_b", "attn.indexer.k_write", "attn.indexer.score",
+      "attn.indexer.topk", "attn.topk",
       "attn.q_absorb", "attn.kv_cast", "attn.kv_gather_cast", "attn.mla", "attn.v_unabsorb",
       "attn.v_absorb", "attn.o_proj",
       "mlp.norm", "mlp.gate_up", "mlp.act", "mlp.down", "mlp.dense",

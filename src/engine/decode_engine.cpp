@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "kernels/attn_prologue.h"
 #include "kernels/elementwise.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_cache.h"
@@ -531,57 +532,61 @@ void DecodeEngine::attention(int l) {
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
+  // The three projections of the normalized hidden state (and the indexer's key and head weights),
+  // then one fused launch for the per-token work before the up projections (attn_prologue.h: the
+  // q_a / kv_a RMSNorms, the key's RoPE, the KV pool write and the indexer key's LayerNorm, RoPE and
+  // write; 8 kernels of ~3 us at batch 1 before), then q_b (and the indexer's wq_b) and one RoPE
+  // launch for the query heads and the indexer's query heads.
   linear("attn.q_a_proj", l, xn, L.q_a, qa_.as<float>(), B, false);
+  linear("attn.kv_a_proj", l, xn, L.kv_a, kva_.as<float>(), B, false);
+  const LatentLayout& lay = pool_->latent_layout();
+  const bool run_indexer = L.has_indexer && !L.indexer_shared;
+  const int Hi = c.index_n_heads, D = c.index_head_dim;
+  if (run_indexer) {
+    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false);
+    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+  }
   {
-    OpScope s(*tracer_, desc("attn.q_a_norm", l, double(B) * c.q_lora_rank * 8, 4.0 * B * c.q_lora_rank));
-    NormParams p{qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
-                 c.q_lora_rank, c.mla_norm_eps};
-    GLM5_RUN(rmsnorm, p);
+    AttnPrologueParams p;
+    p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
+                  c.q_lora_rank, c.mla_norm_eps};
+    p.kv_a_norm = {kva_.as<float>(), L.kv_a_norm, nullptr, kva_.as<float>(), B, Lr, kvw, kvw, c.mla_norm_eps};
+    p.k_rope = {kva_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, kvw, kvw, Lr, R,
+                c.rope_interleave, 1.f};
+    p.kv_write = {kva_.as<float>(), kva_.as<float>() + Lr, kvw, kvw, pool_->new_slots(), pool_->latent(l), lay, B};
+    double bytes = double(B) * (c.q_lora_rank + kvw) * 8 + double(B) * lay.row_bytes;
+    if (run_indexer) {
+      const IndexerLayout& il = pool_->indexer_layout();
+      p.indexer = true;
+      p.idx_k_norm = {idx_k_.as<float>(), L.idx_norm_w, L.idx_norm_b, idx_k_.as<float>(), B, D, D, D, 1e-6f};
+      p.idx_k_rope = {idx_k_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, D, D, 0, R,
+                      c.indexer_rope_interleave, 1.f};
+      p.idx_k_write = {idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
+      bytes += double(B) * (D * 8 + il.bytes_per_token());
+    }
+    OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
+    GLM5_RUN(attn_prologue, p);
   }
   linear("attn.q_b_proj", l, qa_.as<float>(), L.q_b, q_.as<float>(), B, false);
-  linear("attn.kv_a_proj", l, xn, L.kv_a, kva_.as<float>(), B, false);
+  if (run_indexer) linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
   {
-    OpScope s(*tracer_, desc("attn.kv_a_norm", l, double(B) * Lr * 8, 4.0 * B * Lr));
-    NormParams p{kva_.as<float>(), L.kv_a_norm, nullptr, kva_.as<float>(), B, Lr, kvw, kvw, c.mla_norm_eps};
-    GLM5_RUN(rmsnorm, p);
-  }
-  {
-    OpScope s(*tracer_, desc("attn.rope", l, double(B) * (H + 1) * R * 8, 6.0 * B * (H + 1) * R));
+    const double heads = H + (run_indexer ? Hi : 0);
+    OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));
     RopeParams q{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk, c.qk_nope_head_dim, R,
                  c.rope_interleave, 1.f};
-    GLM5_RUN(rope, q);
-    RopeParams k{kva_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, kvw, kvw, Lr, R,
-                 c.rope_interleave, 1.f};
-    GLM5_RUN(rope, k);
-  }
-  const LatentLayout& lay = pool_->latent_layout();
-  {
-    OpScope s(*tracer_, desc("attn.kv_write", l, double(B) * (kvw * 4 + lay.row_bytes), 0));
-    KvWriteParams p{kva_.as<float>(), kva_.as<float>() + Lr, kvw, kvw, pool_->new_slots(), pool_->latent(l), lay, B};
-    GLM5_RUN(kv_write, p);
+    if (run_indexer) {
+      Rope2Params p{q, {idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
+                        c.indexer_rope_interleave, 1.f}};
+      GLM5_RUN(rope2, p);
+    } else {
+      GLM5_RUN(rope, q);
+    }
   }
   const int score_stride = pool_->max_pages() * kPageSize;
   int topk = c.has_indexer ? c.index_topk : score_stride;
   const double ctx_tokens = context_tokens_;
-  if (L.has_indexer && !L.indexer_shared) {
-    const int Hi = c.index_n_heads, D = c.index_head_dim;
-    linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
-    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false);
-    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+  if (run_indexer) {
     const IndexerLayout& il = pool_->indexer_layout();
-    {
-      OpScope s(*tracer_, desc("attn.indexer.k_write", l, double(B) * (D * 12 + il.bytes_per_token()), 0));
-      NormParams n{idx_k_.as<float>(), L.idx_norm_w, L.idx_norm_b, idx_k_.as<float>(), B, D, D, D, 1e-6f};
-      GLM5_RUN(layernorm, n);
-      RopeParams rq{idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
-                    c.indexer_rope_interleave, 1.f};
-      GLM5_RUN(rope, rq);
-      RopeParams rk{idx_k_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, D, D, 0, R,
-                    c.indexer_rope_interleave, 1.f};
-      GLM5_RUN(rope, rk);
-      IndexerKeyWriteParams w{idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
-      GLM5_RUN(indexer_key_write, w);
-    }
     {
       OpScope s(*tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
                               2.0 * ctx_tokens * Hi * D));

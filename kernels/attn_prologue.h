@@ -1,0 +1,48 @@
+// The per-token work between MLA's down projections and its up projections, fused into one launch
+// (GLM-5 / DeepSeek-V3.2 decode). Unfused, at batch 1 these are 8 kernels of ~3 us each that move a
+// few kilobytes (H200, 2026-11-29: attn.q_a_norm, attn.kv_a_norm, attn.rope (k), attn.kv_write and
+// attn.indexer.k_write's LayerNorm, RoPE and key write cost ~22 us of a ~380 us layer):
+//   q_a_norm:  RMSNorm of the q_a rows (in place)                        [HF q_a_layernorm]
+//   kv_a_norm: RMSNorm of the latent part of the kv_a rows (in place)    [HF kv_a_layernorm]
+//   k_rope:    RoPE of the rope part of the kv_a rows (in place)
+//   kv_write:  normalized latent + rotated rope -> the token's KV pool row (FP8 or BF16)
+//   indexer (optional): LayerNorm of the indexer key, its RoPE, the key write into the indexer cache.
+// Each part is exactly the standalone kernel's arithmetic (the same device functions: norm.cuh,
+// rope.cuh, kv_cache.cuh), so the results equal the unfused sequence bit for bit. And a second,
+// smaller fusion: RoPE of two tensors in one launch (the query heads and the indexer's query heads).
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/kv_cache.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+
+namespace glm5 {
+
+struct AttnPrologueParams {
+  NormParams q_a_norm;            // rows = B
+  NormParams kv_a_norm;           // rows = B (latent part of kv_a)
+  RopeParams k_rope;              // rows = B, heads = 1 (rope part of kv_a)
+  KvWriteParams kv_write;         // B rows: reads what kv_a_norm and k_rope wrote
+  bool indexer = false;           // the three parts below run only when set
+  NormParams idx_k_norm;          // LayerNorm, rows = B
+  RopeParams idx_k_rope;          // rows = B, heads = 1
+  IndexerKeyWriteParams idx_k_write;
+};
+// Throws glm5::Error (naming the part) when a part's params are invalid (the parts' own validators)
+// or their row counts differ from kv_write.B.
+void validate_attn_prologue_params(const AttnPrologueParams& p);
+// The parts in order through the CPU twins.
+void attn_prologue_cpu(const AttnPrologueParams& p);
+// One launch: blocks [0, B) q_a_norm, [B, 2B) kv_a_norm -> k_rope -> kv_write of row b, and with the
+// indexer [2B, 3B) idx_k_norm -> idx_k_rope -> idx_k_write. 128 threads per block.
+void attn_prologue_cuda(const AttnPrologueParams& p, cudaStream_t stream);
+
+// RoPE of a then b (independent tensors), as rope_cpu / rope_cuda of each; one launch on CUDA.
+struct Rope2Params {
+  RopeParams a, b;
+};
+void rope2_cpu(const Rope2Params& p);
+void rope2_cuda(const Rope2Params& p, cudaStream_t stream);
+
+}  // namespace glm5
