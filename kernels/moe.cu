@@ -2,7 +2,8 @@
 // family, no per-expert host loop. Small batches (B < 4, or no grouping scratch): one block row per
 // (token, expert-slot) pair. Larger batches: the pairs are bucketed by expert (moe_group_kernel) and
 // blocks (expert, row block) read each selected expert's weights once for all its tokens, 8 tokens per
-// warp pass (moe_*_grouped_kernel, moe_combine_kernel). Per-token path:
+// warp pass (moe_*_grouped_kernel, moe_combine_kernel); with FP8 weights the grouped pass runs on the
+// tensor cores by default (moe_*_grouped_mma_kernel, MoeExpertsParams.fp8_mma). Per-token path:
 //   moe_gate_up_kernel: act[b,j,i] = silu(gate_e[i,:] . x_b) * (up_e[i,:] . x_b),  e = topk_ids[b,j]
 //   moe_down_kernel:    out[b,d]   = sum_j topk_weights[b,j] * (down_e[d,:] . act[b,j,:])
 // Memory-bound GEMV: one warp per output row, 16-byte bf16 weight loads (8 values) when the row
@@ -15,6 +16,7 @@
 #include "kernels/moe.h"
 #include "kernels/kv_cast.cuh"
 #include "kernels/fp8_dot.cuh"
+#include "kernels/linear_fp8_mma.cuh"
 
 namespace glm5 {
 
@@ -479,6 +481,97 @@ __global__ void moe_down_grouped_kernel(MoeExpertsParams p) {
   }
 }
 
+// ---- expert-grouped FP8 path on the tensor cores (MoeExpertsParams.fp8_mma) ----
+// The warp tile of linear_fp8_mma (kernels/linear_fp8_mma.cuh): W rows straight from global memory,
+// tokens = the expert bucket's pairs, 8 per n-tile (x / act rounded to f16 with per-128-column
+// power-of-two scales). Bytes in flight per lane per 128-column block: 4 m-tiles x 2 rows x 2 chunks
+// x 16 B (the GEMV-style grouped kernels above keep one row's 16 B).
+constexpr int kMoeMmaWarps = 4;
+constexpr int kMoeMmaHalfTiles = 2;  // gate_up: m-tiles of gate rows (and as many of up rows) per warp
+constexpr int kMoeMmaDownTiles = 4;  // down: m-tiles (16 hidden rows each) per warp
+
+// grid (E, ceil(inter / (16 kMoeMmaHalfTiles kMoeMmaWarps))): a warp owns inter rows
+// [i0, i0 + 16 kMoeMmaHalfTiles) of expert e; m-tiles 0..H-1 are those gate rows, H..2H-1 the same up
+// rows, so a C fragment holds gate and up of the same (row, pair): act = silu(g) * u in registers.
+__global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_kernel(MoeExpertsParams p) {
+  constexpr int H = kMoeMmaHalfTiles;
+  const int e = blockIdx.x;
+  const int begin = p.group[e], count = p.group[e + 1] - begin;
+  if (count == 0) return;
+  const int* pairs = p.group + p.E + 1 + begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int i0 = (blockIdx.y * kMoeMmaWarps + warp) * 16 * H;
+  if (i0 >= p.inter) return;
+  const size_t expert_off = size_t(e) * p.inter * p.hidden;
+  const uint8_t* wg = static_cast<const uint8_t*>(p.w_gate) + expert_off;
+  const uint8_t* wu = static_cast<const uint8_t*>(p.w_up) + expert_off;
+  const int sc = (p.hidden + 127) / 128, sr = (p.inter + 127) / 128;
+  const uint8_t* wrow[2 * H][2];
+  const float* srow[2 * H];
+#pragma unroll
+  for (int i = 0; i < H; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const size_t r = size_t(min(i0 + 16 * i + g + 8 * h, p.inter - 1));  // rows past inter: never stored
+      wrow[i][h] = wg + r * p.hidden;
+      wrow[H + i][h] = wu + r * p.hidden;
+    }
+    const size_t sb = (size_t(e) * sr + min(i0 + 16 * i, p.inter - 1) / 128) * sc;
+    srow[i] = p.s_gate + sb;
+    srow[H + i] = p.s_up + sb;
+  }
+  for (int c0 = 0; c0 < count; c0 += 8) {
+    const float* xrow[1] = {c0 + g < count ? p.x + size_t(pairs[c0 + g] / p.k) * p.hidden : nullptr};
+    float acc[2 * H][1][4];
+    fp8_mma_warp_tile<2 * H, 1>(wrow, srow, xrow, 1, 0, p.hidden, acc);
+#pragma unroll
+    for (int i = 0; i < H; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int row = i0 + 16 * i + g + 8 * (q / 2), c = c0 + 2 * t + (q % 2);
+        if (row < p.inter && c < count) {
+          const float gv = acc[i][0][q], uv = acc[H + i][0][q];
+          p.act[size_t(pairs[c]) * p.inter + row] = gv / (1.0f + expf(-gv)) * uv;
+        }
+      }
+  }
+}
+
+// grid (E, ceil(hidden / (16 kMoeMmaDownTiles kMoeMmaWarps))): pair_out[pair, d] = down_e[d, :] . act[pair, :]
+// for every pair routed to expert e.
+__global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel(MoeExpertsParams p) {
+  constexpr int MT = kMoeMmaDownTiles;
+  const int e = blockIdx.x;
+  const int begin = p.group[e], count = p.group[e + 1] - begin;
+  if (count == 0) return;
+  const int* pairs = p.group + p.E + 1 + begin;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int d0 = (blockIdx.y * kMoeMmaWarps + warp) * 16 * MT;
+  if (d0 >= p.hidden) return;
+  const uint8_t* wd = static_cast<const uint8_t*>(p.w_down) + size_t(e) * p.hidden * p.inter;
+  const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
+  const uint8_t* wrow[MT][2];
+  const float* srow[MT];
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) wrow[i][h] = wd + size_t(min(d0 + 16 * i + g + 8 * h, p.hidden - 1)) * p.inter;
+    srow[i] = p.s_down + (size_t(e) * sr + min(d0 + 16 * i, p.hidden - 1) / 128) * sc;
+  }
+  for (int c0 = 0; c0 < count; c0 += 8) {
+    const float* xrow[1] = {c0 + g < count ? p.act + size_t(pairs[c0 + g]) * p.inter : nullptr};
+    float acc[MT][1][4];
+    fp8_mma_warp_tile<MT, 1>(wrow, srow, xrow, 1, 0, p.inter, acc);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int d = d0 + 16 * i + g + 8 * (q / 2), c = c0 + 2 * t + (q % 2);
+        if (d < p.hidden && c < count) p.pair_out[size_t(pairs[c]) * p.hidden + d] = acc[i][0][q];
+      }
+  }
+}
+
 // out[b, d] = sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
 __global__ void moe_combine_kernel(MoeExpertsParams p) {
   const int b = blockIdx.y;
@@ -528,6 +621,16 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");
     moe_group_kernel<<<1, 256, smem, stream>>>(p);
     CUDA_CHECK_LAUNCH();
+    if (fp8 && p.fp8_mma && vec_up && vec_down) {  // tensor cores (vec: hidden, inter % 16 == 0, aligned)
+      const int mrows = 16 * kMoeMmaHalfTiles * kMoeMmaWarps, drows = 16 * kMoeMmaDownTiles * kMoeMmaWarps;
+      moe_gate_up_grouped_mma_kernel<<<dim3(p.E, (p.inter + mrows - 1) / mrows), 32 * kMoeMmaWarps, 0, stream>>>(p);
+      CUDA_CHECK_LAUNCH();
+      moe_down_grouped_mma_kernel<<<dim3(p.E, (p.hidden + drows - 1) / drows), 32 * kMoeMmaWarps, 0, stream>>>(p);
+      CUDA_CHECK_LAUNCH();
+      moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
     const dim3 gu(p.E, (p.inter + up_rows - 1) / up_rows), gd(p.E, (p.hidden + down_rows - 1) / down_rows);
     if (fp8 && vec_up) launch_gate_up_grouped<true, true>(p, gu, stream);
     else if (fp8) launch_gate_up_grouped<false, true>(p, gu, stream);

@@ -65,6 +65,14 @@ struct MoeExpertsParams {
   // without it, and faster: see moe_down_pair_fp8_kernel in moe.cu).
   int32_t* group = nullptr;
   float* pair_out = nullptr;
+  // Grouped path (group and pair_out set, B >= 4) with FP8 weights whose rows are 16-byte multiples:
+  // true = the tensor-core kernels (moe_*_grouped_mma_kernel: linear_fp8_mma's warp tile, W read
+  // straight into registers, 8 pairs of an expert per n-tile). They round x (gate_up) and act (down)
+  // to f16 with per-128-column power-of-two scales (|error| <= 2^-11 |value|, kernels/linear_fp8.h), so
+  // they are NOT bit-compatible with the per-token path: gate/up differ by <= 2^-11 sum |x w| each, down
+  // by <= sum |w_d| (|d act| + 2^-11 |act|); tests/kernels/gpu_moe_grouped.cpp checks this bound per output.
+  // false = the fp32 GEMV-style grouped kernels (bitwise equal to the per-token path).
+  bool fp8_mma = true;
 };
 constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,

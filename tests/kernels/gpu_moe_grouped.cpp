@@ -2,7 +2,10 @@
 // kernels (same per-token accumulation order: agreement to 1e-6 relative, bitwise expected) and the CPU
 // twin, for BF16 and FP8 block-scaled experts of GLM-5's row lengths (hidden 6144, inter 2048), with
 // repeated experts in a batch, a token choosing the same expert twice and expert parallelism
-// (expert_begin: slots routed to another rank's experts contribute nothing).
+// (expert_begin: slots routed to another rank's experts contribute nothing). FP8: the fp32 grouped
+// kernels (fp8_mma = false) are held to the per-token path as above; the tensor-core grouped kernels
+// (fp8_mma = true, the default) round x and act to f16, and each output is checked against exact
+// (double) arithmetic within the bound derived in fp8_mma_bound below.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,6 +80,57 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
   return m / std::max(r, 1e-30);
 }
 
+// Exact (double) MoE output of token b and the bound on |tensor-core grouped result - exact| for each
+// d, from the numerics of kernels/linear_fp8.h: every dot product of f16-rounded activations with exact
+// e4m3 x scale weights, summed in fp32, is within eps * sum |a w| of the exact one, eps = 2^-11 (f16
+// rounding after an exact power-of-two scale) + 1e-5 (fp32 summation order). With G = sum |x w_g|,
+// U = sum |x w_u| per inter row i and |silu'| <= 1.1:
+//   |d act_i| <= 1.1 eps G (|u| + eps U) + |silu(g)| eps U,
+//   |d o_d|   <= sum_i |w_d[d, i]| (|d act_i| + eps (|act_i| + |d act_i|)),   |d out_d| <= sum_j tw_j |d o_d|.
+void fp8_mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<int32_t>& ids,
+                   const std::vector<float>& tw, int b, int k, int hidden, int inter, int expert_begin, int E_local,
+                   std::vector<double>& exact, std::vector<double>& bound) {
+  const double eps = 0x1p-11 + 1e-5;
+  const int sch = (hidden + 127) / 128, sci = (inter + 127) / 128;
+  exact.assign(size_t(hidden), 0.0);
+  bound.assign(size_t(hidden), 0.0);
+  std::vector<double> a(static_cast<size_t>(inter)), da(static_cast<size_t>(inter));
+  for (int j = 0; j < k; ++j) {
+    const int e = ids[size_t(b) * k + j] - expert_begin;
+    if (e < 0 || e >= E_local) continue;
+    for (int i = 0; i < inter; ++i) {
+      double g = 0, u = 0, G = 0, U = 0;
+      const size_t row = (size_t(e) * inter + i) * hidden;
+      const float* sg = X.sg.data() + (size_t(e) * sci + i / 128) * sch;
+      const float* su = X.su.data() + (size_t(e) * sci + i / 128) * sch;
+      for (int c = 0; c < hidden; ++c) {
+        const double xv = x[size_t(b) * hidden + c];
+        const double wg = double(e4m3_bits_to_float(X.g[row + c])) * sg[c / 128];
+        const double wu = double(e4m3_bits_to_float(X.u[row + c])) * su[c / 128];
+        g += xv * wg;
+        u += xv * wu;
+        G += std::fabs(xv * wg);
+        U += std::fabs(xv * wu);
+      }
+      const double silu = g / (1.0 + std::exp(-g));
+      a[size_t(i)] = silu * u;
+      da[size_t(i)] = 1.1 * eps * G * (std::fabs(u) + eps * U) + std::fabs(silu) * eps * U;
+    }
+    for (int d = 0; d < hidden; ++d) {
+      const size_t row = (size_t(e) * hidden + d) * inter;
+      const float* sd = X.sd.data() + (size_t(e) * sch + d / 128) * sci;
+      double o = 0, dob = 0;
+      for (int i = 0; i < inter; ++i) {
+        const double wd = double(e4m3_bits_to_float(X.d[row + i])) * sd[i / 128];
+        o += wd * a[size_t(i)];
+        dob += std::fabs(wd) * (da[size_t(i)] + eps * (std::fabs(a[size_t(i)]) + da[size_t(i)]));
+      }
+      exact[size_t(d)] += double(tw[size_t(b) * k + j]) * o;
+      bound[size_t(d)] += double(tw[size_t(b) * k + j]) * dob;
+    }
+  }
+}
+
 void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, bool with_cpu) {
   const int k = 8, hidden = 6144, inter = 2048;
   std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
@@ -100,9 +154,39 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
   dout.download(per_token.data(), dout.bytes());
   p.group = dgroup.as<int32_t>();
   p.pair_out = dpair.as<float>();
-  moe_experts_cuda(p, nullptr);  // grouped by expert
+  p.fp8_mma = false;
+  moe_experts_cuda(p, nullptr);  // grouped by expert, fp32 kernels
   dout.download(grouped.data(), dout.bytes());
   const double e_pt = rel(grouped, per_token);
+  if (fp8) {  // grouped by expert on the tensor cores: within the derived bound of exact, per output
+    p.fp8_mma = true;
+    moe_experts_cuda(p, nullptr);
+    std::vector<float> mma(per_token.size());
+    dout.download(mma.data(), dout.bytes());
+    std::vector<int> tokens = {0, 1, B / 2, B - 1};
+    if (with_cpu) {
+      tokens.clear();
+      for (int b = 0; b < B; ++b) tokens.push_back(b);
+    }
+    double worst = 0, worst_rel = 0;  // largest |err| / bound, largest |err| / max |exact|
+    size_t over = 0;
+    for (int b : tokens) {
+      std::vector<double> exact, bound;
+      fp8_mma_bound(X, x, ids, tw, b, k, hidden, inter, expert_begin, E_local, exact, bound);
+      double mx = 0;
+      for (double v : exact) mx = std::max(mx, std::fabs(v));
+      for (int d = 0; d < hidden; ++d) {
+        const double err = std::fabs(double(mma[size_t(b) * hidden + d]) - exact[size_t(d)]);
+        over += !(err <= bound[size_t(d)]);
+        worst = std::max(worst, err / std::max(bound[size_t(d)], 1e-300));
+        worst_rel = std::max(worst_rel, err / std::max(mx, 1e-30));
+      }
+    }
+    std::printf("moe grouped mma fp8 B=%d experts [%d, %d) of %d, %zu tokens: max err / bound %.3g, max err / max|out| %.3g\n",
+                B, expert_begin, expert_begin + E_local, E_total, tokens.size(), worst, worst_rel);
+    EXPECT_EQ(over, 0u) << "outputs beyond the f16 bound; B=" << B;
+    p.fp8_mma = false;
+  }
   double e_cpu = -1;
   if (with_cpu) {
     std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden);
