@@ -67,7 +67,9 @@ __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
 // Fast path
 
 constexpr int kThreads = 256;
-constexpr int kLoadsInFlight = 8;  // 16-byte chunks per thread per round (x2 loads for F32)
+// 8-weight chunks per thread per round: 8 x 16-byte loads in flight for BF16, 4 x 2 for F32 (registers).
+template <typename T>
+constexpr int kChunksInFlight = sizeof(T) == 2 ? 8 : 4;
 
 struct TileGemmArgs {
   const float* x;      // X[b, h, k] = x[b * x_b + h * x_h + k]
@@ -117,7 +119,7 @@ __device__ __forceinline__ int xs_index(int k, int bl, int BT) {
 
 // kTransposed: W is stored [n][k] (unabsorb's W_UV) instead of [k][n] (absorb's W_UK).
 template <typename T, int NT, bool kTransposed>
-__global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) {
+__global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) {
   extern __shared__ float4 smem4[];
   float* ws = reinterpret_cast<float*>(smem4);  // [K][NT] fp32
   float* xs = ws + size_t(a.K) * NT;            // [K][BT] stage, then [ks][BT][NT] reduction
@@ -126,13 +128,14 @@ __global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) 
   const int K = a.K, N = a.N;
   const T* w = static_cast<const T*>(a.w) + size_t(h) * a.w_h;
 
-  // 1. The W tile, once: rounds of kLoadsInFlight independent 16-byte loads, then fp32 to smem.
+  // 1. The W tile, once: rounds of independent 16-byte loads, then fp32 to smem.
+  constexpr int R = kChunksInFlight<T>;
   const int kchunks = (K + 7) / 8;
   const int chunks = kTransposed ? NT * kchunks : K * CG;
-  for (int base = tid; base < chunks; base += kThreads * kLoadsInFlight) {
-    uint4 raw[kLoadsInFlight][2];
+  for (int base = tid; base < chunks; base += kThreads * R) {
+    uint4 raw[R][2];
 #pragma unroll
-    for (int r = 0; r < kLoadsInFlight; ++r) {
+    for (int r = 0; r < R; ++r) {
       const int i = base + r * kThreads;
       int count = 0;
       const T* src = w;
@@ -150,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) 
       load_chunk<T>(src, count, raw[r]);
     }
 #pragma unroll
-    for (int r = 0; r < kLoadsInFlight; ++r) {
+    for (int r = 0; r < R; ++r) {
       const int i = base + r * kThreads;
       if (i >= chunks) break;
       float f[8];
@@ -216,13 +219,24 @@ __global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) 
       }
       continue;
     }
-    __syncthreads();  // everyone is done reading xs; reuse it as red[ks][BT][NT], row q skewed by 4q floats
-    float* red = xs;
+    // Lanes of one warp that hold different K slices (small batches: t2 = bg + groups * ks spans
+    // lane bits) first sum by shuffles; the warp then writes one partial per remaining slice.
+    const int kpw = max(1, (32 / CG) / groups);  // K slices per warp
+    for (int off = CG * groups; off < 32; off *= 2)
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      float4* dst = reinterpret_cast<float4*>(red + (size_t(ks) * BT + 4 * bg + m) * NT + 8 * cg + 4 * ks);
-      dst[0] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
-      dst[1] = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+      for (int m = 0; m < 4; ++m)
+#pragma unroll
+        for (int n = 0; n < 8; ++n) acc[m][n] += __shfl_xor_sync(0xffffffffu, acc[m][n], off);
+    const int nred = ks_n / kpw, kr = ks / kpw;
+    __syncthreads();  // everyone is done reading xs; reuse it as red[nred][BT][NT], slice q skewed by 4q floats
+    float* red = xs;
+    if (ks % kpw == 0) {
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        float4* dst = reinterpret_cast<float4*>(red + (size_t(kr) * BT + 4 * bg + m) * NT + 8 * cg + 4 * kr);
+        dst[0] = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
+        dst[1] = make_float4(acc[m][4], acc[m][5], acc[m][6], acc[m][7]);
+      }
     }
     __syncthreads();
     // 8 lanes per output (the skew puts them on distinct banks), then a 3-step shuffle sum.
@@ -231,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, 2) tile_gemm_kernel(TileGemmArgs a) 
       const int i = base + tid, o = i / 8, part = i % 8, bl = o / NT, n = o % NT;
       float s = 0.f;
       if (o < outs)
-        for (int q = part; q < ks_n; q += 8) s += red[(size_t(q) * BT + bl) * NT + n + 4 * q];
+        for (int q = part; q < nred; q += 8) s += red[(size_t(q) * BT + bl) * NT + n + 4 * q];
       s += __shfl_xor_sync(0xffffffffu, s, 4);
       s += __shfl_xor_sync(0xffffffffu, s, 2);
       s += __shfl_xor_sync(0xffffffffu, s, 1);
@@ -244,6 +258,8 @@ template <typename T, int NT, bool kTransposed>
 void launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, cudaStream_t stream) {
   auto kernel = tile_gemm_kernel<T, NT, kTransposed>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes)));
+  // Prefer the largest shared-memory carveout: small batches fit 3 CTAs (80 registers, <= 72 KB) per SM.
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
   const dim3 grid((a.N + NT - 1) / NT, H);
   kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(a);
   CUDA_CHECK_LAUNCH();

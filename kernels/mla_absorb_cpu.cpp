@@ -35,20 +35,23 @@ void load_row(const void* kv_b, DType dtype, size_t row, int L, float* out) {
 }
 
 // Fast-path plan shared by absorb (K = nope, N = L, tile 64 columns) and unabsorb (K = L, N = v, tile
-// 32 rows). Shared memory: the W tile in fp32 (K * tile) plus the activation stage X[K][4 * groups],
-// which is reused as the split-K reduction buffer (256 threads x 32 accumulators = 8192 floats,
-// plus a bank skew of 4 floats per K slice).
-// The batch pass is the smallest power-of-two group count covering B, as large as keeps two CTAs
-// per SM (<= 110 KB), at most 256 threads / (tile / 8) groups.
+// 32 rows), as mla_absorb.cu's tile_gemm_kernel lays out shared memory: the W tile in fp32
+// (K * tile) plus the activation stage X[K][4 * groups], reused as the split-K reduction buffer of
+// one partial per warp (small batches, slices inside a warp summed by shuffles) or per K slice,
+// each [4 * groups][tile] plus a bank skew of 4 floats. The batch pass is the smallest power-of-two
+// group count covering B, as large as keeps two CTAs per SM (<= 110 KB), at most 256 / (tile / 8).
 MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int N, int L, int tile) {
   MlaAbsorbPlan plan;
   plan.tile = tile;
   plan.ctas = H * ((N + tile - 1) / tile);
   const bool aligned = reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % (dtype == DType::BF16 ? 8 : 4) == 0;
+  const int cg = tile / 8;
   auto smem = [&](int groups) {
-    return sizeof(float) * (size_t(K) * tile + std::max<size_t>(size_t(K) * 4 * groups, 8192 + 256));
+    const int ks = 256 / cg / groups, kpw = std::max(1, 32 / cg / groups), nred = ks / kpw;
+    const size_t red = ks == 1 ? 0 : size_t(nred) * 4 * groups * tile + 4 * nred;
+    return sizeof(float) * (size_t(K) * tile + std::max<size_t>(size_t(K) * 4 * groups, red));
   };
-  const int max_groups = 256 / (tile / 8);
+  const int max_groups = 256 / cg;
   int groups = 1;
   while (groups < max_groups && 4 * groups < B && smem(2 * groups) <= 110 * 1024) groups *= 2;
   plan.batch_groups = groups;

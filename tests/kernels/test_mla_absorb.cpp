@@ -97,6 +97,9 @@ TEST(MlaAbsorb, LaunchPlan) {
     EXPECT_EQ(pa.batch_groups, w.groups) << w.B;
     EXPECT_EQ(pa.passes, w.passes) << w.B;
     EXPECT_LE(pa.smem_bytes, size_t(110 * 1024));  // two CTAs per SM
+    if (w.B <= 4) {
+      EXPECT_LE(pa.smem_bytes, size_t(72 * 1024));  // three CTAs per SM at batch 1
+    }
   }
   for (Want w : {Want{1, 1, 1}, Want{5, 2, 1}, Want{32, 4, 2}, Want{128, 4, 8}}) {
     u.B = w.B;
@@ -107,6 +110,9 @@ TEST(MlaAbsorb, LaunchPlan) {
     EXPECT_EQ(pu.batch_groups, w.groups) << w.B;
     EXPECT_EQ(pu.passes, w.passes) << w.B;
     EXPECT_LE(pu.smem_bytes, size_t(110 * 1024));
+    if (w.B <= 4) {
+      EXPECT_LE(pu.smem_bytes, size_t(72 * 1024));
+    }
   }
   a.B = u.B = 1;
   a.L = u.L = 36;  // BF16 rows not 16-byte aligned
