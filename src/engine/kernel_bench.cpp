@@ -24,6 +24,7 @@
 #include "kernels/kv_layout.h"
 #include "kernels/linear.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/moe.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
 
@@ -692,6 +693,115 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
   }
 }
 
+// --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
+// 2048, FP8 128x128 block scales): the tensor-core kernels (moe_experts_fp8_mma, the default) vs the fp32
+// grouped kernels (moe_experts_fp8_grouped, MoeExpertsParams.fp8_mma = false). Uniform random routing
+// (8 distinct experts per token). Bytes = the distinct experts' weights and scales (each read once) +
+// x, act (written + read), pair_out (written + read), out; FLOPs 2 B k 3 inter hidden. Weights: a 1 MiB
+// pattern of finite e4m3 codes repeated (9.7 GB). Checked: mma vs fp32 grouped within 1e-2 of max |out|
+// (the per-output f16 bound is tested in gpu_moe_grouped).
+void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
+                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
+  std::fprintf(stderr, "bench kernels: moe_experts_fp8_mma, moe_experts_fp8_grouped\n");
+  const int E = 256, k = 8, hidden = 6144, inter = 2048;
+  const size_t per = size_t(inter) * hidden;  // bytes of one expert's gate (= up = down)
+  const size_t n = size_t(E) * per;
+  auto fill_fp8 = [&](Buffer& b, uint64_t stream_id) {
+    const size_t pattern = size_t(1) << 20;
+    std::vector<uint8_t> h(pattern);
+    for (size_t i = 0; i < pattern; ++i) {
+      uint8_t v = float_to_e4m3_bits(rng_normal(seed, stream_id, i) * 64.f);
+      if ((v & 0x7f) == 0x7f) v = 0x3f;
+      h[i] = v;
+    }
+    CUDA_CHECK(cudaMemcpy(b.data(), h.data(), std::min(pattern, b.bytes()), cudaMemcpyHostToDevice));
+    for (size_t off = pattern; off < b.bytes(); off *= 2)
+      CUDA_CHECK(cudaMemcpy(b.as<uint8_t>() + off, b.data(), std::min(off, b.bytes() - off), cudaMemcpyDeviceToDevice));
+  };
+  Buffer wg(Where::Device, n, "bench moe gate"), wu(Where::Device, n, "bench moe up"), wd(Where::Device, n, "bench moe down");
+  fill_fp8(wg, 51);
+  fill_fp8(wu, 52);
+  fill_fp8(wd, 53);
+  const size_t ns = size_t(E) * (inter / 128) * (hidden / 128);
+  std::vector<float> hs(ns);
+  for (size_t i = 0; i < ns; ++i) hs[i] = (0.5f + rng_uniform(seed, 54, i)) / 64.f / std::sqrt(float(hidden));
+  Buffer sg = to_device(hs, "bench moe gate scales"), su = to_device(hs, "bench moe up scales"),
+         sd = to_device(hs, "bench moe down scales");
+  for (int B : opt.quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128}) {
+    std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
+    std::vector<int32_t> ids(size_t(B) * k);
+    std::vector<char> used(E, 0);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 55, i);
+    for (int b = 0; b < B; ++b) {
+      std::vector<int32_t> all(E);
+      for (int e = 0; e < E; ++e) all[size_t(e)] = e;
+      for (int j = 0; j < k; ++j) {  // partial Fisher-Yates: k distinct experts
+        const int r = j + int(splitmix64(seed ^ (uint64_t(b) * 977 + j)) % uint64_t(E - j));
+        std::swap(all[size_t(j)], all[size_t(r)]);
+        ids[size_t(b) * k + j] = all[size_t(j)];
+        used[size_t(all[size_t(j)])] = 1;
+        tw[size_t(b) * k + j] = 0.1f + rng_uniform(seed, 56, size_t(b) * k + j);
+      }
+    }
+    int distinct = 0;
+    for (char u : used) distinct += u;
+    Buffer dx = to_device(x, "bench moe x"), dids = to_device(ids, "bench moe ids"), dtw = to_device(tw, "bench moe tw");
+    Buffer act(Where::Device, size_t(B) * k * inter * 4, "bench moe act"), dout(Where::Device, size_t(B) * hidden * 4, "bench moe out");
+    Buffer group(Where::Device, (size_t(E) + 1 + size_t(B) * k) * 4, "bench moe group"),
+        pair(Where::Device, size_t(B) * k * hidden * 4, "bench moe pair_out");
+    MoeExpertsParams p{};
+    p.x = dx.as<float>();
+    p.topk_ids = dids.as<int32_t>();
+    p.topk_weights = dtw.as<float>();
+    p.w_gate = wg.data();
+    p.w_up = wu.data();
+    p.w_down = wd.data();
+    p.w_dtype = DType::F8_E4M3;
+    p.s_gate = sg.as<float>();
+    p.s_up = su.as<float>();
+    p.s_down = sd.as<float>();
+    p.act = act.as<float>();
+    p.out = dout.as<float>();
+    p.B = B;
+    p.E = E;
+    p.k = k;
+    p.hidden = hidden;
+    p.inter = inter;
+    p.group = group.as<int32_t>();
+    p.pair_out = pair.as<float>();
+    std::vector<float> ref, got;
+    for (bool mma : {false, true}) {
+      p.fp8_mma = mma;
+      moe_experts_cuda(p, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      (mma ? got : ref) = to_host<float>(dout, size_t(B) * hidden);
+    }
+    double mx = 0, err = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      mx = std::max(mx, std::fabs(double(ref[i])));
+      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
+    }
+    require(std::isfinite(err) && err <= 1e-2 * mx, "bench kernels: moe grouped fp8 mma vs fp32 grouped: max err " +
+                                                        sci(err) + " of max |out| " + sci(mx));
+    const double bytes = double(distinct) * (3.0 * per + 3.0 * (inter / 128) * (hidden / 128) * 4) +
+                         double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
+    for (bool mma : {true, false}) {
+      p.fp8_mma = mma;
+      std::vector<double> us = timer.time([&] { moe_experts_cuda(p, stream); });
+      KernelBenchRecord r = make_record(mma ? "moe_experts_fp8_mma" : "moe_experts_fp8_grouped", us, bytes,
+                                        2.0 * B * k * 3.0 * double(per), c);
+      r.batch = B;
+      r.topk = k;
+      r.n = distinct;  // distinct experts read
+      r.k = hidden;
+      r.check = "mma vs fp32 grouped: max err " + sci(err / mx) + " of max |out|; " + std::to_string(distinct) +
+                " distinct experts";
+      progress(r);
+      out.push_back(r);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
@@ -935,6 +1045,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
     }
   }
   if (kernel_bench_wants(opt, "linear")) bench_linear_mma(opt, stream, timer, c, seed, out);
+  if (kernel_bench_wants(opt, "moe")) bench_moe_grouped(opt, stream, timer, c, seed, out);
   if (kernel_bench_wants(opt, "absorb")) bench_absorb(stream, timer, c, opt.quick, seed, out);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
