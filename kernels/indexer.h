@@ -43,7 +43,10 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
 // when they fit), then an ordered compaction. Rows of <= 49,152 positions (min(score_stride,
 // max_pages*64)): one block of 1024 threads per request holding all its order keys in shared memory
-// (the scores read once). Longer rows: one thread-block cluster of C blocks (1024 threads,
+// (the scores read once). Rows of <= 262,144 with k <= 8192: one block per request streaming the
+// scores once, keeping the (key, position) pairs above a running lower bound of the k-th key (the
+// k-th of a prefix) in shared memory, reduced to the top k when full; the k positions leave in
+// position order through a bitmap. Otherwise: one thread-block cluster of C blocks (1024 threads,
 // 208 KiB of shared memory each) per request, each block owning 1/C of the positions (read from
 // global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch, down to 1 when B

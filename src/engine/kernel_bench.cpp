@@ -923,7 +923,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   if (!idx_check.empty()) std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
   const IndexerLayout il{kIndexerDim, true};
   for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{4096, 8192, 32768, 131072}) {
-    // topk: one block per request up to 49,152 positions; a cluster at 128K (8 / 8 / 4 / 1 blocks)
+    // topk: one block per request (keys in shared memory up to 49,152 positions; streamed beyond)
     for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32, 128}) {
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;

@@ -171,6 +171,44 @@ TEST(GpuIndexer, TopkEqualsCpuOneBlockPath) {
       }
 }
 
+// Top-k on the streamed one-block path (49,153 .. 262,144 positions, k <= 8192; k 8193 takes the
+// cluster kernel): random rows, rows rising with position (the buffer reduced at every step), falling,
+// 7 distinct values (ties across reductions), all equal, a random row ending mid-step; aligned and
+// odd strides. Identical to the CPU twin.
+TEST(GpuIndexer, TopkEqualsCpuStreamPath) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int stride : {49153, 131072, 262144, 100003})
+    for (int k : {2048, 1, 8192, 8193}) {
+      const int max_pages = (stride + 63) / 64, B = 7;
+      std::vector<int32_t> seq = {stride, stride, stride, stride, stride, stride - 4099, 49153};
+      std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed + stride);
+      std::vector<float> s(size_t(B) * stride);
+      for (int i = 0; i < stride; ++i) {
+        const float r = rng_normal(seed, 61, uint64_t(i));
+        s[size_t(0) * stride + i] = r;
+        s[size_t(1) * stride + i] = 1e-3f * float(i) + 0.1f * r;
+        s[size_t(2) * stride + i] = -1e-3f * float(i) + 0.1f * r;
+        s[size_t(3) * stride + i] = std::floor(rng_uniform(seed, 62, i) * 7.f) - 3.f;
+        s[size_t(4) * stride + i] = i % 5 == 0 ? -0.f : 0.f;
+        s[size_t(5) * stride + i] = rng_normal(seed, 63, uint64_t(i));
+        s[size_t(6) * stride + i] = float(i % 1000) + 0.5f * rng_uniform(seed, 64, i);
+      }
+      std::vector<int32_t> want(size_t(B) * k);
+      TopkParams p{s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), B, k};
+      topk_cpu(p);
+      Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+             dout(Where::Device, want.size() * 4, "slots");
+      TopkParams pd{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+      topk_cuda(pd, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "stride " << stride << " k " << k << " request " << i / k << " rank " << i % k;
+    }
+}
+
 TEST(GpuIndexer, TopkEqualsCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = fresh_seed();
