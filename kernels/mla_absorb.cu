@@ -80,6 +80,7 @@ struct TileGemmArgs {
   float* y;            // Y[b, h, n] = y[b * y_b + h * y_h + n]
   size_t y_b = 0, y_h = 0;
   int B = 0, K = 0, N = 0, groups = 0;
+  bool x_vec = false;  // x rows 16-byte aligned with K % 4 == 0: stage with float4 loads
 };
 
 // 8 weights (one 16-byte BF16 chunk or two 16-byte F32 chunks) starting at `src`; `count` (0, 4 or 8)
@@ -111,10 +112,11 @@ __device__ __forceinline__ void unpack_chunk(const uint4 (&raw)[2], float (&f)[8
   }
 }
 
-// X stage layout: row k holds BT floats; the 4-float group of batch rows is XOR-swizzled by k so
-// that the staging stores (8 k x 4 b per warp) hit 32 distinct banks and float4 reads stay whole.
+// X stage layout: row k holds BT floats; the 4-float group of batch rows is XOR-swizzled by k / 4
+// so that the staging stores (a warp: 8 quads of 4 k x 4 b, one k of each quad per store) hit 32
+// distinct banks at BT >= 32 and the compute loop's float4 reads stay whole.
 __device__ __forceinline__ int xs_index(int k, int bl, int BT) {
-  return k * BT + (bl ^ ((4 * (k & 7)) & (BT - 1)));
+  return k * BT + (bl ^ ((4 * ((k >> 2) & 7)) & (BT - 1)));
 }
 
 // kTransposed: W is stored [n][k] (unabsorb's W_UV) instead of [k][n] (absorb's W_UK).
@@ -178,12 +180,28 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
   float* y = a.y + size_t(h) * a.y_h;
   for (int b0 = 0; b0 < a.B; b0 += BT) {
     __syncthreads();  // the previous pass's reduction reads of xs are done
-    // Stage X[b0 .. b0+BT) as xs[k][b]: each warp reads 8 consecutive k of 4 batch rows.
-    const int kpad = kchunks * 8;
-    for (int i = tid; i < kpad * BT; i += kThreads) {
-      const int kl = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
-      const int k = (rest / groups) * 8 + kl, bl = (rest % groups) * 4 + bl4, b = b0 + bl;
-      if (k < K) xs[xs_index(k, bl, BT)] = b < a.B ? x[size_t(b) * a.x_b + k] : 0.f;
+    // Stage X[b0 .. b0+BT) as xs[k][b]: each thread one quad of 4 consecutive k of one batch row,
+    // each warp 32 consecutive k (128 bytes) of 4 batch rows.
+    const int kqpad = ((K + 3) / 4 + 7) / 8 * 8;
+    for (int i = tid; i < kqpad * BT; i += kThreads) {
+      const int kql = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
+      const int k0 = 4 * ((rest / groups) * 8 + kql), bl = (rest % groups) * 4 + bl4, b = b0 + bl;
+      if (k0 >= K) continue;
+      float v[4] = {0.f, 0.f, 0.f, 0.f};
+      if (b < a.B) {
+        const float* src = x + size_t(b) * a.x_b + k0;
+        if (a.x_vec) {
+          const float4 t = *reinterpret_cast<const float4*>(src);
+          v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+        } else {
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            if (k0 + e < K) v[e] = src[e];
+        }
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (k0 + e < K) xs[xs_index(k0 + e, bl, BT)] = v[e];
     }
     __syncthreads();  // also publishes the W tile on the first pass
 
@@ -260,8 +278,10 @@ void launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, c
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes)));
   // Prefer the largest shared-memory carveout: small batches fit 3 CTAs (80 registers, <= 72 KB) per SM.
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
+  TileGemmArgs args = a;
+  args.x_vec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.x_b % 4 == 0 && a.x_h % 4 == 0 && a.K % 4 == 0;
   const dim3 grid((a.N + NT - 1) / NT, H);
-  kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(a);
+  kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(args);
   CUDA_CHECK_LAUNCH();
 }
 

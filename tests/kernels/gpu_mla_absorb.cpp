@@ -131,6 +131,7 @@ TEST(GpuMlaAbsorb, OddShapesMatchCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   check(3, 5, 24, 8, 16, 40, DType::BF16, true, true);        // L % 64 != 0: partial column tile
   check(5, 3, 7, 1, 9, 36, DType::F32, true, true);           // odd nope / v, F32 half chunks (L % 8 == 4)
+  check(6, 3, 24, 3, 16, 40, DType::BF16, true, true);       // q_head_stride 27: q staged by scalar loads
   check(37, 3, 200, 0, 40, 72, DType::BF16, true, true);      // nope % 8 != 0, v % 32 != 0, q_head_stride == nope
   check(1, 4, 48, 32, 32, 64, DType::BF16, true, true);       // glm5-tiny
   check(2, 3, 7, 1, 9, 33, DType::F32, false, false);         // L % 4 != 0: simple kernels
