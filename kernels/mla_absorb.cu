@@ -7,14 +7,20 @@
 // 8 per thread in flight before any use), converts it to fp32 in shared memory, then loops over the
 // batch in passes of BT = 4 * groups rows: the pass's X rows are staged in shared memory as X[k][b]
 // and each thread accumulates a 4 (b) x 8 (n) register tile over its share of K (split-K over
-// 256 / (NT / 8) / groups threads, summed through shared memory). Each fp32 weight read from shared
+// 256 / (NT / 8) / groups threads, summed by warp shuffles, then through shared memory, then by 8
+// lanes per output). Each fp32 weight read from shared
 // memory feeds 4 FMAs, each activation 8. Arithmetic is fp32 FMA on the exact fp32 inputs (no BF16
 // rounding of q or o_latent); only the summation order differs from the CPU twin's double sums.
 // Where tensor cores would take over (not now): the per-pass 4x8 FMA tile is a [BT x K] x [K x NT]
-// product, an mma.sync m16n8k8 TF32 / wgmma candidate at B >= 32 once the exact-fp32 contract is
-// relaxed (TF32 rounds the activations).
+// product, an mma.sync m16n8k8 TF32 / wgmma candidate at B >= 32: plain TF32 rounds q / o_latent
+// (breaks the 1e-5 contract); 3xTF32 (hi/lo split of X; W is BF16, exact in TF32) keeps ~fp32
+// accuracy at 2 MMAs per product, W would stay in smem as BF16 (half the tile).
+// Small batches (B <= 4) read W at the HBM rate: 512 CTAs (64 heads x 8 tiles) of 24 / 32 KB, each
+// thread's 6-8 16-byte loads issued before any use, 3 CTAs per SM.
 // Fallback (unaligned kv_b, L % 8 != 0 for BF16 / L % 4 != 0 for F32, or a tile beyond the shared
 // memory limit): the first, simple kernels below.
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "common/error.h"
@@ -67,6 +73,7 @@ __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
 // Fast path
 
 constexpr int kThreads = 256;
+constexpr int kMaxDevices = 64;
 // 8-weight chunks per thread per round: 8 x 16-byte loads in flight for BF16, 4 x 2 for F32 (registers).
 template <typename T>
 constexpr int kChunksInFlight = sizeof(T) == 2 ? 8 : 4;
@@ -272,17 +279,33 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
   }
 }
 
+// Returns false (nothing launched) when this device's opt-in shared memory per block is below the
+// plan's (the sm_90 target has 227 KB; the plan asks for at most kMlaAbsorbMaxSmem = 200 KB).
 template <typename T, int NT, bool kTransposed>
-void launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, cudaStream_t stream) {
+bool launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, cudaStream_t stream) {
   auto kernel = tile_gemm_kernel<T, NT, kTransposed>;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem_bytes)));
-  // Prefer the largest shared-memory carveout: small batches fit 3 CTAs (80 registers, <= 72 KB) per SM.
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
+  // The kernel's attributes, once per device (a cache, not a setting: the values never change):
+  // dynamic shared memory up to min(opt-in limit, kMlaAbsorbMaxSmem), and the largest carveout
+  // (small batches fit 3 CTAs of 80 registers and <= 72 KB per SM). Saves driver calls per launch.
+  static std::atomic<int> configured_smem[kMaxDevices];  // 0: not yet
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int smem_max = dev < kMaxDevices ? configured_smem[dev].load(std::memory_order_acquire) : 0;
+  if (smem_max == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    smem_max = std::min(smem_max, int(kMlaAbsorbMaxSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+    if (dev < kMaxDevices) configured_smem[dev].store(smem_max, std::memory_order_release);
+  }
+  if (plan.smem_bytes > size_t(smem_max)) return false;
   TileGemmArgs args = a;
   args.x_vec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.x_b % 4 == 0 && a.x_h % 4 == 0 && a.K % 4 == 0;
   const dim3 grid((a.N + NT - 1) / NT, H);
   kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(args);
   CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 }  // namespace
@@ -323,8 +346,9 @@ void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   a.K = p.nope;
   a.N = p.L;
   a.groups = plan.batch_groups;
-  if (p.kv_b_dtype == DType::BF16) launch_tile_gemm<uint16_t, 64, false>(a, plan, p.H, stream);
-  else launch_tile_gemm<float, 64, false>(a, plan, p.H, stream);
+  const bool done = p.kv_b_dtype == DType::BF16 ? launch_tile_gemm<uint16_t, 64, false>(a, plan, p.H, stream)
+                                                : launch_tile_gemm<float, 64, false>(a, plan, p.H, stream);
+  if (!done) mla_absorb_simple_cuda(p, stream);
 }
 
 void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
@@ -344,8 +368,9 @@ void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   a.K = p.L;
   a.N = p.v;
   a.groups = plan.batch_groups;
-  if (p.kv_b_dtype == DType::BF16) launch_tile_gemm<uint16_t, 32, true>(a, plan, p.H, stream);
-  else launch_tile_gemm<float, 32, true>(a, plan, p.H, stream);
+  const bool done = p.kv_b_dtype == DType::BF16 ? launch_tile_gemm<uint16_t, 32, true>(a, plan, p.H, stream)
+                                                : launch_tile_gemm<float, 32, true>(a, plan, p.H, stream);
+  if (!done) mla_unabsorb_simple_cuda(p, stream);
 }
 
 }  // namespace glm5
