@@ -584,152 +584,8 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
   return total;
 }
 
-// ---- topk, one block per request when the positions fit in shared memory (<= 49,152) ----
-// Why the cluster kernel below is slow at 32K (25.8 us at B 1): 4 blocks, 7 cluster barriers, 3
-// rounds of distributed-shared-memory histogram merges, and 1024-thread barriers around every
-// step. Here one block of 1024 threads holds the request's order keys in shared memory:
-// 1. one read of the scores (float4, all loads of a thread in flight), each key stored and counted
-//    in a histogram of its top 11 bits (lanes with equal digits add once);
-// 2. the digit holding the k-th key; that digit's keys are copied to a candidate list when they fit
-//    (kTopk1Cand), and the next 11 and 10 bits are selected over the candidates (else over all keys
-//    with the prefix): the k-th largest key, and how many keys equal to it belong to the top k;
-// 3. ordered compaction: warp w owns a contiguous range of positions, counts its keys above / equal
-//    to the k-th (ballots), the warps' counts are prefix-summed, and a second walk writes each kept
-//    position at (keys above it before it) + min(keys equal to it before it, equal keys kept).
-// Every scan after the first reads shared memory; the global memory traffic is the scores once.
 constexpr int kTopk1MaxPositions = 49152;  // 192 KiB of keys
-constexpr int kTopk1Cand = 4096;
-
-size_t topk1_smem_bytes(int limit) {
-  const size_t keys = (size_t(limit) + 4095) / 4096 * 4096;
-  return sizeof(uint32_t) * (keys + kTopkBins + kTopk1Cand);
-}
-
-__global__ void __launch_bounds__(kTopkThreads) topk1_kernel(TopkParams p, int limit, int key_capacity) {
-  extern __shared__ uint32_t topk1_smem[];
-  uint32_t* keys = topk1_smem;             // [key_capacity] order keys by position
-  unsigned* hist = keys + key_capacity;    // [kTopkBins]
-  uint32_t* cand = hist + kTopkBins;       // [kTopk1Cand]
-  __shared__ unsigned warp_sums[kTopkWarps];
-  __shared__ unsigned warp_gt[kTopkWarps], warp_eq[kTopkWarps];
-  __shared__ unsigned sel[2];
-  __shared__ unsigned cand_count;
-  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int n = min(max(p.seq_lens[b], 0), limit);
-  const float* s = p.scores + int64_t(b) * p.score_stride;
-  int32_t* out = p.out_slots + int64_t(b) * p.k;
-  if (n <= p.k) {
-    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
-    return;
-  }
-  for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
-  if (tid == 0) cand_count = 0;
-  __syncthreads();
-  // 1. Read, store, count the top digit (bits 31..21).
-  const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
-  constexpr int kUnroll = 8, kSpan = 4 * kTopkThreads;  // 32,768 positions' loads in flight together
-  for (int base = 0; base < n; base += kUnroll * kSpan) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int first = base + u * kSpan + 4 * tid;
-      if (vec && first + 4 <= n) {
-        v[u] = __ldcs(reinterpret_cast<const float4*>(s + first));
-      } else {
-        v[u].x = first < n ? s[first] : 0.f;
-        v[u].y = first + 1 < n ? s[first + 1] : 0.f;
-        v[u].z = first + 2 < n ? s[first + 2] : 0.f;
-        v[u].w = first + 3 < n ? s[first + 3] : 0.f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int first = base + u * kSpan + 4 * tid;
-      const uint4 kq = make_uint4(topk_order_key(v[u].x), topk_order_key(v[u].y), topk_order_key(v[u].z),
-                                  topk_order_key(v[u].w));
-      if (first < key_capacity) reinterpret_cast<uint4*>(keys + first)[0] = kq;
-      hist_add(hist, first < n ? kq.x >> 21 : kNoDigit);
-      hist_add(hist, first + 1 < n ? kq.y >> 21 : kNoDigit);
-      hist_add(hist, first + 2 < n ? kq.z >> 21 : kNoDigit);
-      hist_add(hist, first + 3 < n ? kq.w >> 21 : kNoDigit);
-    }
-  }
-  __syncthreads();
-  // 2. Radix select of the k-th largest key: digits 31..21 (done above), 20..10, 9..0.
-  select_digit(hist, kTopkBins, unsigned(p.k), warp_sums, sel);
-  uint32_t prefix = sel[0] << 21, prefix_mask = 0xffe00000u;
-  unsigned remaining = unsigned(p.k) - sel[1];
-  const unsigned in_digit = hist[sel[0]];
-  const bool use_cand = in_digit <= unsigned(kTopk1Cand);
-  const int rounds = (n + kTopkThreads - 1) / kTopkThreads;
-  if (use_cand) {
-    for (int r = 0; r < rounds; ++r) {
-      const int i = r * kTopkThreads + tid;
-      const uint32_t key = i < n ? keys[i] : 0u;
-      const bool take = i < n && (key & prefix_mask) == prefix;
-      const unsigned mask = __ballot_sync(0xffffffffu, take);
-      unsigned at = 0;
-      if (lane == 0 && mask) at = atomicAdd(&cand_count, unsigned(__popc(mask)));
-      at = __shfl_sync(0xffffffffu, at, 0);
-      if (take) cand[at + __popc(mask & ((1u << lane) - 1u))] = key;
-    }
-  }
-  for (int pass = 1; pass < 3; ++pass) {
-    const int shift = pass == 1 ? 10 : 0, bits = pass == 1 ? 11 : 10, nbins = 1 << bits;
-    __syncthreads();  // select_digit's readers of hist are done; cand is complete
-    for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
-    __syncthreads();
-    if (use_cand) {
-      for (unsigned base = 0; base < in_digit; base += kTopkThreads) {
-        const unsigned i = base + tid;
-        hist_add(hist, digit_of(i < in_digit ? cand[i] : 0u, i < in_digit, prefix, prefix_mask, shift, bits));
-      }
-    } else {
-      for (int r = 0; r < rounds; ++r) {
-        const int i = r * kTopkThreads + tid;
-        hist_add(hist, digit_of(i < n ? keys[i] : 0u, i < n, prefix, prefix_mask, shift, bits));
-      }
-    }
-    __syncthreads();
-    select_digit(hist, nbins, remaining, warp_sums, sel);
-    prefix |= sel[0] << shift;
-    prefix_mask |= uint32_t(nbins - 1) << shift;
-    remaining -= sel[1];
-  }
-  const uint32_t kth = prefix;  // `remaining` keys equal to kth are kept (the lowest positions)
-  // 3. Ordered compaction. Warp w owns positions [w * per_warp, +per_warp), per_warp a multiple of 32.
-  const int per_warp = (n + 32 * kTopkWarps - 1) / (32 * kTopkWarps) * 32;
-  const int w_begin = min(n, warp * per_warp), w_end = min(n, w_begin + per_warp);
-  unsigned gt = 0, eq = 0;
-  for (int i = w_begin + lane; i - lane < w_end; i += 32) {
-    const uint32_t key = i < w_end ? keys[i] : 0u;
-    gt += __popc(__ballot_sync(0xffffffffu, i < w_end && key > kth));
-    eq += __popc(__ballot_sync(0xffffffffu, i < w_end && key == kth));
-  }
-  if (lane == 0) {
-    warp_gt[warp] = gt;
-    warp_eq[warp] = eq;
-  }
-  __syncthreads();
-  unsigned gt_seen = 0, eq_seen = 0;  // keys > / == kth at positions before the current round
-  for (int w = 0; w < warp; ++w) {
-    gt_seen += warp_gt[w];
-    eq_seen += warp_eq[w];
-  }
-  const unsigned lt_mask = (1u << lane) - 1u;
-  for (int i = w_begin + lane; i - lane < w_end && gt_seen + min(eq_seen, remaining) < unsigned(p.k); i += 32) {
-    const uint32_t key = i < w_end ? keys[i] : 0u;
-    const bool is_gt = i < w_end && key > kth, is_eq = i < w_end && key == kth;
-    const unsigned gm = __ballot_sync(0xffffffffu, is_gt), em = __ballot_sync(0xffffffffu, is_eq);
-    const unsigned eq_before = eq_seen + __popc(em & lt_mask);
-    if (is_gt || (is_eq && eq_before < remaining)) {
-      const unsigned at = gt_seen + __popc(gm & lt_mask) + min(eq_before, remaining);
-      out[at] = slot_of(p, b, i);
-    }
-    gt_seen += __popc(gm);
-    eq_seen += __popc(em);
-  }
-}
+constexpr int kTopk1Cand = 4096;                  // block_select's candidate list
 
 // ---- topk, rows of 49,153 .. 262,144 positions: one block per request, the scores streamed once ----
 // The k-th largest (key, position) pair of any prefix of the row is a lower bound of the row's k-th
@@ -949,6 +805,104 @@ __global__ void __launch_bounds__(kTopkThreads) topks_kernel(TopkParams p, int l
       const int pos = 32 * (kWordsPerThread * tid + j) + __ffs(w) - 1;
       out[at++] = slot_of(p, b, pos);
     }
+}
+
+// ---- topk, one block per request when the positions fit in shared memory (<= 49,152) ----
+// Why the cluster kernel below is slow at 32K (25.8 us at B 1): 4 blocks, 7 cluster barriers, 3
+// rounds of distributed-shared-memory histogram merges, and 1024-thread barriers around every
+// step. Here one block of 1024 threads holds the request's order keys in shared memory:
+// 1. one read of the scores (float4, 32,768 positions' loads in flight), each order key stored;
+// 2. block_select: histogram of the top 11 bits (lanes with equal digits add once), the digit holding
+//    the k-th key, its keys copied to a candidate list when they fit (kTopk1Cand), the next 11 and 10
+//    bits selected over them: the k-th largest key, and how many keys equal to it are in the top k;
+// 3. ordered compaction: warp w owns a contiguous range of positions, counts its keys above / equal
+//    to the k-th (ballots), the warps' counts are prefix-summed, and a second walk writes each kept
+//    position at (keys above it before it) + min(keys equal to it before it, equal keys kept).
+// Every scan after the first reads shared memory; the global memory traffic is the scores once.
+
+size_t topk1_smem_bytes(int limit) {
+  const size_t keys = (size_t(limit) + 4095) / 4096 * 4096;
+  return sizeof(uint32_t) * (keys + kTopkBins + kTopk1Cand);
+}
+
+__global__ void __launch_bounds__(kTopkThreads) topk1_kernel(TopkParams p, int limit, int key_capacity) {
+  extern __shared__ uint32_t topk1_smem[];
+  uint32_t* keys = topk1_smem;             // [key_capacity] order keys by position
+  unsigned* hist = keys + key_capacity;    // [kTopkBins]
+  uint32_t* cand = hist + kTopkBins;       // [kTopk1Cand]
+  __shared__ unsigned warp_sums[kTopkWarps];
+  __shared__ unsigned warp_gt[kTopkWarps], warp_eq[kTopkWarps];
+  __shared__ unsigned sel[2];
+  __shared__ unsigned cand_count;
+  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int n = min(max(p.seq_lens[b], 0), limit);
+  const float* s = p.scores + int64_t(b) * p.score_stride;
+  int32_t* out = p.out_slots + int64_t(b) * p.k;
+  if (n <= p.k) {
+    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
+    return;
+  }
+  // 1. Read and store the order keys.
+  const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
+  constexpr int kUnroll = 8, kSpan = 4 * kTopkThreads;  // 32,768 positions' loads in flight together
+  for (int base = 0; base < n; base += kUnroll * kSpan) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int first = base + u * kSpan + 4 * tid;
+      if (vec && first + 4 <= n) {
+        v[u] = __ldcs(reinterpret_cast<const float4*>(s + first));
+      } else {
+        v[u].x = first < n ? s[first] : 0.f;
+        v[u].y = first + 1 < n ? s[first + 1] : 0.f;
+        v[u].z = first + 2 < n ? s[first + 2] : 0.f;
+        v[u].w = first + 3 < n ? s[first + 3] : 0.f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int first = base + u * kSpan + 4 * tid;
+      if (first < key_capacity)
+        reinterpret_cast<uint4*>(keys + first)[0] = make_uint4(topk_order_key(v[u].x), topk_order_key(v[u].y),
+                                                               topk_order_key(v[u].z), topk_order_key(v[u].w));
+    }
+  }
+  // 2. The k-th largest key, and how many keys equal to it belong to the top k (block_select).
+  uint32_t kth;
+  unsigned remaining;
+  block_select(keys, unsigned(n), unsigned(p.k), hist, cand, warp_sums, sel, &cand_count, kth, remaining);
+  // 3. Ordered compaction. Warp w owns positions [w * per_warp, +per_warp), per_warp a multiple of 32.
+  const int per_warp = (n + 32 * kTopkWarps - 1) / (32 * kTopkWarps) * 32;
+  const int w_begin = min(n, warp * per_warp), w_end = min(n, w_begin + per_warp);
+  unsigned gt = 0, eq = 0;
+  for (int i = w_begin + lane; i - lane < w_end; i += 32) {
+    const uint32_t key = i < w_end ? keys[i] : 0u;
+    gt += __popc(__ballot_sync(0xffffffffu, i < w_end && key > kth));
+    eq += __popc(__ballot_sync(0xffffffffu, i < w_end && key == kth));
+  }
+  if (lane == 0) {
+    warp_gt[warp] = gt;
+    warp_eq[warp] = eq;
+  }
+  __syncthreads();
+  unsigned gt_seen = 0, eq_seen = 0;  // keys > / == kth at positions before the current round
+  for (int w = 0; w < warp; ++w) {
+    gt_seen += warp_gt[w];
+    eq_seen += warp_eq[w];
+  }
+  const unsigned lt_mask = (1u << lane) - 1u;
+  for (int i = w_begin + lane; i - lane < w_end && gt_seen + min(eq_seen, remaining) < unsigned(p.k); i += 32) {
+    const uint32_t key = i < w_end ? keys[i] : 0u;
+    const bool is_gt = i < w_end && key > kth, is_eq = i < w_end && key == kth;
+    const unsigned gm = __ballot_sync(0xffffffffu, is_gt), em = __ballot_sync(0xffffffffu, is_eq);
+    const unsigned eq_before = eq_seen + __popc(em & lt_mask);
+    if (is_gt || (is_eq && eq_before < remaining)) {
+      const unsigned at = gt_seen + __popc(gm & lt_mask) + min(eq_before, remaining);
+      out[at] = slot_of(p, b, i);
+    }
+    gt_seen += __popc(gm);
+    eq_seen += __popc(em);
+  }
 }
 
 // One cluster of C blocks per request (C = cluster size, 1..8; block rank r owns the positions
