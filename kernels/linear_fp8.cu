@@ -191,7 +191,6 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
       }
 }
 
-constexpr int64_t kMmaTargetBlocks = 132 * 3;  // ~3 blocks of 4 warps per SM (~160 registers per thread)
 
 int mma_nt(int m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 // ptxas (CUDA 13, sm_90, 255-register cap): MT 4 x NT 1 / 2 use 188 / 238 registers, no spill; MT 4 x
@@ -206,6 +205,31 @@ template <int MT, int NT>
 void launch_mma(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
   const dim3 grid((p.m + 8 * NT - 1) / (8 * NT), (p.n + 16 * MT * kMmaWarps - 1) / (16 * MT * kMmaWarps), S);
   linear_fp8_mma_kernel<MT, NT><<<grid, 32 * kMmaWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split);
+}
+
+// The kernel instance launch_mma_any runs for (mt, m) (for the occupancy query).
+const void* mma_kernel_for(int mt, int m) {
+  const int nt = mma_nt(m);
+  if (mt == 4 && nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 1>);
+  if (mt == 4 && nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 2>);
+  if (mt == 4 && nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 4>);
+  if (nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 1>);
+  if (nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 2>);
+  if (nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 4>);
+  return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 8>);
+}
+
+// Blocks of the (mt, m) kernel resident on the whole GPU at once (SMs x occupancy; 132 x 2 if a query
+// fails: an H200 at ~190-240 registers per thread).
+int64_t mma_resident_blocks(int mt, int m) {
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma_kernel_for(mt, m), 32 * kMmaWarps, 0) != cudaSuccess ||
+      sms <= 0 || per_sm <= 0) {
+    cudaGetLastError();  // clear a failed query
+    return 132 * 2;
+  }
+  return int64_t(sms) * per_sm;
 }
 
 void launch_mma_any(int mt, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
@@ -269,13 +293,21 @@ bool linear_fp8_mma_supported(const LinearParams& p) {
   return p.w_dtype == DType::F8_E4M3 && p.k % 16 == 0 && p.w_stride() % 16 == 0 && aligned16(p.w) && aligned16(p.x);
 }
 
+// Split-K: as many column ranges (whole 128-column blocks each) as keep the grid within ONE wave of
+// resident blocks: a memory-bound kernel whose last wave is partly empty loses the missing blocks' bytes
+// in flight (at o_proj m = 8 a 1.45-wave grid would run its tail at ~half the bandwidth).
+int mma_split_kbs(const LinearParams& p, int mt) {  // 128-column blocks per split
+  const int nt = mma_nt(p.m);
+  const int64_t base = int64_t((p.m + 8 * nt - 1) / (8 * nt)) * ((p.n + 16 * mt * kMmaWarps - 1) / (16 * mt * kMmaWarps));
+  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock;
+  const int64_t s0 = std::max<int64_t>(1, std::min<int64_t>(kbs, mma_resident_blocks(mt, p.m) / base));
+  return int((kbs + s0 - 1) / s0);
+}
+
 int linear_fp8_mma_splits(const LinearParams& p, int mt) {
   mt = mma_effective_mt(p.m, mt);
-  const int nt = mma_nt(p.m);
-  const int64_t blocks = int64_t((p.m + 8 * nt - 1) / (8 * nt)) * ((p.n + 16 * mt * kMmaWarps - 1) / (16 * mt * kMmaWarps));
-  const int64_t want = (kMmaTargetBlocks + blocks - 1) / blocks;
-  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock;
-  return int(std::max<int64_t>(1, std::min<int64_t>(want, kbs)));
+  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock, per = mma_split_kbs(p, mt);
+  return (kbs + per - 1) / per;
 }
 
 void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt) {
@@ -288,11 +320,12 @@ void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_e
   require(mt == 0 || mt == 2 || mt == 4, "linear_fp8_mma_cuda: mt = " + std::to_string(mt) + ", expected 0, 2 or 4");
   require(int64_t(p.m) * p.n < (int64_t(1) << 31) / 32, "linear_fp8_mma_cuda: m * n too large");
   mt = mma_effective_mt(p.m, mt);
-  int S = linear_fp8_mma_splits(p, mt);
-  if (partial == nullptr || partial_elems < size_t(S) * p.m * p.n) S = 1;
-  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock;
-  const int per_split = (kbs + S - 1) / S * kFp8WeightBlock;
-  S = (p.k + per_split - 1) / per_split;
+  int per_split = mma_split_kbs(p, mt) * kFp8WeightBlock;
+  int S = (p.k + per_split - 1) / per_split;  // = linear_fp8_mma_splits(p, mt)
+  if (partial == nullptr || partial_elems < size_t(S) * p.m * p.n) {
+    S = 1;
+    per_split = p.k;
+  }
   launch_mma_any(mt, p, partial, S, per_split, stream);
   CUDA_CHECK_LAUNCH();
   if (S > 1) {
