@@ -148,7 +148,7 @@ constexpr int kMmaWarps = 4;
 
 // grid (ceil(m / (8 NT)), ceil(n / (16 MT kMmaWarps)), S), block 32 kMmaWarps. Split z covers columns
 // [z per_split, min(k, (z + 1) per_split)), per_split a multiple of 128; S > 1 writes part[z][t][row].
-template <int MT, int NT>
+template <int MT, int NT, bool PF>
 __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearParams p, float* part, int per_split) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tok0 = blockIdx.x * 8 * NT;
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
     xrow[j] = tok < p.m ? p.x + size_t(tok) * p.k : nullptr;
   }
   float acc[MT][NT][4];
-  fp8_mma_warp_tile<MT, NT>(wrow, srow, xrow, min(NT, (p.m - tok0 + 7) / 8), c_lo, c_hi, acc);
+  fp8_mma_warp_tile<MT, NT, PF>(wrow, srow, xrow, min(NT, (p.m - tok0 + 7) / 8), c_lo, c_hi, acc);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -201,30 +201,37 @@ int mma_effective_mt(int m, int mt) {
   return mma_nt(m) == 8 ? 2 : mt;
 }
 
-template <int MT, int NT>
+template <int MT, int NT, bool PF = false>
 void launch_mma(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
   const dim3 grid((p.m + 8 * NT - 1) / (8 * NT), (p.n + 16 * MT * kMmaWarps - 1) / (16 * MT * kMmaWarps), S);
-  linear_fp8_mma_kernel<MT, NT><<<grid, 32 * kMmaWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split);
+  linear_fp8_mma_kernel<MT, NT, PF><<<grid, 32 * kMmaWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split);
 }
 
-// The kernel instance launch_mma_any runs for (mt, m) (for the occupancy query).
-const void* mma_kernel_for(int mt, int m) {
+// Register prefetch (fp8_mma_warp_tile's PF) exists for mt 2 with m <= 16 (NT 1 / 2: 128 / 185 registers,
+// against 118 / 165 without; mt 4 with it would spill).
+bool mma_prefetch_ok(int mt, int m) { return mt == 2 && mma_nt(m) <= 2; }
+
+// The kernel instance launch_mma_any runs for (mt, m, pf) (for the occupancy query).
+const void* mma_kernel_for(int mt, int m, bool pf) {
   const int nt = mma_nt(m);
-  if (mt == 4 && nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 1>);
-  if (mt == 4 && nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 2>);
-  if (mt == 4 && nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 4>);
-  if (nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 1>);
-  if (nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 2>);
-  if (nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 4>);
-  return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 8>);
+  if (pf && mma_prefetch_ok(mt, m))
+    return nt == 1 ? reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 1, true>)
+                   : reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 2, true>);
+  if (mt == 4 && nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 1, false>);
+  if (mt == 4 && nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 2, false>);
+  if (mt == 4 && nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<4, 4, false>);
+  if (nt == 1) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 1, false>);
+  if (nt == 2) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 2, false>);
+  if (nt == 4) return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 4, false>);
+  return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 8, false>);
 }
 
 // Blocks of the (mt, m) kernel resident on the whole GPU at once (SMs x occupancy; 132 x 2 if a query
 // fails: an H200 at ~190-240 registers per thread).
-int64_t mma_resident_blocks(int mt, int m) {
+int64_t mma_resident_blocks(int mt, int m, bool pf) {
   int dev = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma_kernel_for(mt, m), 32 * kMmaWarps, 0) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma_kernel_for(mt, m, pf), 32 * kMmaWarps, 0) != cudaSuccess ||
       sms <= 0 || per_sm <= 0) {
     cudaGetLastError();  // clear a failed query
     return 132 * 2;
@@ -232,9 +239,11 @@ int64_t mma_resident_blocks(int mt, int m) {
   return int64_t(sms) * per_sm;
 }
 
-void launch_mma_any(int mt, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
+void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
   const int nt = mma_nt(p.m);
-  if (mt == 4 && nt == 1) launch_mma<4, 1>(p, part, S, per_split, stream);
+  if (pf && mma_prefetch_ok(mt, p.m) && nt == 1) launch_mma<2, 1, true>(p, part, S, per_split, stream);
+  else if (pf && mma_prefetch_ok(mt, p.m)) launch_mma<2, 2, true>(p, part, S, per_split, stream);
+  else if (mt == 4 && nt == 1) launch_mma<4, 1>(p, part, S, per_split, stream);
   else if (mt == 4 && nt == 2) launch_mma<4, 2>(p, part, S, per_split, stream);
   else if (mt == 4 && nt == 4) launch_mma<4, 4>(p, part, S, per_split, stream);
   else if (nt == 1) launch_mma<2, 1>(p, part, S, per_split, stream);
@@ -296,21 +305,22 @@ bool linear_fp8_mma_supported(const LinearParams& p) {
 // Split-K: as many column ranges (whole 128-column blocks each) as keep the grid within ONE wave of
 // resident blocks: a memory-bound kernel whose last wave is partly empty loses the missing blocks' bytes
 // in flight (at o_proj m = 8 a 1.45-wave grid would run its tail at ~half the bandwidth).
-int mma_split_kbs(const LinearParams& p, int mt) {  // 128-column blocks per split
+int mma_split_kbs(const LinearParams& p, int mt, bool pf) {  // 128-column blocks per split
   const int nt = mma_nt(p.m);
   const int64_t base = int64_t((p.m + 8 * nt - 1) / (8 * nt)) * ((p.n + 16 * mt * kMmaWarps - 1) / (16 * mt * kMmaWarps));
   const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock;
-  const int64_t s0 = std::max<int64_t>(1, std::min<int64_t>(kbs, mma_resident_blocks(mt, p.m) / base));
+  const int64_t s0 = std::max<int64_t>(1, std::min<int64_t>(kbs, mma_resident_blocks(mt, p.m, pf) / base));
   return int((kbs + s0 - 1) / s0);
 }
 
-int linear_fp8_mma_splits(const LinearParams& p, int mt) {
+int linear_fp8_mma_splits(const LinearParams& p, int mt, bool prefetch) {
   mt = mma_effective_mt(p.m, mt);
-  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock, per = mma_split_kbs(p, mt);
+  const int kbs = (p.k + kFp8WeightBlock - 1) / kFp8WeightBlock, per = mma_split_kbs(p, mt, prefetch);
   return (kbs + per - 1) / per;
 }
 
-void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt) {
+void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt,
+                         bool prefetch) {
   validate_linear_params(p, "linear_fp8_mma_cuda", false);
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_mma_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
                                            ", expected F8_E4M3");
@@ -320,13 +330,13 @@ void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_e
   require(mt == 0 || mt == 2 || mt == 4, "linear_fp8_mma_cuda: mt = " + std::to_string(mt) + ", expected 0, 2 or 4");
   require(int64_t(p.m) * p.n < (int64_t(1) << 31) / 32, "linear_fp8_mma_cuda: m * n too large");
   mt = mma_effective_mt(p.m, mt);
-  int per_split = mma_split_kbs(p, mt) * kFp8WeightBlock;
-  int S = (p.k + per_split - 1) / per_split;  // = linear_fp8_mma_splits(p, mt)
+  int per_split = mma_split_kbs(p, mt, prefetch) * kFp8WeightBlock;
+  int S = (p.k + per_split - 1) / per_split;  // = linear_fp8_mma_splits(p, mt, prefetch)
   if (partial == nullptr || partial_elems < size_t(S) * p.m * p.n) {
     S = 1;
     per_split = p.k;
   }
-  launch_mma_any(mt, p, partial, S, per_split, stream);
+  launch_mma_any(mt, prefetch, p, partial, S, per_split, stream);
   CUDA_CHECK_LAUNCH();
   if (S > 1) {
     const int64_t mn = int64_t(p.m) * p.n;

@@ -76,7 +76,7 @@ bool linear_fp8_mma_supported(const LinearParams& p);
 
 // Split-K count the kernel uses for p (mt: m-tiles per warp, 0 = default): linear_fp8_mma_cuda's
 // `partial` must hold S * m * n floats for S > 1 (null or smaller: no split, fewer blocks).
-int linear_fp8_mma_splits(const LinearParams& p, int mt = 0);
+int linear_fp8_mma_splits(const LinearParams& p, int mt = 0, bool prefetch = false);
 
 // The tensor-core kernel on `stream`. mt in {0 (default: 4 for m <= 16, else 2), 2, 4}: 16-row m-tiles per
 // warp (each warp's converted x fragments are reused for mt tiles; 4 is taken as 2 for m > 32, where it
@@ -84,7 +84,10 @@ int linear_fp8_mma_splits(const LinearParams& p, int mt = 0);
 // m > 64 adds CTAs along the token axis (W re-read from L2). Split-K as linear_fp8_gemv_cuda:
 // partial sums per split, added in split order (deterministic). Throws glm5::Error on bad params,
 // an unsupported shape (naming it) or a launch failure.
-void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt = 0);
+// prefetch: issue the next 128-column block's W loads before this block's math (register double
+// buffer); only for mt 2 at m <= 16, ignored elsewhere (mt 4 would spill). Same arithmetic either way.
+void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt = 0,
+                         bool prefetch = false);
 
 // CPU twin of linear_fp8_mma_cuda: the same f16 rounding of x with the same power-of-two scales, exact
 // products, each 128-column block summed in double, promoted with w_scale * 2^-e in double; fp32 store.

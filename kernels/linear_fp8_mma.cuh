@@ -58,7 +58,9 @@ __device__ __forceinline__ uint32_t uint4_word(const uint4& v, int s) {
 // lane's token (token g of n-tile j) as fp32, column 0, or null for a missing token (zeros). Only the
 // first nt_active n-tiles are computed (warp-uniform). Columns [c_lo, c_hi): c_lo a multiple of 128,
 // c_hi a multiple of 16; rows and xrow 16-byte aligned. acc is overwritten.
-template <int MT, int NT>
+// PF (prefetch): the next block's W loads are issued before this block's math (a register double
+// buffer, + 16 MT registers): W bytes stay in flight while the warp converts and multiplies.
+template <int MT, int NT, bool PF = false>
 __device__ __forceinline__ void fp8_mma_warp_tile(const uint8_t* const (&wrow)[MT][2], const float* const (&srow)[MT],
                                                   const float* const (&xrow)[NT], int nt_active, int c_lo, int c_hi,
                                                   float (&acc)[MT][NT][4]) {
@@ -69,16 +71,31 @@ __device__ __forceinline__ void fp8_mma_warp_tile(const uint8_t* const (&wrow)[M
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  for (int kb0 = c_lo; kb0 < c_hi; kb0 += kFp8WeightBlock) {
-    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]
+  auto load_w = [&](uint4 (&dst)[MT][2][2], int kb) {
 #pragma unroll
     for (int ch = 0; ch < 2; ++ch) {
-      const int c = kb0 + 64 * ch + 16 * t;
+      const int c = kb + 64 * ch + 16 * t;
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          wv[i][ch][h] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + c)) : make_uint4(0, 0, 0, 0);
+          dst[i][ch][h] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + c)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  uint4 wnext[MT][2][2];  // PF only
+  if constexpr (PF) load_w(wnext, c_lo);
+  for (int kb0 = c_lo; kb0 < c_hi; kb0 += kFp8WeightBlock) {
+    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]
+    if constexpr (PF) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int ch = 0; ch < 2; ++ch)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) wv[i][ch][h] = wnext[i][ch][h];
+      load_w(wnext, kb0 + kFp8WeightBlock);  // past c_hi: zeros, no load
+    } else {
+      load_w(wv, kb0);
     }
     float ws[MT];
 #pragma unroll

@@ -505,7 +505,8 @@ namespace {
 // m = 1 .. 64 at o_proj 6144x16384, one expert's gate+up 4096x6144 and down 6144x2048, kv_a 576x6144.
 // Bytes: W once (n k) + scales (n k / 16384 * 4) + x (m k 4) + y (m n 4); FLOPs 2 m n k. Before timing,
 // the kernel is checked against its twin linear_fp8_mma_cpu on 64 rows (rel 1e-5 of sum |x w|). Each
-// m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default.
+// m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default, and
+// (m <= 16) mt 2 with the register prefetch of the next block's W (linear_fp8_mma_mt2_pf).
 void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
   std::fprintf(stderr, "bench kernels: linear_fp8_mma (vs linear_fp8 GEMV, dequant + cuBLASLt, linear_bf16)\n");
@@ -549,11 +550,14 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
       };
       if (m >= 2) {
         const int mt_default = m <= 16 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
-        for (int mt : {0, mt_default == 4 ? 2 : 4}) {
+        for (int variant = 0; variant < 3; ++variant) {  // default mt, the other mt, mt 2 + register prefetch
+          const int mt = variant == 0 ? 0 : variant == 1 ? (mt_default == 4 ? 2 : 4) : 2;
+          const bool pf = variant == 2;
           if (mt == 4 && m > 32) continue;  // taken as 2 there (register spills)
-          const size_t elems = size_t(linear_fp8_mma_splits(p, mt)) * m * n;
+          if (pf && m > 16) continue;       // prefetch exists for m <= 16
+          const size_t elems = size_t(linear_fp8_mma_splits(p, mt, pf)) * m * n;
           Buffer part(Where::Device, elems * 4, "bench mma partial sums");
-          linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt);
+          linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt, pf);
           CUDA_CHECK(cudaStreamSynchronize(stream));
           std::vector<float> got = to_host<float>(dy, size_t(m) * n);
           LinearParams h = p;  // twin on the first 64 rows
@@ -576,9 +580,9 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
             }
           require(err < 1e-5, "bench kernels: linear_fp8_mma (mt " + std::to_string(mt) +
                                   ") disagrees with linear_fp8_mma_cpu (max rel err " + sci(err) + " of sum |x w|)");
-          const int S = linear_fp8_mma_splits(p, mt);
-          const std::string name = mt == 0 ? "linear_fp8_mma" : "linear_fp8_mma_mt" + std::to_string(mt);
-          record(name, [&] { linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt); },
+          const int S = linear_fp8_mma_splits(p, mt, pf);
+          const std::string name = mt == 0 ? "linear_fp8_mma" : "linear_fp8_mma_mt" + std::to_string(mt) + (pf ? "_pf" : "");
+          record(name, [&] { linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt, pf); },
                  bytes + (S > 1 ? 2.0 * S * m * n * 4 : 0.0),
                  "vs linear_fp8_mma_cpu, 64 rows: max rel err " + sci(err) + " of sum |x w|; split-K " + std::to_string(S));
         }

@@ -196,7 +196,7 @@ struct MmaErr {
 };
 
 MmaErr check_mma(const Fp8Weight& W, int m, bool accumulate, int mt, bool direct, LinearContext* ctx, int c0 = 0,
-                 int k = 0, float x_mag_spread = 0.f) {
+                 int k = 0, float x_mag_spread = 0.f, bool pf = false) {
   if (k == 0) k = W.K - c0;
   const int n = W.n, lds = (W.K + 127) / 128;
   std::vector<float> x(size_t(m) * k), y0(size_t(m) * n);
@@ -216,9 +216,9 @@ MmaErr check_mma(const Fp8Weight& W, int m, bool accumulate, int mt, bool direct
   dp.w_scale = W.dscales.as<float>() + c0 / 128;
   dp.ld_scale = lds;
   if (direct) {
-    const size_t elems = size_t(linear_fp8_mma_splits(dp, mt)) * m * n;
+    const size_t elems = size_t(linear_fp8_mma_splits(dp, mt, pf)) * m * n;
     Buffer part(Where::Device, elems * 4, "partial");
-    linear_fp8_mma_cuda(dp, part.as<float>(), elems, nullptr, mt);
+    linear_fp8_mma_cuda(dp, part.as<float>(), elems, nullptr, mt, pf);
     CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     linear_cuda(dp, *ctx, nullptr);
@@ -253,8 +253,8 @@ MmaErr check_mma(const Fp8Weight& W, int m, bool accumulate, int mt, bool direct
       if (!std::isfinite(g)) e.twin = e.exact = INFINITY;
     }
   }
-  std::printf("fp8 mma n=%d k=%d (c0=%d) m=%d acc=%d mt=%d %s: rel err vs twin %.3g, vs exact %.3g\n", n, k, c0, m,
-              int(accumulate), mt, direct ? "direct" : "linear_cuda", e.twin, e.exact);
+  std::printf("fp8 mma n=%d k=%d (c0=%d) m=%d acc=%d mt=%d%s %s: rel err vs twin %.3g, vs exact %.3g\n", n, k, c0, m,
+              int(accumulate), mt, pf ? " prefetch" : "", direct ? "direct" : "linear_cuda", e.twin, e.exact);
   EXPECT_LT(e.twin, 1e-5) << "n=" << n << " k=" << k << " m=" << m << " mt=" << mt << " x seed " << salt;
   EXPECT_LT(e.exact, 0x1p-11 + 1e-5) << "n=" << n << " k=" << k << " m=" << m << " mt=" << mt << " x seed " << salt;
   return e;
@@ -274,13 +274,16 @@ TEST(GpuLinearFp8Mma, Glm5ShapesMatchTwin) {
   check_mma(o_proj, 5, true, 0, false, &ctx, 8192, 8192);  // --tp 2 rank 1 column shard
 }
 
-TEST(GpuLinearFp8Mma, BothTileWidthsAndNoSplitAgree) {
+TEST(GpuLinearFp8Mma, TileWidthsPrefetchAndNoSplitAgree) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   Fp8Weight w(2048, 6144, fresh_seed());
   for (int m : {2, 8, 9, 16, 31, 33}) {
     check_mma(w, m, false, 2, true, nullptr);
     check_mma(w, m, true, 4, true, nullptr);
+    check_mma(w, m, m % 2 == 0, 2, true, nullptr, 0, 0, 0.f, true);  // register prefetch (m <= 16; else ignored)
   }
+  Fp8Weight odd(300, 528, fresh_seed());  // prefetch with a partial last block and n % 16 != 0
+  for (int m : {3, 16}) check_mma(odd, m, false, 2, true, nullptr, 0, 0, 0.f, true);
   // no partial buffer: S = 1 (one CTA column per row block), same result
   std::vector<float> x(size_t(8) * 6144);
   for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(46, 1, i);
