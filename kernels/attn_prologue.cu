@@ -1,10 +1,10 @@
 // CUDA kernels of attn_prologue.h. Blocks of kv_dev::kThreads (128) threads, one role per block range;
 // each role runs the standalone kernels' device functions on its row in order, with a block barrier
 // between dependent steps (the row a step wrote in global memory is read by other threads of the block
-// in the next step). Bitwise equal to the unfused kernels: the RMSNorm vector path reduces over exactly
-// the standalone launch's thread count (norm_dev::rmsnorm_vec_threads; the other threads add zeros),
-// LayerNorm rows of <= 128 values and RoPE do not depend on the block size, and the writes are
-// kv_dev's own code. (RMSNorm rows too long for the vector path in 128 threads take the scalar loop,
+// in the next step). The RMSNorm vector path reduces over exactly the standalone launch's thread count
+// (norm_dev::rmsnorm_vec_threads; the other threads add zeros), RoPE does not depend on the block size
+// and the writes are kv_dev's own code: bitwise the unfused results (GPU test). The indexer key's
+// LayerNorm (the same source, 128 instead of 256 threads) measured last-bit differences on some keys. (RMSNorm rows too long for the vector path in 128 threads take the scalar loop,
 // which reduces in a different order than the standalone 256-thread kernel: fp32-order differences.)
 #include <algorithm>
 

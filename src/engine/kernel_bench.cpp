@@ -885,14 +885,17 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           // The defaults, then (B <= 32, where the grid matters) fewer, longer split-K chunks and
           // 16-head slices per CTA (tuning sweeps: heads_per_cta, splits).
           const int s_auto = mla_decode_num_splits(B, H, kTopk);
-          std::vector<std::pair<int, int>> sweep{{0, 0}};
+          std::vector<std::pair<int, int>> sweep{{0, 0}};  // the default (heads per CTA, splits)
           if (B <= 32) {
+            const int hpc_default = mla_decode_heads_per_cta(p);
+            if (hpc_default != 64) sweep.push_back({64, 0});
             for (int d : {2, 4, 8})
               if (s_auto / d >= 1 && s_auto / d < s_auto) sweep.push_back({64, s_auto / d});
             if (H > 16) {
               const int s16 = std::min(s_auto, mla_decode_num_splits(B, H, kTopk, 16));
-              sweep.push_back({16, 0});
+              if (hpc_default != 16) sweep.push_back({16, 0});
               if (s16 / 2 >= 1) sweep.push_back({16, s16 / 2});
+              if (s16 < s_auto) sweep.push_back({16, std::min(s_auto, 2 * s16)});  // two waves of 16-head CTAs
             }
           }
           for (auto [hpc, sp] : sweep) {

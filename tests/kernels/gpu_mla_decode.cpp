@@ -248,17 +248,20 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     }
 
     // cast and gather-cast paths on the GPU: same values, same kernel order -> the same bits as fp8.
-    const GpuResult gc = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split);
-    const GpuResult gg = run_gpu(c, ql, qr, compact.as<uint8_t>(), bf16_layout_of(d.layout), cidx.as<int32_t>(), split);
+    // (The same split-K chunks and heads per CTA as g: other splits round P differently.)
+    const GpuResult gc = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
+                                 MlaDecodeKernel::Auto, splits, hpc);
+    const GpuResult gg = run_gpu(c, ql, qr, compact.as<uint8_t>(), bf16_layout_of(d.layout), cidx.as<int32_t>(), split,
+                                 MlaDecodeKernel::Auto, splits, hpc);
     EXPECT_EQ(gc.out, g.out) << "cast path differs from fp8 path";
     EXPECT_EQ(gg.out, g.out) << "gather-cast path differs from fp8 path";
     EXPECT_EQ(0, std::memcmp(gc.lse.data(), g.lse.data(), n_lse * 4));
     EXPECT_EQ(0, std::memcmp(gg.lse.data(), g.lse.data(), n_lse * 4));
     if (tc) {  // pipelined and plain tensor-core kernels: same arithmetic in the same order -> same bits
-      const GpuResult g8 =
-          run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, MlaDecodeKernel::TensorCore);
+      const GpuResult g8 = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
+                                   MlaDecodeKernel::TensorCore, splits, hpc);
       const GpuResult g16 = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
-                                    MlaDecodeKernel::TensorCorePipelined);
+                                    MlaDecodeKernel::TensorCorePipelined, splits, hpc);
       EXPECT_EQ(g8.out, g.out) << "TensorCore (fp8 rows) differs from Auto (TensorCorePipelined)";
       EXPECT_EQ(0, std::memcmp(g8.lse.data(), g.lse.data(), n_lse * 4));
       EXPECT_EQ(g16.out, g.out) << "TensorCorePipelined (bf16 rows) differs from the fp8 path";

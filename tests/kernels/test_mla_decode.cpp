@@ -230,6 +230,11 @@ TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
   EXPECT_EQ(mla_decode_num_splits(1, 16, 2048, 16), 64);
   MlaDecodeParams p;
   EXPECT_EQ(mla_decode_heads_per_cta(p), 64);
+  p.B = 1;
+  p.H = 64;
+  EXPECT_EQ(mla_decode_heads_per_cta(p), 16);  // auto: one request of 64 heads
+  p.B = 2;
+  EXPECT_EQ(mla_decode_heads_per_cta(p), 64);
   p.heads_per_cta = 16;
   EXPECT_EQ(mla_decode_heads_per_cta(p), 16);
   EXPECT_EQ(mla_decode_num_splits(0, 64, 2048), 1);
