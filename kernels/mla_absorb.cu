@@ -74,9 +74,15 @@ __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
 
 constexpr int kThreads = 256;
 constexpr int kMaxDevices = 64;
-// 8-weight chunks per thread per round: 8 x 16-byte loads in flight for BF16, 4 x 2 for F32 (registers).
-template <typename T>
-constexpr int kChunksInFlight = sizeof(T) == 2 ? 8 : 4;
+constexpr int kStageInFlight = 8;  // X quads (float4) per thread per staging round
+constexpr int kPrefetch = 2;       // pass-0 X quads per thread loaded before the W tile
+// W chunks per thread per round, 8 16-byte loads in flight: BF16 [k][n] chunks are 8 weights (one
+// load); BF16 [n][k] chunks are 16 (two loads: each lane a whole 32-byte sector of its row), F32
+// chunks 8 (two loads).
+template <typename T, bool kTransposed>
+constexpr int kChunksInFlight = sizeof(T) == 2 && !kTransposed ? 8 : 4;
+template <typename T, bool kTransposed>
+constexpr int kChunkElems = sizeof(T) == 2 && kTransposed ? 16 : 8;
 
 struct TileGemmArgs {
   const float* x;      // X[b, h, k] = x[b * x_b + h * x_h + k]
@@ -90,25 +96,27 @@ struct TileGemmArgs {
   bool x_vec = false;  // x rows 16-byte aligned with K % 4 == 0: stage with float4 loads
 };
 
-// 8 weights (one 16-byte BF16 chunk or two 16-byte F32 chunks) starting at `src`; `count` (0, 4 or 8)
-// of them exist, the rest read as 0.
+// Up to two 16-byte loads from `src`: 8 or 16 BF16 weights, 4 or 8 F32; `count` of them exist (a
+// multiple of 8 for BF16, of 4 for F32), the rest read as 0.
 template <typename T>
 __device__ __forceinline__ void load_chunk(const T* src, int count, uint4 (&raw)[2]) {
   raw[0] = raw[1] = make_uint4(0, 0, 0, 0);
   if constexpr (sizeof(T) == 2) {
-    if (count == 8) raw[0] = __ldg(reinterpret_cast<const uint4*>(src));
+    if (count >= 8) raw[0] = __ldg(reinterpret_cast<const uint4*>(src));
+    if (count >= 16) raw[1] = __ldg(reinterpret_cast<const uint4*>(src) + 1);
   } else {
     if (count >= 4) raw[0] = __ldg(reinterpret_cast<const uint4*>(src));
     if (count == 8) raw[1] = __ldg(reinterpret_cast<const uint4*>(src) + 1);
   }
 }
 
+// raw as fp32: 16 values for BF16, 8 for F32.
 template <typename T>
-__device__ __forceinline__ void unpack_chunk(const uint4 (&raw)[2], float (&f)[8]) {
+__device__ __forceinline__ void unpack_chunk(const uint4 (&raw)[2], float (&f)[16]) {
   if constexpr (sizeof(T) == 2) {
-    const uint32_t u[4] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w};
+    const uint32_t u[8] = {raw[0].x, raw[0].y, raw[0].z, raw[0].w, raw[1].x, raw[1].y, raw[1].z, raw[1].w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
       f[2 * i] = __uint_as_float(u[i] << 16);  // element 2i is the low half (little endian)
       f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
     }
@@ -137,9 +145,52 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
   const int K = a.K, N = a.N;
   const T* w = static_cast<const T*>(a.w) + size_t(h) * a.w_h;
 
+  const int groups = a.groups, BT = 4 * groups;
+  const float* x = a.x + size_t(h) * a.x_h;
+  // X staging, xs[k][b] for batch rows b0 .. b0+BT: item i = one quad of 4 consecutive k of one
+  // row (a warp: 32 consecutive k, 128 bytes, of 4 rows). Loads go to registers in batches of
+  // kStageInFlight before any store, so a pass costs one or two memory latencies, not one per item.
+  const int kqpad = ((K + 3) / 4 + 7) / 8 * 8, stage_items = kqpad * BT;
+  auto x_load = [&](int i, int b0) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int kql = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
+    const int k0 = 4 * ((rest / groups) * 8 + kql), b = b0 + (rest % groups) * 4 + bl4;
+    if (i >= stage_items || k0 >= K || b >= a.B) return v;
+    const float* src = x + size_t(b) * a.x_b + k0;
+    if (a.x_vec) return *reinterpret_cast<const float4*>(src);
+    v.x = src[0];
+    if (k0 + 1 < K) v.y = src[1];
+    if (k0 + 2 < K) v.z = src[2];
+    if (k0 + 3 < K) v.w = src[3];
+    return v;
+  };
+  auto x_store = [&](int i, float4 v) {
+    const int kql = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
+    const int k0 = 4 * ((rest / groups) * 8 + kql), bl = (rest % groups) * 4 + bl4;
+    if (i >= stage_items || k0 >= K) return;
+    const float e[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      if (k0 + q < K) xs[xs_index(k0 + q, bl, BT)] = e[q];
+  };
+  auto stage = [&](int b0, int first) {  // items first + tid + 256 * (s + kStageInFlight * round)
+    for (int base = first + tid; base < stage_items; base += kThreads * kStageInFlight) {
+      float4 v[kStageInFlight];
+#pragma unroll
+      for (int s = 0; s < kStageInFlight; ++s) v[s] = x_load(base + s * kThreads, b0);
+#pragma unroll
+      for (int s = 0; s < kStageInFlight; ++s) x_store(base + s * kThreads, v[s]);
+    }
+  };
+  // Pass 0's first kPrefetch items per thread are loaded before the W tile, so both are in flight
+  // together (at B <= 4 that is all of X).
+  float4 xpre[kPrefetch];
+#pragma unroll
+  for (int s = 0; s < kPrefetch; ++s) xpre[s] = x_load(tid + s * kThreads, 0);
+
   // 1. The W tile, once: rounds of independent 16-byte loads, then fp32 to smem.
-  constexpr int R = kChunksInFlight<T>;
-  const int kchunks = (K + 7) / 8;
+  constexpr int R = kChunksInFlight<T, kTransposed>, E = kChunkElems<T, kTransposed>;
+  const int kchunks = (K + E - 1) / E;
   const int chunks = kTransposed ? NT * kchunks : K * CG;
   for (int base = tid; base < chunks; base += kThreads * R) {
     uint4 raw[R][2];
@@ -150,8 +201,8 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
       const T* src = w;
       if (i < chunks) {
         if constexpr (kTransposed) {
-          const int j = i % NT, kk = 8 * (i / NT), row = n0 + j;
-          count = row < N ? min(8, K - kk) : 0;
+          const int j = i % NT, kk = E * (i / NT), row = n0 + j;
+          count = row < N ? min(E, K - kk) : 0;
           src = w + size_t(row) * a.w_ld + kk;
         } else {
           const int k = i / CG, col = n0 + 8 * (i % CG);
@@ -165,12 +216,12 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
     for (int r = 0; r < R; ++r) {
       const int i = base + r * kThreads;
       if (i >= chunks) break;
-      float f[8];
+      float f[16];
       unpack_chunk<T>(raw[r], f);
       if constexpr (kTransposed) {
-        const int j = i % NT, kk = 8 * (i / NT), kn = min(8, K - kk);
+        const int j = i % NT, kk = E * (i / NT), kn = min(E, K - kk);
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
+        for (int e = 0; e < E; ++e)
           if (e < kn) ws[(kk + e) * NT + j] = f[e];
       } else {
         float4* dst = reinterpret_cast<float4*>(ws + (i / CG) * NT + 8 * (i % CG));
@@ -180,35 +231,18 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
     }
   }
 
+#pragma unroll
+  for (int s = 0; s < kPrefetch; ++s) x_store(tid + s * kThreads, xpre[s]);
+  stage(0, kPrefetch * kThreads);
+
   // 2. Batch passes. Thread roles: cg = 8-column group, bg = 4-row batch group, ks = K slice.
-  const int groups = a.groups, BT = 4 * groups, ks_n = (kThreads / CG) / groups;
+  const int ks_n = (kThreads / CG) / groups;
   const int cg = tid % CG, bg = (tid / CG) % groups, ks = (tid / CG) / groups;
-  const float* x = a.x + size_t(h) * a.x_h;
   float* y = a.y + size_t(h) * a.y_h;
   for (int b0 = 0; b0 < a.B; b0 += BT) {
-    __syncthreads();  // the previous pass's reduction reads of xs are done
-    // Stage X[b0 .. b0+BT) as xs[k][b]: each thread one quad of 4 consecutive k of one batch row,
-    // each warp 32 consecutive k (128 bytes) of 4 batch rows.
-    const int kqpad = ((K + 3) / 4 + 7) / 8 * 8;
-    for (int i = tid; i < kqpad * BT; i += kThreads) {
-      const int kql = i & 7, bl4 = (i >> 3) & 3, rest = i >> 5;
-      const int k0 = 4 * ((rest / groups) * 8 + kql), bl = (rest % groups) * 4 + bl4, b = b0 + bl;
-      if (k0 >= K) continue;
-      float v[4] = {0.f, 0.f, 0.f, 0.f};
-      if (b < a.B) {
-        const float* src = x + size_t(b) * a.x_b + k0;
-        if (a.x_vec) {
-          const float4 t = *reinterpret_cast<const float4*>(src);
-          v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
-        } else {
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            if (k0 + e < K) v[e] = src[e];
-        }
-      }
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        if (k0 + e < K) xs[xs_index(k0 + e, bl, BT)] = v[e];
+    if (b0 > 0) {
+      __syncthreads();  // the previous pass's reads of xs (compute or reduction) are done
+      stage(b0, 0);
     }
     __syncthreads();  // also publishes the W tile on the first pass
 
