@@ -6,9 +6,7 @@
 // request's queries and head weights too; thread (token, head quarter) sums w_h * ReLU(scale * q_h.k)
 // over a quarter of the heads, the four partial sums are added in a fixed order.
 // Bytes: B * seq_len * (D + 4) key bytes + 4 per score; FLOPs: 2 * B * seq_len * Hi * D.
-// topk, rows <= 49,152 positions: one block per request, keys in shared memory (topk1_kernel).
-// topk, rows <= 262,144 and k <= 8192: one block per request streaming the row once (topks_kernel).
-// topk, otherwise: one cluster of C blocks of 1024 threads per request (C up to 8 when B is small: B = 1 at
+// topk: one cluster of C blocks of 1024 threads per request (C up to 8 when B is small: B = 1 at
 // 128K context was one SM reading 3 x 512 KB, 153 us, as long as the scores); radix select of the
 // k-th largest order key (3 passes of 11/11/10-bit digits, each block's shared-memory histogram
 // summed over the cluster through distributed shared memory; after the first pass, each block's
@@ -473,7 +471,7 @@ constexpr int kTopkCandidates = 16384;                   // shared-memory keys a
 constexpr unsigned kNoDigit = 0xffffffffu;
 
 constexpr int kMaxCluster = 8;                           // blocks per request (portable cluster size)
-constexpr int kMinClusterChunk = 8192;                   // positions per block before the split pays
+constexpr int kMinClusterChunk = 4096;                   // positions per block before the split pays
 
 constexpr int kTopkChunkSmem = 32768;                    // a block's positions kept in shared memory
 size_t topk_smem_bytes() { return sizeof(uint32_t) * (2 * kTopkBins + kTopkCandidates + kTopkChunkSmem); }
@@ -582,327 +580,6 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
   unsigned total = 0;
   block_exclusive_sum(v, warp_sums, &total);
   return total;
-}
-
-constexpr int kTopk1MaxPositions = 49152;  // 192 KiB of keys
-constexpr int kTopk1Cand = 4096;                  // block_select's candidate list
-
-// ---- topk, rows of 49,153 .. 262,144 positions: one block per request, the scores streamed once ----
-// The k-th largest (key, position) pair of any prefix of the row is a lower bound of the row's k-th
-// largest, and a later position with the same key ranks below it (ties go to the lower position).
-// So the block streams the row in steps of kTopksStep positions (kTopksDepth steps of loads in flight
-// in registers) and keeps a buffer of (key, position) pairs: every pair until the buffer would
-// overflow, then only keys strictly above the threshold key T. When a step might overflow the
-// buffer, it is reduced to its top-k pairs (a radix select of the k-th key; the equal keys ranked
-// by position with a second select on ~position), and T becomes the k-th key. At the end the same
-// reduction leaves exactly the top k; their positions are set in a bitmap and written in position
-// order (a block prefix sum of the bitmap words' popcounts). Random rows: one or two reductions
-// (T from the first 16K positions admits ~k / j of step j); rows rising with position reduce at
-// every step (slower, same result).
-constexpr int kTopksStep = 8192;                      // positions per step: 2 float4 per thread
-constexpr int kTopksDepth = 3;                        // steps in flight ahead of the one filtered
-constexpr int kTopksCap = 16384;                      // pairs in the buffer (>= k + kTopksStep)
-constexpr int kTopksMaxPositions = 262144;            // bitmap of 8192 words
-constexpr int kTopksMaxK = kTopksCap - kTopksStep;    // larger k: the cluster kernel
-
-size_t topks_smem_bytes() { return sizeof(uint32_t) * (3 * size_t(kTopksCap) + kTopkBins + kTopk1Cand); }
-
-// Block-wide: the `rank`-th largest (1-based, rank <= m) of arr[0..m) and how many keys equal to it
-// are within the top `rank` (radix select, digits 11 / 11 / 10; after the first digit the keys of the
-// selected digit are copied to `cand` when they fit, kTopk1Cand). Barriers at entry and inside; the
-// results are the same in every thread. hist [kTopkBins], cand [kTopk1Cand], warp_sums [kTopkWarps],
-// sel [2], counter: shared scratch.
-__device__ void block_select(const uint32_t* arr, unsigned m, unsigned rank, unsigned* hist, uint32_t* cand,
-                             unsigned* warp_sums, unsigned* sel, unsigned* counter, uint32_t& kth,
-                             unsigned& remaining) {
-  const int tid = threadIdx.x, lane = tid % 32;
-  uint32_t prefix = 0, prefix_mask = 0;
-  remaining = rank;
-  bool use_cand = false;
-  unsigned n_cand = 0;
-  for (int pass = 0; pass < 3; ++pass) {
-    const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
-    __syncthreads();  // arr / cand complete; the last readers of hist, sel and counter are done
-    for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
-    if (tid == 0) *counter = 0;
-    __syncthreads();
-    const uint32_t* src = use_cand ? cand : arr;
-    const unsigned cnt = use_cand ? n_cand : m;
-    for (unsigned base = 0; base < cnt; base += kTopkThreads) {
-      const unsigned i = base + tid;
-      hist_add(hist, digit_of(i < cnt ? src[i] : 0u, i < cnt, prefix, prefix_mask, shift, bits));
-    }
-    __syncthreads();
-    select_digit(hist, nbins, remaining, warp_sums, sel);
-    const unsigned digit = sel[0], in_digit = hist[digit];
-    remaining -= sel[1];
-    prefix |= digit << shift;
-    prefix_mask |= uint32_t(nbins - 1) << shift;
-    if (pass == 0 && in_digit <= unsigned(kTopk1Cand)) {
-      for (unsigned base = 0; base < m; base += kTopkThreads) {
-        const unsigned i = base + tid;
-        const uint32_t key = i < m ? arr[i] : 0u;
-        const bool take = i < m && (key & prefix_mask) == prefix;
-        const unsigned mask = __ballot_sync(0xffffffffu, take);
-        unsigned at = 0;
-        if (lane == 0 && mask) at = atomicAdd(counter, unsigned(__popc(mask)));
-        at = __shfl_sync(0xffffffffu, at, 0);
-        if (take) cand[at + __popc(mask & ((1u << lane) - 1u))] = key;
-      }
-      use_cand = true;
-      n_cand = in_digit;
-    }
-  }
-  kth = prefix;
-}
-
-__global__ void __launch_bounds__(kTopkThreads) topks_kernel(TopkParams p, int limit) {
-  extern __shared__ uint32_t topks_smem[];
-  uint32_t* bkey = topks_smem;              // [kTopksCap] buffer: order keys
-  uint32_t* bpos = bkey + kTopksCap;        // [kTopksCap] buffer: positions
-  uint32_t* scratch = bpos + kTopksCap;     // [kTopksCap] ~position of the keys equal to the k-th; the bitmap
-  unsigned* hist = scratch + kTopksCap;     // [kTopkBins]
-  uint32_t* cand = hist + kTopkBins;        // [kTopk1Cand]
-  __shared__ unsigned warp_sums[kTopkWarps];
-  __shared__ unsigned sel[2];
-  __shared__ unsigned counter, fill;
-  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32;
-  const int n = min(max(p.seq_lens[b], 0), limit);
-  const float* s = p.scores + int64_t(b) * p.score_stride;
-  int32_t* out = p.out_slots + int64_t(b) * p.k;
-  if (n <= p.k) {
-    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
-    return;
-  }
-  const unsigned k = unsigned(p.k), lt_mask = (1u << lane) - 1u;
-  const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
-  // Step `step`'s two float4 of this thread: positions step * kTopksStep + 4096 u + 4 tid + (0..3).
-  auto load_step = [&](int step, float4 (&v)[2]) {
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int first = step * kTopksStep + u * 4 * kTopkThreads + 4 * tid;
-      if (vec && first + 4 <= n) {
-        v[u] = __ldcs(reinterpret_cast<const float4*>(s + first));
-      } else {
-        v[u].x = first < n ? s[first] : 0.f;
-        v[u].y = first + 1 < n ? s[first + 1] : 0.f;
-        v[u].z = first + 2 < n ? s[first + 2] : 0.f;
-        v[u].w = first + 3 < n ? s[first + 3] : 0.f;
-      }
-    }
-  };
-  // Reduces the buffer's m pairs to its top k (k <= m), in place; returns the k-th key.
-  auto reduce = [&](unsigned m) -> uint32_t {
-    uint32_t kth;
-    unsigned rem;
-    block_select(bkey, m, k, hist, cand, warp_sums, sel, &counter, kth, rem);
-    // The keys equal to kth: keep the `rem` lowest positions (the rem-th largest ~position).
-    __syncthreads();
-    if (tid == 0) fill = 0;
-    __syncthreads();
-    for (unsigned base = 0; base < m; base += kTopkThreads) {
-      const unsigned i = base + tid;
-      const bool eq = i < m && bkey[i] == kth;
-      const unsigned mask = __ballot_sync(0xffffffffu, eq);
-      unsigned at = 0;
-      if (lane == 0 && mask) at = atomicAdd(&fill, unsigned(__popc(mask)));
-      at = __shfl_sync(0xffffffffu, at, 0);
-      if (eq) scratch[at + __popc(mask & lt_mask)] = ~bpos[i];
-    }
-    __syncthreads();
-    const unsigned n_eq = fill;
-    uint32_t min_not_pos = 0;  // equal keys are kept when ~position >= this
-    if (rem < n_eq) {
-      unsigned unused;
-      block_select(scratch, n_eq, rem, hist, cand, warp_sums, sel, &counter, min_not_pos, unused);
-    }
-    // Stable in-place compaction, 1024 pairs a round (a round's writes land at or below its reads).
-    unsigned written = 0;
-    for (unsigned base = 0; base < m; base += kTopkThreads) {
-      const unsigned i = base + tid;
-      uint32_t key = 0, pos = 0;
-      if (i < m) {
-        key = bkey[i];
-        pos = bpos[i];
-      }
-      const bool keep = i < m && (key > kth || (key == kth && ~pos >= min_not_pos));
-      unsigned total = 0;
-      const unsigned before = block_exclusive_sum(keep ? 1u : 0u, warp_sums, &total);
-      if (keep) {
-        bkey[written + before] = key;
-        bpos[written + before] = pos;
-      }
-      written += total;
-    }
-    __syncthreads();
-    return kth;
-  };
-  if (tid == 0) fill = 0;
-  float4 ring[kTopksDepth + 1][2];
-  const int steps = (n + kTopksStep - 1) / kTopksStep;
-#pragma unroll
-  for (int d = 0; d <= kTopksDepth; ++d)
-    if (d < steps) load_step(d, ring[d]);
-  bool have_t = false;
-  uint32_t t_key = 0;
-  unsigned m = 0;
-  __syncthreads();
-  for (int step = 0; step < steps; ++step) {
-    if (m + kTopksStep > unsigned(kTopksCap)) {
-      t_key = reduce(m);
-      have_t = true;
-      m = k;
-      if (tid == 0) fill = k;
-      __syncthreads();
-    }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int first = step * kTopksStep + u * 4 * kTopkThreads + 4 * tid;
-      const float vals[4] = {ring[0][u].x, ring[0][u].y, ring[0][u].z, ring[0][u].w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const uint32_t key = topk_order_key(vals[e]);
-        const bool take = first + e < n && (!have_t || key > t_key);
-        const unsigned mask = __ballot_sync(0xffffffffu, take);
-        unsigned at = 0;
-        if (lane == 0 && mask) at = atomicAdd(&fill, unsigned(__popc(mask)));
-        at = __shfl_sync(0xffffffffu, at, 0);
-        if (take) {
-          bkey[at + __popc(mask & lt_mask)] = key;
-          bpos[at + __popc(mask & lt_mask)] = uint32_t(first + e);
-        }
-      }
-    }
-#pragma unroll
-    for (int d = 0; d < kTopksDepth; ++d) {
-      ring[d][0] = ring[d + 1][0];
-      ring[d][1] = ring[d + 1][1];
-    }
-    if (step + kTopksDepth + 1 < steps) load_step(step + kTopksDepth + 1, ring[kTopksDepth]);
-    __syncthreads();
-    m = fill;
-  }
-  if (m > k) reduce(m);
-  // Exactly k pairs left: their positions in a bitmap, then written in position order.
-  uint32_t* bitmap = scratch;  // [kTopksMaxPositions / 32]
-  constexpr int kWords = kTopksMaxPositions / 32, kWordsPerThread = kWords / kTopkThreads;  // 8
-  for (int i = tid; i < kWords; i += kTopkThreads) bitmap[i] = 0;
-  __syncthreads();
-  for (unsigned i = tid; i < k; i += kTopkThreads) atomicOr(&bitmap[bpos[i] / 32], 1u << (bpos[i] % 32));
-  __syncthreads();
-  uint32_t words[kWordsPerThread];
-  unsigned ones = 0;
-#pragma unroll
-  for (int j = 0; j < kWordsPerThread; ++j) {
-    words[j] = bitmap[kWordsPerThread * tid + j];
-    ones += __popc(words[j]);
-  }
-  unsigned total = 0;
-  unsigned at = block_exclusive_sum(ones, warp_sums, &total);
-#pragma unroll
-  for (int j = 0; j < kWordsPerThread; ++j)
-    for (uint32_t w = words[j]; w; w &= w - 1) {
-      const int pos = 32 * (kWordsPerThread * tid + j) + __ffs(w) - 1;
-      out[at++] = slot_of(p, b, pos);
-    }
-}
-
-// ---- topk, one block per request when the positions fit in shared memory (<= 49,152) ----
-// Why the cluster kernel below is slow at 32K (25.8 us at B 1): 4 blocks, 7 cluster barriers, 3
-// rounds of distributed-shared-memory histogram merges, and 1024-thread barriers around every
-// step. Here one block of 1024 threads holds the request's order keys in shared memory:
-// 1. one read of the scores (float4, 32,768 positions' loads in flight), each order key stored;
-// 2. block_select: histogram of the top 11 bits (lanes with equal digits add once), the digit holding
-//    the k-th key, its keys copied to a candidate list when they fit (kTopk1Cand), the next 11 and 10
-//    bits selected over them: the k-th largest key, and how many keys equal to it are in the top k;
-// 3. ordered compaction: warp w owns a contiguous range of positions, counts its keys above / equal
-//    to the k-th (ballots), the warps' counts are prefix-summed, and a second walk writes each kept
-//    position at (keys above it before it) + min(keys equal to it before it, equal keys kept).
-// Every scan after the first reads shared memory; the global memory traffic is the scores once.
-
-size_t topk1_smem_bytes(int limit) {
-  const size_t keys = (size_t(limit) + 4095) / 4096 * 4096;
-  return sizeof(uint32_t) * (keys + kTopkBins + kTopk1Cand);
-}
-
-__global__ void __launch_bounds__(kTopkThreads) topk1_kernel(TopkParams p, int limit, int key_capacity) {
-  extern __shared__ uint32_t topk1_smem[];
-  uint32_t* keys = topk1_smem;             // [key_capacity] order keys by position
-  unsigned* hist = keys + key_capacity;    // [kTopkBins]
-  uint32_t* cand = hist + kTopkBins;       // [kTopk1Cand]
-  __shared__ unsigned warp_sums[kTopkWarps];
-  __shared__ unsigned warp_gt[kTopkWarps], warp_eq[kTopkWarps];
-  __shared__ unsigned sel[2];
-  __shared__ unsigned cand_count;
-  const int b = blockIdx.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int n = min(max(p.seq_lens[b], 0), limit);
-  const float* s = p.scores + int64_t(b) * p.score_stride;
-  int32_t* out = p.out_slots + int64_t(b) * p.k;
-  if (n <= p.k) {
-    for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
-    return;
-  }
-  // 1. Read and store the order keys.
-  const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
-  constexpr int kUnroll = 8, kSpan = 4 * kTopkThreads;  // 32,768 positions' loads in flight together
-  for (int base = 0; base < n; base += kUnroll * kSpan) {
-    float4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int first = base + u * kSpan + 4 * tid;
-      if (vec && first + 4 <= n) {
-        v[u] = __ldcs(reinterpret_cast<const float4*>(s + first));
-      } else {
-        v[u].x = first < n ? s[first] : 0.f;
-        v[u].y = first + 1 < n ? s[first + 1] : 0.f;
-        v[u].z = first + 2 < n ? s[first + 2] : 0.f;
-        v[u].w = first + 3 < n ? s[first + 3] : 0.f;
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int first = base + u * kSpan + 4 * tid;
-      if (first < key_capacity)
-        reinterpret_cast<uint4*>(keys + first)[0] = make_uint4(topk_order_key(v[u].x), topk_order_key(v[u].y),
-                                                               topk_order_key(v[u].z), topk_order_key(v[u].w));
-    }
-  }
-  // 2. The k-th largest key, and how many keys equal to it belong to the top k (block_select).
-  uint32_t kth;
-  unsigned remaining;
-  block_select(keys, unsigned(n), unsigned(p.k), hist, cand, warp_sums, sel, &cand_count, kth, remaining);
-  // 3. Ordered compaction. Warp w owns positions [w * per_warp, +per_warp), per_warp a multiple of 32.
-  const int per_warp = (n + 32 * kTopkWarps - 1) / (32 * kTopkWarps) * 32;
-  const int w_begin = min(n, warp * per_warp), w_end = min(n, w_begin + per_warp);
-  unsigned gt = 0, eq = 0;
-  for (int i = w_begin + lane; i - lane < w_end; i += 32) {
-    const uint32_t key = i < w_end ? keys[i] : 0u;
-    gt += __popc(__ballot_sync(0xffffffffu, i < w_end && key > kth));
-    eq += __popc(__ballot_sync(0xffffffffu, i < w_end && key == kth));
-  }
-  if (lane == 0) {
-    warp_gt[warp] = gt;
-    warp_eq[warp] = eq;
-  }
-  __syncthreads();
-  unsigned gt_seen = 0, eq_seen = 0;  // keys > / == kth at positions before the current round
-  for (int w = 0; w < warp; ++w) {
-    gt_seen += warp_gt[w];
-    eq_seen += warp_eq[w];
-  }
-  const unsigned lt_mask = (1u << lane) - 1u;
-  for (int i = w_begin + lane; i - lane < w_end && gt_seen + min(eq_seen, remaining) < unsigned(p.k); i += 32) {
-    const uint32_t key = i < w_end ? keys[i] : 0u;
-    const bool is_gt = i < w_end && key > kth, is_eq = i < w_end && key == kth;
-    const unsigned gm = __ballot_sync(0xffffffffu, is_gt), em = __ballot_sync(0xffffffffu, is_eq);
-    const unsigned eq_before = eq_seen + __popc(em & lt_mask);
-    if (is_gt || (is_eq && eq_before < remaining)) {
-      const unsigned at = gt_seen + __popc(gm & lt_mask) + min(eq_before, remaining);
-      out[at] = slot_of(p, b, i);
-    }
-    gt_seen += __popc(gm);
-    eq_seen += __popc(em);
-  }
 }
 
 // One cluster of C blocks per request (C = cluster size, 1..8; block rank r owns the positions
@@ -1100,6 +777,10 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     uint32_t key[kTopkPerThread];
     bool valid[kTopkPerThread];
     fetch(base, key, valid);
+    // This thread's 8 positions share one page (first is a multiple of 8): one block-table load,
+    // in flight during the prefix sum, instead of a dependent load per written slot.
+    const int first = base + kTopkPerThread * tid;
+    const int32_t page_id = first < end ? p.block_table[int64_t(b) * p.max_pages + first / kPageSize] : -1;
     unsigned gt = 0, eq = 0;
 #pragma unroll
     for (int j = 0; j < kTopkPerThread; ++j) {
@@ -1113,14 +794,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     const unsigned eq_left = remaining > eq_seen ? remaining - eq_seen : 0u;
     unsigned pos = written + gt_before + min(eq_before, eq_left);
     unsigned eq_rank = eq_before;
-    const int first = base + kTopkPerThread * tid;
 #pragma unroll
     for (int j = 0; j < kTopkPerThread; ++j) {
       bool take = false;
       if (valid[j] && key[j] > kth) take = true;
       if (valid[j] && key[j] == kth) take = eq_rank++ < eq_left;
       if (take) {
-        if (pos < unsigned(p.k)) out[pos] = slot_of(p, b, first + j);
+        if (pos < unsigned(p.k)) out[pos] = page_id < 0 ? -1 : page_id * kPageSize + (first + j) % kPageSize;
         ++pos;
       }
     }
@@ -1203,25 +883,12 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   validate_topk_params(p);
   if (p.B == 0) return;
   const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
-  if (limit <= kTopk1MaxPositions) {  // one block per request, its keys in shared memory
-    const size_t smem1 = topk1_smem_bytes(limit);
-    const int capacity = int((size_t(limit) + 4095) / 4096 * 4096);
-    CUDA_CHECK(cudaFuncSetAttribute(topk1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem1)));
-    topk1_kernel<<<p.B, kTopkThreads, smem1, stream>>>(p, limit, capacity);
-    CUDA_CHECK_LAUNCH();
-    return;
-  }
-  if (limit <= kTopksMaxPositions && p.k <= kTopksMaxK) {  // one block per request, the row streamed once
-    const size_t smem_s = topks_smem_bytes();
-    CUDA_CHECK(cudaFuncSetAttribute(topks_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem_s)));
-    topks_kernel<<<p.B, kTopkThreads, smem_s, stream>>>(p, limit);
-    CUDA_CHECK_LAUNCH();
-    return;
-  }
   const size_t smem = topk_smem_bytes();
   // Cluster size: the largest power of two <= 8 that keeps B * C blocks within about half the SMs
-  // (a 1024-thread, 208 KiB block fills an SM) and >= 8192 positions per block, and that the GPU
-  // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 128K: 8, B = 32: 4, B >= 67: 1.
+  // (a 1024-thread, 208 KiB block fills an SM) and >= 4096 positions per block, and that the GPU
+  // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 32K and 128K: 8, B = 32: 2, B >= 67: 1.
+  // (A one-block-per-request top-k, tried: 52 us at B 1 / 32K, 123 us streamed at 128K; a block's
+  // time grows ~1.2-1.6 ns per key it holds, so the keys are spread over up to 8 SMs instead.)
   int device = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));

@@ -41,16 +41,11 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
 // GPU: radix select on the order-preserving uint32 of each score (3 passes of 11/11/10-bit digits over
 // shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
-// when they fit), then an ordered compaction. Rows of <= 49,152 positions (min(score_stride,
-// max_pages*64)): one block of 1024 threads per request holding all its order keys in shared memory
-// (the scores read once). Rows of <= 262,144 with k <= 8192: one block per request streaming the
-// scores once, keeping the (key, position) pairs above a running lower bound of the k-th key (the
-// k-th of a prefix) in shared memory, reduced to the top k when full; the k positions leave in
-// position order through a bitmap. Otherwise: one thread-block cluster of C blocks (1024 threads,
+// when they fit), then an ordered compaction. One thread-block cluster of C blocks (1024 threads,
 // 208 KiB of shared memory each) per request, each block owning 1/C of the positions (read from
 // global memory once when they are <= 32,768, else once per scan) and the
-// histograms summed through distributed shared memory: C = 8 at small batch, down to 1 when B
-// alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
+// histograms summed through distributed shared memory: C = 8 at small batch (>= 4096 positions per
+// block), down to 1 when B alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
 struct TopkParams {
   const float* scores;        // [B, score_stride]
   int score_stride = 0;

@@ -124,9 +124,10 @@ TEST(GpuIndexer, ScoresMatchCpuManyRequests) {
   check_scores(true, 32, 128, 512, {32768, 1, 30000, 32767, 64, 65, 31, 32}, true);
 }
 
-// Top-k on the one-block path (positions <= 49,152 per row): B 1..64, random lengths, ties, -0/+0,
-// -inf and NaN, unaligned rows (odd stride: scalar loads), k 2048 / 16 / 1; identical to the twin.
-TEST(GpuIndexer, TopkEqualsCpuOneBlockPath) {
+// Top-k on rows of <= 49,152 positions (clusters of 1..8 blocks of >= 4096 positions, or one block
+// per request at B 64): random lengths, ties, -0/+0, -inf and NaN, unaligned rows (odd stride:
+// scalar loads), k 2048 / 16 / 1; identical to the twin.
+TEST(GpuIndexer, TopkEqualsCpuShortRows) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -171,11 +172,10 @@ TEST(GpuIndexer, TopkEqualsCpuOneBlockPath) {
       }
 }
 
-// Top-k on the streamed one-block path (49,153 .. 262,144 positions, k <= 8192; k 8193 takes the
-// cluster kernel): random rows, rows rising with position (the buffer reduced at every step), falling,
-// 7 distinct values (ties across reductions), all equal, a random row ending mid-step; aligned and
-// odd strides. Identical to the CPU twin.
-TEST(GpuIndexer, TopkEqualsCpuStreamPath) {
+// Top-k on rows of 49,153 .. 262,144 positions, k 1 .. 8193: random rows, rows rising and falling
+// with position, 7 distinct values (ties across blocks), all equal, a random row ending mid-block;
+// aligned and odd strides. Identical to the CPU twin.
+TEST(GpuIndexer, TopkEqualsCpuLongRows) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
