@@ -467,7 +467,7 @@ std::string check_indexer(cudaStream_t stream) {
                            "); not timed");
 
   // topk: long random rows, a heavy-tie row (7 values), an all-equal row (the shared-memory overflow
-  // path), a short row (seq_len <= k); rows of 131,072 (cluster path) and 32,768 (one-block path).
+  // path), a short row (seq_len <= k); rows of 131,072 and 32,768 positions.
   for (const int tk_pages : {2048, 512}) {
     const int stride = tk_pages * kPageSize;
     std::vector<int32_t> tseq = {stride, stride / 2 + 4465, stride / 3 + 6309, 2049, 1000};
@@ -930,7 +930,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   if (!idx_check.empty()) std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
   const IndexerLayout il{kIndexerDim, true};
   for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{4096, 8192, 32768, 131072}) {
-    // topk: one block per request (keys in shared memory up to 49,152 positions; streamed beyond)
+    // topk: a cluster of 8 blocks per request at B 1 / 8 from 32K, 2 at B 32, 1 at B 128
     for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32, 128}) {
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;
