@@ -91,6 +91,20 @@ struct LinearContext::Impl {
     }
     return split_out;
   }
+  // Zeroed tile counters of the FP8 GEMV's in-kernel split-K sum (linear_fp8_gemv_cuda), grown on
+  // demand (outside graph capture: the engine runs eager steps first); every GEMV leaves them zero.
+  int* tile_counters = nullptr;
+  size_t tile_counter_elems = 0;
+  int* counters_for(size_t elems) {
+    if (elems > tile_counter_elems) {
+      if (tile_counters) CUDA_CHECK(cudaFree(tile_counters));
+      tile_counters = nullptr;
+      CUDA_CHECK(cudaMalloc(&tile_counters, elems * sizeof(int)));
+      CUDA_CHECK(cudaMemset(tile_counters, 0, elems * sizeof(int)));
+      tile_counter_elems = elems;
+    }
+    return tile_counters;
+  }
 
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
@@ -242,6 +256,7 @@ struct LinearContext::Impl {
     if (staging) cudaFree(staging);
     if (w_staging) cudaFree(w_staging);
     if (split_out) cudaFree(split_out);
+    if (tile_counters) cudaFree(tile_counters);
     if (workspace) cudaFree(workspace);
     if (handle) cublasLtDestroy(handle);
   }
@@ -261,8 +276,9 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
       return;
     }
     if (p.m <= ctx.fp8_gemv_max_m) {
-      const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n;
-      linear_fp8_gemv_cuda(p, impl.split_out_for(elems), elems, stream);
+      const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n, tiles = linear_fp8_gemv_counters(p);
+      float* partial = impl.split_out_for(elems);
+      linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles);
       return;
     }
     // Block-scaled cuBLASLt needs a dense weight whose scale rows hold ceil(k/128) rounded up to 4

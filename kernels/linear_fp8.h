@@ -19,9 +19,14 @@ namespace glm5 {
 // Split-K: when n * ceil(m/MT) / 16 blocks cannot fill the GPU (kv_a 576 rows, o_proj at m = 1), the k
 // columns are cut into S = linear_fp8_gemv_splits(p) ranges of 512-column multiples; each writes partial
 // sums into `partial` (>= S*m*n floats; null or too small: no split) and a reduce kernel adds them in
-// split order (deterministic).
+// split order (deterministic). With `counters` (>= linear_fp8_gemv_counters(p) ints, zero before the
+// first call; each call leaves them zero) the last CTA of each output tile does that sum instead of
+// a separate reduce kernel: the same bits, one launch fewer. Callers must not run two such GEMVs on
+// the same counters at the same time (one stream).
 int linear_fp8_gemv_splits(const LinearParams& p);
-void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream);
+size_t linear_fp8_gemv_counters(const LinearParams& p);
+void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream,
+                          int* counters = nullptr, size_t counter_elems = 0);
 
 // out[r, c] = bf16(e4m3(w[r*ldw + c]) * w_scale[(r/128)*ld_scale + c/128]) for r < n, c < k; out is
 // [n, k] dense BF16 (the staging copy linear_cuda multiplies with cuBLASLt when m is large).
