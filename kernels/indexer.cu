@@ -894,6 +894,7 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   int C = 1;
   while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
+  if (p.cluster > 0) C = p.cluster;  // tuning override (still halved below if it cannot be co-scheduled)
   for (;; C /= 2) {
     CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     if (C == 1) break;

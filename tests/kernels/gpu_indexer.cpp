@@ -169,6 +169,15 @@ TEST(GpuIndexer, TopkEqualsCpuShortRows) {
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(got[i], want[i]) << "stride " << stride << " B " << B << " k " << k << " request " << i / k
                                      << " (seq " << seq[i / k] << ") rank " << i % k;
+        if (B == 1 && k == 2048)
+          for (int cluster : {1, 2, 4, 8}) {  // the tuning override: every cluster size, same slots
+            pd.cluster = cluster;
+            topk_cuda(pd, nullptr);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            got = to_host<int32_t>(dout, want.size());
+            for (size_t i = 0; i < want.size(); ++i)
+              ASSERT_EQ(got[i], want[i]) << "stride " << stride << " cluster " << cluster << " rank " << i;
+          }
       }
 }
 
