@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/linear.h"
+#include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
 
 // CUBLASLT_CHECK(expr): throws glm5::Error naming the call, file:line and the cuBLASLt status.
@@ -312,6 +313,10 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     p.w_dtype = DType::BF16;
     p.ldw = 0;
     p.w_scale = nullptr;
+  }
+  if (ctx.bf16_gemv && linear_bf16_gemv_preferred(p)) {  // small BF16 projections at m <= 4: one launch, fp32 x
+    linear_bf16_gemv_cuda(p, stream);
+    return;
   }
   impl.init();
   if (p.split_bf16) {

@@ -62,6 +62,9 @@ class LinearContext {
   // and the dequantize + cuBLASLt path is expected to win (measure: glm5prof bench kernels --only linear).
   // 0 or 1 disables it (the GEMV for m <= fp8_gemv_max_m, as before).
   int fp8_mma_max_m = 64;
+  // BF16 weights, m <= 4, n * k <= 2^24 (the router, the indexer's weights_proj): linear_bf16_gemv_cuda
+  // (one launch, fp32 x) instead of x -> BF16 + cuBLASLt. false: always cuBLASLt (tests pin it).
+  bool bf16_gemv = true;
   // FP8 weights, m > fp8_gemv_max_m: Dequant = W to a BF16 staging copy + the BF16 cuBLASLt GEMM;
   // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
   // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its
