@@ -78,7 +78,7 @@ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 }  // namespace
 
 bool linear_bf16_gemv_preferred(const LinearParams& p) {
-  return p.w_dtype == DType::BF16 && !p.split_bf16 && p.m >= 1 && p.m <= 4 && p.n > 0 &&
+  return p.w_dtype == DType::BF16 && p.m >= 1 && p.m <= 4 && p.n > 0 &&
          int64_t(p.n) * p.k <= (int64_t(1) << 24) && p.k % 8 == 0 && p.w_stride() % 8 == 0 && aligned16(p.w) &&
          aligned16(p.x);
 }

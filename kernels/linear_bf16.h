@@ -10,9 +10,10 @@
 
 namespace glm5 {
 
-// Whether linear_bf16_gemv_cuda handles p and is the better choice: BF16 weight, no split_bf16,
-// 1 <= m <= 4, n * k <= 16M elements (larger weights: cuBLASLt streams them at ~full bandwidth),
-// k and the row stride multiples of 8, w and x 16-byte aligned.
+// Whether linear_bf16_gemv_cuda handles p and is the better choice: BF16 weight, 1 <= m <= 4,
+// n * k <= 16M elements (larger weights: cuBLASLt streams them at ~full bandwidth), k and the row
+// stride multiples of 8, w and x 16-byte aligned. split_bf16 (x carried as two BF16 halves for
+// precision) is satisfied too: the GEMV keeps x in fp32.
 bool linear_bf16_gemv_preferred(const LinearParams& p);
 // y[t, r] (=|+=) sum_c x[t, c] * bf16(w[r * ldw + c]), fp32 products and sums. Grid: 4 rows per CTA,
 // the 8 warps of a CTA split k (lane l of warp w reads 8 weights = 16 bytes at columns

@@ -113,10 +113,12 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // FP8 vector path of moe_gate_up_kernel (same grid): the warp's two rows' gate and up dot products
 // run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
 // expert_row_dot, so the same bits.
+// Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
 __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
   const int pair = blockIdx.x;
-  const int b = pair / p.k;
-  const int e = p.topk_ids[pair] - p.expert_begin;
+  const bool shared = pair >= p.B * p.k;
+  const int b = shared ? pair - p.B * p.k : pair / p.k;
+  const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* act = p.act + size_t(pair) * p.inter;
   const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
@@ -132,8 +134,14 @@ __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
   }
   const float* x = p.x + size_t(b) * p.hidden;
   const int sc = (p.hidden + 127) / 128, sr = (p.inter + 127) / 128;
-  auto wrow = [&](const void* w, int i) { return static_cast<const uint8_t*>(w) + (size_t(e) * p.inter + i) * p.hidden; };
-  auto srow = [&](const float* s, int i) { return s + (size_t(e) * sr + i / 128) * sc; };
+  // Routed: expert e's gate / up rows. Shared: rows i (gate) and inter + i (up) of shared_gate_up.
+  auto wrow = [&](const void* w, int i) {
+    return shared ? static_cast<const uint8_t*>(p.shared_gate_up) + (size_t(w == p.w_up ? p.inter : 0) + i) * p.hidden
+                  : static_cast<const uint8_t*>(w) + (size_t(e) * p.inter + i) * p.hidden;
+  };
+  auto srow = [&](const float* s, int i) {
+    return shared ? p.s_shared_gate_up + ((s == p.s_up ? p.inter : 0) + i) / 128 * sc : s + (size_t(e) * sr + i / 128) * sc;
+  };
   const float* const xs[4] = {x, x, x, x};
   const uint8_t* const ws[4] = {wrow(p.w_gate, row0), wrow(p.w_up, row0), wrow(p.w_gate, row1), wrow(p.w_up, row1)};
   const float* const ss[4] = {srow(p.s_gate, row0), srow(p.s_up, row0), srow(p.s_gate, row1), srow(p.s_up, row1)};
@@ -200,7 +208,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 constexpr int kPairDownRows = 4;
 __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
   const int pair = blockIdx.x;
-  const int e = p.topk_ids[pair] - p.expert_begin;
+  const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
+  const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
   if (e < 0 || e >= p.E) return;  // moe_combine_kernel skips this slot
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d0 = (blockIdx.y * kWarps + warp) * kPairDownRows;
@@ -214,8 +223,8 @@ __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
   for (int r = 0; r < kPairDownRows; ++r) {
     const int d = min(d0 + r, p.hidden - 1);  // rows past the end repeat the last one (not written)
     xs[r] = x;
-    ws[r] = static_cast<const uint8_t*>(p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
-    ss[r] = p.s_down + (size_t(e) * sr + d / 128) * sc;
+    ws[r] = static_cast<const uint8_t*>(shared ? p.shared_down : p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
+    ss[r] = (shared ? p.s_shared_down : p.s_down) + (size_t(e) * sr + d / 128) * sc;
   }
   float o[kPairDownRows];
   const float* const (&cx)[kPairDownRows] = xs;
@@ -609,6 +618,7 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
     if (e < 0 || e >= p.E) continue;
     sum += p.pair_out[(size_t(b) * p.k + j) * p.hidden + d] * p.topk_weights[b * p.k + j];
   }
+  if (p.shared_down) sum += p.pair_out[(size_t(p.B) * p.k + b) * p.hidden + d];  // + the shared expert
   p.out[size_t(b) * p.hidden + d] = sum;
 }
 
@@ -641,6 +651,13 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const bool vec_down = p.inter % vec_n == 0 && aligned16(p.act) && aligned16(p.w_down);
   const dim3 block(32 * kWarps);
   const int up_rows = kWarps * kGateUpRowsPerWarp, down_rows = kWarps * kDownRowsPerWarp;
+  const bool shared = p.shared_gate_up != nullptr;
+  require(!shared || (fp8 && vec_up && vec_down && p.pair_out && !(p.group && p.B >= kMoeGroupMinTokens) &&
+                      aligned16(p.shared_gate_up) && aligned16(p.shared_down)),
+          "moe_experts_cuda: a fused shared expert (MoeExpertsParams.shared_gate_up) runs only on the per-token FP8 "
+          "path: F8_E4M3 weights, hidden and inter multiples of 16, 16-byte aligned rows, pair_out set, B < " +
+              std::to_string(kMoeGroupMinTokens) + " or no group scratch");
+  const int pairs = p.B * p.k + (shared ? p.B : 0);
   if (p.group && p.pair_out && p.B >= kMoeGroupMinTokens) {
     const size_t smem = sizeof(int) * 2 * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
@@ -672,7 +689,7 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     CUDA_CHECK_LAUNCH();
     return;
   }
-  const dim3 grid_up(p.B * p.k, (p.inter + up_rows - 1) / up_rows);
+  const dim3 grid_up(pairs, (p.inter + up_rows - 1) / up_rows);
   if (fp8 && vec_up) moe_gate_up_fp8_kernel<<<grid_up, block, 0, stream>>>(p);
   else if (fp8) moe_gate_up_kernel<false, true><<<grid_up, block, 0, stream>>>(p);
   else if (vec_up) moe_gate_up_kernel<true, false><<<grid_up, block, 0, stream>>>(p);
@@ -680,7 +697,7 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
-    moe_down_pair_fp8_kernel<<<dim3(p.B * p.k, (p.hidden + rows - 1) / rows), block, 0, stream>>>(p);
+    moe_down_pair_fp8_kernel<<<dim3(pairs, (p.hidden + rows - 1) / rows), block, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH();
     moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
     CUDA_CHECK_LAUNCH();

@@ -73,6 +73,19 @@ struct MoeExpertsParams {
   // by <= sum |w_d| (|d act| + 2^-11 |act|); tests/kernels/gpu_moe_grouped.cpp checks this bound per output.
   // false = the fp32 GEMV-style grouped kernels (bitwise equal to the per-token path).
   bool fp8_mma = true;
+  // Optional shared expert fused into the routed launches (DeepSeek / GLM-5 `shared_experts`): out[b]
+  // gets + down_s(silu(gate_s x_b) * up_s x_b) after the routed slots, as the HF order (routed sum, then
+  // + shared). Rows: shared_gate_up [2 * inter, hidden] = [gate; up], shared_down [hidden, inter] (the
+  // same inter as the routed experts), dense, w_dtype, F8_E4M3 with 128x128 block scales
+  // s_shared_gate_up [2 * inter / 128, ceil(hidden / 128)] and s_shared_down [ceil(hidden / 128),
+  // ceil(inter / 128)]. act then holds B * (k + 1) rows (the shared expert's act of token b is row
+  // B*k + b) and pair_out B * (k + 1) rows. CUDA: only the per-token FP8 path (B < 4, pair_out set,
+  // 16-byte aligned rows); elsewhere moe_experts_cuda throws. At GLM-5 batch 1 the shared expert ran as
+  // two GEMVs and an activation kernel: ~23 us per layer for 37.7 MB on the H200 (2026-11-29).
+  const void* shared_gate_up = nullptr;
+  const void* shared_down = nullptr;
+  const float* s_shared_gate_up = nullptr;
+  const float* s_shared_down = nullptr;
 };
 constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,

@@ -99,6 +99,13 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
                         (allow_f32_weight ? ", expected F32, BF16 or F8_E4M3" : ", expected BF16 or F8_E4M3"));
   if (p.w_dtype == DType::F8_E4M3)
     require(p.s_gate && p.s_up && p.s_down, where + "s_gate / s_up / s_down must be set for F8_E4M3 weights");
+  require((p.shared_gate_up == nullptr) == (p.shared_down == nullptr),
+          where + "shared_gate_up and shared_down must be set together");
+  if (p.shared_gate_up && p.w_dtype == DType::F8_E4M3)
+    require(p.s_shared_gate_up && p.s_shared_down,
+            where + "s_shared_gate_up / s_shared_down must be set for F8_E4M3 weights");
+  require(!p.shared_gate_up || p.w_dtype != DType::F8_E4M3 || p.inter % 128 == 0,
+          where + "inter = " + std::to_string(p.inter) + ": a fused FP8 shared expert needs inter % 128 == 0");
 }
 
 namespace {
@@ -146,6 +153,17 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
       const float weight = p.topk_weights[size_t(b) * p.k + j];
       for (int d = 0; d < p.hidden; ++d)
         out[d] += float(dot_row(act, p.w_down, p.w_dtype, size_t(e) * p.hidden + d, p.inter, p.s_down, p.hidden)) * weight;
+    }
+    if (p.shared_gate_up) {  // + the shared expert, after the routed slots
+      float* act = p.act + (size_t(p.B) * p.k + b) * p.inter;
+      for (int i = 0; i < p.inter; ++i) {
+        const float g = float(dot_row(x, p.shared_gate_up, p.w_dtype, i, p.hidden, p.s_shared_gate_up, 2 * p.inter));
+        const float u =
+            float(dot_row(x, p.shared_gate_up, p.w_dtype, size_t(p.inter) + i, p.hidden, p.s_shared_gate_up, 2 * p.inter));
+        act[i] = g / (1.0f + std::exp(-g)) * u;
+      }
+      for (int d = 0; d < p.hidden; ++d)
+        out[d] += float(dot_row(act, p.shared_down, p.w_dtype, d, p.inter, p.s_shared_down, p.hidden));
     }
   }
 }

@@ -199,7 +199,7 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
   bytes += mla_decode_workspace_bytes(o.batch, c.num_attention_heads, topk, c.kv_lora_rank);
   if (o.backend == Backend::Cuda && c.n_routed_experts > 0) {  // MoE per-slot outputs (+ buckets at batch >= 4)
-    bytes += B * c.num_experts_per_tok * size_t(c.hidden_size) * 4;
+    bytes += B * (c.num_experts_per_tok + 1) * size_t(c.hidden_size) * 4;
     if (o.batch >= kMoeGroupMinTokens) bytes += (B * c.num_experts_per_tok + c.n_routed_experts + 1) * 4;
   }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
@@ -338,10 +338,12 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   router_logits_ = fl(B * std::max(1, c.n_routed_experts), "router logits");
   topk_ids_ = fl(B * std::max(1, c.num_experts_per_tok), "expert ids");
   topk_w_ = fl(B * std::max(1, c.num_experts_per_tok), "expert weights");
-  expert_act_ = fl(B * std::max(1, c.num_experts_per_tok) * std::max(1, c.moe_intermediate_size), "expert activations");
+  // (+ B rows: the shared expert's activations when it runs fused with the routed experts)
+  expert_act_ = fl(B * (std::max(1, c.num_experts_per_tok) + 1) * std::max(1, c.moe_intermediate_size),
+                   "expert activations");
   moe_out_ = fl(B * c.hidden_size, "routed experts output");
   if (cuda_ && c.n_routed_experts > 0) {
-    const size_t pairs = B * std::max(1, c.num_experts_per_tok);
+    const size_t pairs = B * (std::max(1, c.num_experts_per_tok) + 1);  // + the fused shared expert
     // Buckets: batch >= 4 reads each selected expert once per step. Per-slot outputs: also the small
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
@@ -670,6 +672,12 @@ void DecodeEngine::mlp(int l) {
   }
   const char* pre = L.moe ? "moe.shared" : "mlp";
   const int inter = L.gate_up.n / 2;
+  // The shared expert inside the routed launches (EngineOptions::fuse_shared_expert): CUDA, FP8, the
+  // per-token path (batch < 4), dense unsharded weights of the routed experts' intermediate size.
+  const bool fuse_shared = L.moe && cuda_ && opt_.fuse_shared_expert && B < kMoeGroupMinTokens &&
+                           L.e_dt == DType::F8_E4M3 && L.gate_up.dt == DType::F8_E4M3 && L.down.dt == DType::F8_E4M3 &&
+                           inter == c.moe_intermediate_size && inter % 128 == 0 && L.gate_up.ld == 0 &&
+                           L.down.ld == 0 && L.gate_up.lds == 0 && L.down.lds == 0 && c.hidden_size % 16 == 0;
   if (L.moe) {
     const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
     linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
@@ -683,13 +691,24 @@ void DecodeEngine::mlp(int l) {
       // Expected share of the B*K routed slots on this rank's experts: 1 / tp.
       double slots = double(B) * K / tp_;
       double bytes = slots * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
+      if (fuse_shared) slots += B, bytes += 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert, read once
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
                          L.e_gate_s, L.e_up_s, L.e_down_s,
                          expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
       p.group = moe_group_.as<int32_t>();
       p.pair_out = moe_pair_out_.as<float>();
+      if (fuse_shared) {
+        p.shared_gate_up = L.gate_up.p;
+        p.s_shared_gate_up = L.gate_up.scale;
+        p.shared_down = L.down.p;
+        p.s_shared_down = L.down.scale;
+      }
       GLM5_RUN(moe_experts, p);
+    }
+    if (fuse_shared) {
+      reduce_into_residual(l, moe_out_.as<float>(), "moe.residual");
+      return;
     }
   }
   std::string gu = std::string(pre) + ".gate_up", dn = std::string(pre) + ".down", ac = std::string(pre) + ".act";

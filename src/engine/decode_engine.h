@@ -54,6 +54,11 @@ struct EngineOptions {
   // before each launch; no kernel argument changes between steps. Ignored on the CPU backend and
   // while hidden states are captured (set_hidden_capture); not with NCCL collectives.
   bool graph = false;
+  // CUDA, FP8 experts, batch < 4: run the shared expert inside the routed experts' launches (one more
+  // (token, slot) pair per token, MoeExpertsParams.shared_gate_up) instead of two GEMVs and an
+  // activation kernel (ops moe.shared.* then do not appear: moe.experts includes it). Needs the shared
+  // expert's intermediate size equal to the routed experts' and unsharded weights (--tp 1).
+  bool fuse_shared_expert = true;
 };
 
 class DecodeEngine {
