@@ -80,32 +80,27 @@ __global__ void add_transposed_bf16_kernel(const uint16_t* __restrict__ d, float
 int grid_for(int64_t n) { return int(std::min<int64_t>((n + 255) / 256, 4096)); }
 
 struct LinearContext::Impl {
+  // A device buffer of at least `elems` T, reallocated (contents lost; zeroed when `zero`) when short.
+  template <class T>
+  static T* grow(T*& ptr, size_t& have, size_t elems, bool zero = false) {
+    if (elems > have) {
+      if (ptr) CUDA_CHECK(cudaFree(ptr));
+      ptr = nullptr;
+      CUDA_CHECK(cudaMalloc(&ptr, elems * sizeof(T)));
+      if (zero) CUDA_CHECK(cudaMemset(ptr, 0, elems * sizeof(T)));
+      have = elems;
+    }
+    return ptr;
+  }
+
   float* split_out = nullptr;  // [2m, n] fp32 output of split_bf16 GEMMs, grown on demand
   size_t split_out_elems = 0;
-
-  float* split_out_for(size_t elems) {
-    if (elems > split_out_elems) {
-      if (split_out) CUDA_CHECK(cudaFree(split_out));
-      split_out = nullptr;
-      CUDA_CHECK(cudaMalloc(&split_out, elems * sizeof(float)));
-      split_out_elems = elems;
-    }
-    return split_out;
-  }
+  float* split_out_for(size_t elems) { return grow(split_out, split_out_elems, elems); }
   // Zeroed tile counters of the FP8 GEMV's in-kernel split-K sum (linear_fp8_gemv_cuda), grown on
   // demand (outside graph capture: the engine runs eager steps first); every GEMV leaves them zero.
   int* tile_counters = nullptr;
   size_t tile_counter_elems = 0;
-  int* counters_for(size_t elems) {
-    if (elems > tile_counter_elems) {
-      if (tile_counters) CUDA_CHECK(cudaFree(tile_counters));
-      tile_counters = nullptr;
-      CUDA_CHECK(cudaMalloc(&tile_counters, elems * sizeof(int)));
-      CUDA_CHECK(cudaMemset(tile_counters, 0, elems * sizeof(int)));
-      tile_counter_elems = elems;
-    }
-    return tile_counters;
-  }
+  int* counters_for(size_t elems) { return grow(tile_counters, tile_counter_elems, elems, true); }
 
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;

@@ -131,6 +131,28 @@ void fp8_mma_bound(const Experts& X, const std::vector<float>& x, const std::vec
   }
 }
 
+// p with the host copies of its inputs and weights (for moe_experts_cpu), act / out host buffers.
+MoeExpertsParams host_params(const MoeExpertsParams& p, const Experts& X, const std::vector<float>& x,
+                             const std::vector<int32_t>& ids, const std::vector<float>& tw, std::vector<float>& act,
+                             std::vector<float>& out) {
+  const bool fp8 = X.dt == DType::F8_E4M3;
+  MoeExpertsParams h = p;
+  h.x = x.data();
+  h.topk_ids = ids.data();
+  h.topk_weights = tw.data();
+  h.w_gate = X.g.data();
+  h.w_up = X.u.data();
+  h.w_down = X.d.data();
+  h.s_gate = fp8 ? X.sg.data() : nullptr;
+  h.s_up = fp8 ? X.su.data() : nullptr;
+  h.s_down = fp8 ? X.sd.data() : nullptr;
+  h.act = act.data();
+  h.out = out.data();
+  h.group = nullptr;
+  h.pair_out = nullptr;
+  return h;
+}
+
 void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, bool with_cpu) {
   const int k = 8, hidden = 6144, inter = 2048;
   std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
@@ -190,21 +212,7 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
   double e_cpu = -1;
   if (with_cpu) {
     std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden);
-    MoeExpertsParams h = p;
-    h.x = x.data();
-    h.topk_ids = ids.data();
-    h.topk_weights = tw.data();
-    h.w_gate = X.g.data();
-    h.w_up = X.u.data();
-    h.w_down = X.d.data();
-    h.s_gate = fp8 ? X.sg.data() : nullptr;
-    h.s_up = fp8 ? X.su.data() : nullptr;
-    h.s_down = fp8 ? X.sd.data() : nullptr;
-    h.act = act.data();
-    h.out = out.data();
-    h.group = nullptr;
-    h.pair_out = nullptr;
-    moe_experts_cpu(h);
+    moe_experts_cpu(host_params(p, X, x, ids, tw, act, out));
     e_cpu = rel(grouped, out);
     EXPECT_LT(e_cpu, 1e-4);
   }
@@ -260,19 +268,7 @@ TEST(GpuMoeGrouped, PairDownMatchesPerTokenBitwise) {
       for (size_t i = 0; i < pair.size(); ++i) differ += std::memcmp(&pair[i], &per_token[i], 4) != 0;
       EXPECT_EQ(differ, 0u) << "B=" << B << " experts [" << begin << ", " << begin + E_local << "), seed " << seed;
       std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden);
-      MoeExpertsParams h = p;
-      h.x = x.data();
-      h.topk_ids = ids.data();
-      h.topk_weights = tw.data();
-      h.w_gate = X.g.data();
-      h.w_up = X.u.data();
-      h.w_down = X.d.data();
-      h.s_gate = X.sg.data();
-      h.s_up = X.su.data();
-      h.s_down = X.sd.data();
-      h.act = act.data();
-      h.out = out.data();
-      h.pair_out = nullptr;
+      const MoeExpertsParams h = host_params(p, X, x, ids, tw, act, out);
       moe_experts_cpu(h);
       const double e_cpu = rel(pair, out);
       std::printf("moe pair-down fp8 B=%d experts [%d, %d) of %d: %zu values differ from per-token, vs CPU %.3g\n", B,
