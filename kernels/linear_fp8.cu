@@ -291,12 +291,37 @@ void launch_vec(const LinearParams& p, float* part, int S, int per_split, int* c
 
 }  // namespace
 
+namespace {
+
+// GEMV blocks (MT tokens) resident on the whole GPU at once: SMs x occupancy (kGemvTargetBlocks if a
+// query fails).
+int64_t gemv_resident_blocks(int mt) {
+  const void* k = mt == 1   ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<1>)
+                  : mt == 2 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<2>)
+                  : mt == 4 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<4>)
+                  : mt == 8 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<8>)
+                            : reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<16>);
+  int dev = 0, sms = 0, per_sm = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * kWarps, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
+    cudaGetLastError();  // clear a failed query
+    return kGemvTargetBlocks;
+  }
+  return int64_t(sms) * per_sm;
+}
+
+}  // namespace
+
+// As many k-splits as keep the grid within ONE wave of resident blocks (at most k / 1024). It used to
+// round up to kGemvTargetBlocks: GLM-5's o_proj at m = 1 (384 row blocks) then took 5 splits = 1920
+// blocks, 1.2 waves, and ran at 71% of copy bandwidth on the H200 with the second wave's tail.
 int linear_fp8_gemv_splits(const LinearParams& p) {
   const int mt = p.m <= 2 ? p.m : p.m <= 4 ? 4 : p.m <= 8 ? 8 : 16;
   const int64_t blocks = int64_t((p.m + mt - 1) / mt) * ((p.n + kWarps * kRows - 1) / (kWarps * kRows));
-  const int64_t want = (kGemvTargetBlocks + blocks - 1) / blocks;  // enough blocks to fill the GPU
+  const int64_t want = gemv_resident_blocks(mt) / blocks;
   return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, p.k / 1024))));
 }
+
 
 size_t linear_fp8_gemv_counters(const LinearParams& p) {
   const int mt = p.m <= 2 ? p.m : p.m <= 4 ? 4 : p.m <= 8 ? 8 : 16;
