@@ -84,6 +84,7 @@ void check(LinearContext& ctx, const Weight& W, int m, bool accumulate, int y_of
 TEST(GpuLinear, MatchesCpuTwinAtGlm5Shapes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.bf16_gemv = false;  // these tests pin the cuBLASLt path (x rounded to BF16); gpu_linear_bf16 tests the GEMV
   const std::pair<int, int> shapes[] = {{2048, 6144}, {16384, 2048}, {576, 6144}, {28672, 512},
                                         {6144, 16384}, {154880, 6144}, {37, 129}, {1000, 77}};
   for (auto [n, k] : shapes) {
@@ -95,6 +96,7 @@ TEST(GpuLinear, MatchesCpuTwinAtGlm5Shapes) {
 TEST(GpuLinear, AccumulateAndUnalignedOutput) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.bf16_gemv = false;  // these tests pin the cuBLASLt path (x rounded to BF16); gpu_linear_bf16 tests the GEMV
   const Weight w1(6144, 2048), w2(576, 6144), w3(37, 129);
   check(ctx, w1, 3, true, 0);
   check(ctx, w2, 32, true, 1);  // y 4-byte aligned only
@@ -106,6 +108,7 @@ TEST(GpuLinear, AccumulateAndUnalignedOutput) {
 TEST(GpuLinear, BadParamsThrow) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.bf16_gemv = false;  // these tests pin the cuBLASLt path (x rounded to BF16); gpu_linear_bf16 tests the GEMV
   std::vector<float> x(4), w(4), y(4);
   LinearParams p{x.data(), w.data(), DType::F32, y.data(), 1, 1, 4, false};
   EXPECT_THROW(linear_cuda(p, ctx, nullptr), Error);  // F32 weight: CUDA takes BF16 only
@@ -124,6 +127,7 @@ namespace {
 TEST(GpuLinear, SplitBf16ActivationsMatchFp32) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;
+  ctx.bf16_gemv = false;  // these tests pin the cuBLASLt path (x rounded to BF16); gpu_linear_bf16 tests the GEMV
   for (auto [m, n, k, acc] : {std::tuple{1, 32, 6144, false}, std::tuple{3, 128, 6144, true},
                               std::tuple{32, 4096, 2048, false}}) {
     Weight W(n, k);
