@@ -9,6 +9,7 @@ set -u
 bin=${1:?usage: tools/device_tests.sh BIN OUT [JOBS] [LIMIT_S]}; out=${2:?out}; jobs=${3:-3}; limit=${4:-240}
 [ -d .device/lib ] && export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}"
 export GLM5_SHARED_DIR=${GLM5_SHARED_DIR:-$PWD/.device/shared}
+export GLM5_BINARY_DIR=${GLM5_BINARY_DIR:-$bin}  # where the CLI tests find glm5prof
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv,noheader | tee "$out/device.txt"
 run_one() {
