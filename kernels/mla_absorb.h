@@ -41,7 +41,8 @@ void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 // Fast path: one CTA per (head, tile of `tile` output columns) stages that tile of W (read once
 // from HBM with 16-byte loads, converted to fp32 in shared memory) and loops over the batch in
 // chunks of 4 * batch_groups rows; requires kv_b 16-byte aligned, L % 8 == 0 (BF16) or L % 4 == 0
-// (F32) and smem_bytes <= kMlaAbsorbMaxSmem. Otherwise `fast` is false and the simple kernels run.
+// (F32), smem_bytes <= kMlaAbsorbMaxSmem and not simple_faster. Otherwise `fast` is false and the
+// simple kernels run.
 constexpr size_t kMlaAbsorbMaxSmem = 200 * 1024;  // H100/H200 opt-in limit is 227 KB per block
 struct MlaAbsorbPlan {
   bool fast = false;
@@ -50,6 +51,7 @@ struct MlaAbsorbPlan {
   int passes = 0;        // ceil(B / (4 * batch_groups))
   size_t smem_bytes = 0;
   int ctas = 0;          // H * ceil(N / tile)
+  bool simple_faster = false;  // the simple kernels measured faster at this (B, H): not fast
 };
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);

@@ -91,7 +91,7 @@ TEST(MlaAbsorb, LaunchPlan) {
   for (Want w : {Want{1, 1, 1}, Want{2, 1, 1}, Want{5, 2, 1}, Want{32, 8, 1}, Want{128, 16, 2}}) {
     a.B = w.B;
     const MlaAbsorbPlan pa = plan_mla_absorb(a);
-    EXPECT_TRUE(pa.fast) << w.B;
+    EXPECT_EQ(pa.fast, !pa.simple_faster) << w.B;
     EXPECT_EQ(pa.tile, 64);
     EXPECT_EQ(pa.ctas, 64 * 8);
     EXPECT_EQ(pa.batch_groups, w.groups) << w.B;
@@ -104,7 +104,7 @@ TEST(MlaAbsorb, LaunchPlan) {
   for (Want w : {Want{1, 1, 1}, Want{5, 2, 1}, Want{32, 4, 2}, Want{128, 4, 8}}) {
     u.B = w.B;
     const MlaAbsorbPlan pu = plan_mla_unabsorb(u);
-    EXPECT_TRUE(pu.fast) << w.B;
+    EXPECT_EQ(pu.fast, !pu.simple_faster) << w.B;
     EXPECT_EQ(pu.tile, 32);
     EXPECT_EQ(pu.ctas, 64 * 8);
     EXPECT_EQ(pu.batch_groups, w.groups) << w.B;
@@ -119,8 +119,8 @@ TEST(MlaAbsorb, LaunchPlan) {
   EXPECT_FALSE(plan_mla_absorb(a).fast);
   EXPECT_FALSE(plan_mla_unabsorb(u).fast);
   a.kv_b_dtype = u.kv_b_dtype = DType::F32;  // F32 rows are
-  EXPECT_TRUE(plan_mla_absorb(a).fast);
-  EXPECT_TRUE(plan_mla_unabsorb(u).fast);
+  EXPECT_EQ(plan_mla_absorb(a).fast, !plan_mla_absorb(a).simple_faster);
+  EXPECT_EQ(plan_mla_unabsorb(u).fast, !plan_mla_unabsorb(u).simple_faster);
   a.kv_b = u.kv_b = kv + 1;  // unaligned base
   EXPECT_FALSE(plan_mla_absorb(a).fast);
   EXPECT_FALSE(plan_mla_unabsorb(u).fast);
