@@ -464,6 +464,7 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
 
 constexpr int kTopkThreads = 1024;
 constexpr int kTopkWarps = kTopkThreads / 32;
+static_assert(kTopkWarps == 32, "select_digit sums the warp totals with one lane per warp");
 constexpr int kTopkPerThread = 8;                        // consecutive positions per thread per step
 constexpr int kTopkStep = kTopkThreads * kTopkPerThread;  // positions per block step (8192)
 constexpr int kTopkBins = 2048;                          // 11-bit digits (the last pass: 10 bits)
@@ -537,8 +538,12 @@ __device__ void select_digit(const unsigned* hist, int nbins, unsigned remaining
   }
   if (lane == 0) warp_sums[warp] = suffix;
   __syncthreads();
-  unsigned above = suffix - local;  // keys in the digits of higher threads
-  for (int w = warp + 1; w < kTopkWarps; ++w) above += warp_sums[w];
+  // Keys in the digits of higher threads: this warp's higher lanes, plus the higher warps' totals
+  // (one shared load per lane and a warp sum, not a serial walk over up to 31 warps).
+  unsigned higher_warps = lane > warp ? warp_sums[lane] : 0u;  // kTopkWarps == 32 lanes
+#pragma unroll
+  for (int o = 16; o; o >>= 1) higher_warps += __shfl_xor_sync(0xffffffffu, higher_warps, o);
+  unsigned above = suffix - local + higher_warps;
   if (above < remaining && above + local >= remaining) {
     for (int d = per - 1; d >= 0; --d) {
       const unsigned c = hist[per * tid + d];
