@@ -493,7 +493,7 @@ std::string check_indexer(cudaStream_t stream) {
                                        std::to_string(tgot[i]) + ", CPU twin " + std::to_string(twant[i]) +
                                        " (seed " + std::to_string(seed) + "); not timed");
   }
-  return "indexer_score max rel err " + sci(rel) + "; topk identical to CPU twin (ctx up to 131072, ties)";
+  return "indexer_score max rel err " + sci(rel) + "; topk identical to CPU twin (ctx 32768 and 131072, ties)";
 }
 
 }  // namespace
