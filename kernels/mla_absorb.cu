@@ -364,8 +364,20 @@ void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
 }
 
 void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+  if (!plan_mla_absorb(p).fast) return mla_absorb_simple_cuda(p, stream);  // validates
+  mla_absorb_tiled_cuda(p, stream);
+}
+
+void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+  if (!plan_mla_unabsorb(p).fast) return mla_unabsorb_simple_cuda(p, stream);  // validates
+  mla_unabsorb_tiled_cuda(p, stream);
+}
+
+void mla_absorb_tiled_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
-  if (!plan.fast) return mla_absorb_simple_cuda(p, stream);
+  require(plan.eligible, "mla_absorb_tiled_cuda: kv_b must be 16-byte aligned with L % 8 == 0 (BF16) or L % 4 == 0 "
+                         "(F32) and the tile's " + std::to_string(plan.smem_bytes) + " B of shared memory <= " +
+                         std::to_string(kMlaAbsorbMaxSmem) + " (L = " + std::to_string(p.L) + ")");
   TileGemmArgs a;
   a.x = p.q;
   a.x_b = size_t(p.H) * p.q_head_stride;
@@ -385,9 +397,11 @@ void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   if (!done) mla_absorb_simple_cuda(p, stream);
 }
 
-void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
-  if (!plan.fast) return mla_unabsorb_simple_cuda(p, stream);
+  require(plan.eligible, "mla_unabsorb_tiled_cuda: kv_b must be 16-byte aligned with L % 8 == 0 (BF16) or L % 4 == 0 "
+                         "(F32) and the tile's " + std::to_string(plan.smem_bytes) + " B of shared memory <= " +
+                         std::to_string(kMlaAbsorbMaxSmem) + " (L = " + std::to_string(p.L) + ")");
   TileGemmArgs a;
   a.x = p.o_latent;
   a.x_b = size_t(p.H) * p.L;

@@ -51,6 +51,7 @@ struct MlaAbsorbPlan {
   int passes = 0;        // ceil(B / (4 * batch_groups))
   size_t smem_bytes = 0;
   int ctas = 0;          // H * ceil(N / tile)
+  bool eligible = false;       // the tiled kernels can run this shape (alignment, shared memory)
   bool simple_faster = false;  // the simple kernels measured faster at this (B, H): not fast
 };
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
@@ -59,5 +60,9 @@ MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);
 // fallback of the fast path and the bench's baseline. Same validation and results.
 void mla_absorb_simple_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
 void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
+// The tiled (fast-path) kernels whatever simple_faster says (bench, tests); throw glm5::Error naming
+// the reason when the shape is not eligible.
+void mla_absorb_tiled_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
+void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 
 }  // namespace glm5

@@ -40,11 +40,15 @@ void load_row(const void* kv_b, DType dtype, size_t row, int L, float* out) {
 // one partial per warp (small batches, slices inside a warp summed by shuffles) or per K slice,
 // each [4 * groups][tile] plus a bank skew of 4 floats. The batch pass is the smallest power-of-two
 // group count covering B, as large as keeps two CTAs per SM (<= 110 KB), at most 256 / (tile / 8).
-// Shapes where the simple kernels measured faster on the H200 (bench kernels --only absorb): the
-// plan never picks a slower path.
+// Shapes where the simple kernels measured faster on the H200 (bench kernels --only absorb, round 1
+// of the tiled kernels, GLM-5 dims, H 64 and 16; H <= 16 is taken as 16, larger H as 64): the plan
+// never picks a slower path. Round 1 (us, tiled / simple): absorb H64 B1 17.1/24.7, B8 28.6/25.4,
+// B32 75.6/69.3, B128 266/221; H16 B8 14.3/21.6, B32 34.3/22.6; unabsorb B1 26.7/13.8 (H64),
+// 12.6/7.6 (H16), H64 B8 39.5/45.9, B128 397/519; H16 B8 18.9/15.6, B128 187/137. Round 2 (batched
+// X staging, per-device attributes) is expected to move these: re-derive from the _tiled records.
 bool simple_measured_faster(bool absorb, int B, int H) {
-  (void)absorb, (void)B, (void)H;
-  return false;
+  if (absorb) return H > 16 ? B >= 8 : B > 16;
+  return B <= 4 || (H <= 16 && B >= 8);
 }
 
 MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int N, int L, int tile, bool absorb) {
@@ -65,7 +69,8 @@ MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int 
   plan.passes = (B + 4 * groups - 1) / (4 * groups);
   plan.smem_bytes = smem(groups);
   plan.simple_faster = simple_measured_faster(absorb, B, H);
-  plan.fast = aligned && plan.smem_bytes <= kMlaAbsorbMaxSmem && !plan.simple_faster;
+  plan.eligible = aligned && plan.smem_bytes <= kMlaAbsorbMaxSmem;
+  plan.fast = plan.eligible && !plan.simple_faster;
   return plan;
 }
 }  // namespace

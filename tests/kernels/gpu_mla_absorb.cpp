@@ -55,6 +55,7 @@ void check_canary(const std::vector<float>& got, size_t n, const char* what) {
 }
 
 // kv_b_offset_bytes: the weights start that many bytes into their allocation (alignment tests).
+// want_fast_*: the tiled kernels are eligible (the dispatch may still take the simple ones).
 void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_fast_absorb, bool want_fast_unabsorb,
            size_t kv_b_offset_bytes = 0) {
   const uint64_t seed = fresh_seed();
@@ -96,10 +97,37 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   const MlaAbsorbParams pa{dq.as<float>(), dkv, dt, dql.as<float>(), B, H, nope, v, L, qk};
   const MlaUnabsorbParams pu{dol.as<float>(), dkv, dt, dout.as<float>(), B, H, nope, v, L};
   const MlaAbsorbPlan plan_a = plan_mla_absorb(pa), plan_u = plan_mla_unabsorb(pu);
+  EXPECT_EQ(plan_a.eligible, want_fast_absorb);
+  EXPECT_EQ(plan_u.eligible, want_fast_unabsorb);
   EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster);  // eligible, and not measured slower
   EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster);
   want_fast_absorb = plan_a.fast;
   want_fast_unabsorb = plan_u.fast;
+  // The tiled kernels wherever eligible, also where the dispatch takes the simple ones.
+  if (plan_a.eligible || plan_u.eligible) {
+    Buffer tql = nan_buffer(nql, "q_latent tiled"), tout = nan_buffer(nout, "out tiled");
+    if (plan_a.eligible) mla_absorb_tiled_cuda({pa.q, pa.kv_b, dt, tql.as<float>(), B, H, nope, v, L, qk}, nullptr);
+    if (plan_u.eligible) mla_unabsorb_tiled_cuda({pu.o_latent, pu.kv_b, dt, tout.as<float>(), B, H, nope, v, L}, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> g1(nql + kCanary), g2(nout + kCanary);
+    tql.download(g1.data(), tql.bytes());
+    tout.download(g2.data(), tout.bytes());
+    Err ta, tu;
+    for (size_t i = 0; plan_a.eligible && i < nql; ++i) ta.add(ql[i], ql_scale[i], g1[i]);
+    for (size_t i = 0; plan_u.eligible && i < nout; ++i) tu.add(out[i], out_scale[i], g2[i]);
+    if (plan_a.eligible) check_canary(g1, nql, "mla_absorb_tiled_cuda");
+    if (plan_u.eligible) check_canary(g2, nout, "mla_unabsorb_tiled_cuda");
+    std::printf("  tiled: absorb rel err %.3g, unabsorb rel err %.3g\n", ta.max_rel, tu.max_rel);
+    EXPECT_EQ(ta.bad + tu.bad, 0) << "tiled outputs not written or not finite";
+    EXPECT_LT(ta.max_rel, 1e-5) << "seed " << seed;
+    EXPECT_LT(tu.max_rel, 1e-5) << "seed " << seed;
+  }
+  if (!plan_a.eligible) {
+    EXPECT_THROW(mla_absorb_tiled_cuda(pa, nullptr), Error);
+  }
+  if (!plan_u.eligible) {
+    EXPECT_THROW(mla_unabsorb_tiled_cuda(pu, nullptr), Error);
+  }
   mla_absorb_cuda(pa, nullptr);
   mla_unabsorb_cuda(pu, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());

@@ -91,6 +91,7 @@ TEST(MlaAbsorb, LaunchPlan) {
   for (Want w : {Want{1, 1, 1}, Want{2, 1, 1}, Want{5, 2, 1}, Want{32, 8, 1}, Want{128, 16, 2}}) {
     a.B = w.B;
     const MlaAbsorbPlan pa = plan_mla_absorb(a);
+    EXPECT_TRUE(pa.eligible) << w.B;
     EXPECT_EQ(pa.fast, !pa.simple_faster) << w.B;
     EXPECT_EQ(pa.tile, 64);
     EXPECT_EQ(pa.ctas, 64 * 8);
@@ -104,6 +105,7 @@ TEST(MlaAbsorb, LaunchPlan) {
   for (Want w : {Want{1, 1, 1}, Want{5, 2, 1}, Want{32, 4, 2}, Want{128, 4, 8}}) {
     u.B = w.B;
     const MlaAbsorbPlan pu = plan_mla_unabsorb(u);
+    EXPECT_TRUE(pu.eligible) << w.B;
     EXPECT_EQ(pu.fast, !pu.simple_faster) << w.B;
     EXPECT_EQ(pu.tile, 32);
     EXPECT_EQ(pu.ctas, 64 * 8);
@@ -115,6 +117,13 @@ TEST(MlaAbsorb, LaunchPlan) {
     }
   }
   a.B = u.B = 1;
+  // Measured dispatch (round 1): unabsorb at B = 1 and absorb at B >= 8 (H 64) take the simple kernels.
+  a.B = u.B = 1;
+  EXPECT_FALSE(plan_mla_absorb(a).simple_faster);
+  EXPECT_TRUE(plan_mla_unabsorb(u).simple_faster);
+  a.B = 32;
+  EXPECT_TRUE(plan_mla_absorb(a).simple_faster);
+  a.B = 1;
   a.L = u.L = 36;  // BF16 rows not 16-byte aligned
   EXPECT_FALSE(plan_mla_absorb(a).fast);
   EXPECT_FALSE(plan_mla_unabsorb(u).fast);
