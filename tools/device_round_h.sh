@@ -15,9 +15,22 @@ if [ "$1" = h1 ]; then
   grep -A12 "==== failures ====" $W/tests.txt | head -40
   timeout 200 $BIN/glm5prof bench kernels --only mla,cast,indexer --out $W/kv-kernels.json > $W/kv-kernels.txt 2>&1
   echo "bench rc=$? $(el)"; grep -E "^(kv_|mla_decode_fp8 +(1|64|128) +64|topk +1|indexer_score +1|ceilings)" $W/kv-kernels.txt | head -40
+elif [ "$1" = h2 ]; then
+  run() { timeout "$2" $BIN/$1 > $W/$1.log 2>&1; echo "$1 rc=$? $(grep -c '^\[       OK' $W/$1.log) ok $(grep -c '^\[  FAILED' $W/$1.log) failed $(el)"; }
+  run kernels_gpu_mla_absorb 120 & P1=$!; run kernels_gpu_indexer 120 & P2=$!; run kernels_gpu_topk_paths 120 & P3=$!
+  run kernels_gpu_linear_fp8 150 & P4=$!; wait $P1 $P2 $P3 $P4
+  run engine_gpu_golden 120 & P1=$!; run engine_gpu_fp8_weights 120 & P2=$!; run engine_gpu_graph 150 & P3=$!; wait $P1 $P2 $P3
+  grep -h -B2 -A8 "Failure" $W/*.log | head -40
+  timeout 240 $BIN/glm5prof bench kernels --only linear,absorb,moe --reps 15 --out $W/proj-kernels.json > $W/proj-kernels.txt 2>&1
+  echo "bench rc=$? $(el)"
+  python3 - $W/proj-kernels.json <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1])):
+    k = r["kernel"]
+    if k.startswith(("linear", "mla_absorb", "mla_unabsorb", "moe")) and (r["batch"] in (1, 2, 8, 32, 64, 128)):
+        print(f'{k:26s} b={r["batch"]:3d} h={r["heads"]:2d} n={r.get("n",0):6d} k={r.get("k",0):6d} {r["median_us"]:8.1f} us {100*r["roofline_fraction"]:5.1f}%')
+PY
 else
-  timeout 200 $BIN/glm5prof bench kernels --only linear,absorb,moe --out $W/proj-kernels.json > $W/proj-kernels.txt 2>&1
-  echo "bench rc=$? $(el)"; grep -E "^(linear|mla_absorb |mla_unabsorb |moe)" $W/proj-kernels.txt | head -50
   BATCHES=1 WEIGHTS="fp8 bf16" GRAPHS="0 1" timeout 200 tools/decode_step_bench.sh $BIN/glm5prof /tmp/h2a > $W/step-b1.txt 2>&1
   echo "step b1 rc=$? $(el)"; tail -14 $W/step-b1.txt
   BATCHES="8 32 128" WEIGHTS=fp8 GRAPHS=1 timeout 190 tools/decode_step_bench.sh $BIN/glm5prof /tmp/h2b > $W/step-bn.txt 2>&1
