@@ -674,10 +674,12 @@ void DecodeEngine::mlp(int l) {
   const int inter = L.gate_up.n / 2;
   // The shared expert inside the routed launches (EngineOptions::fuse_shared_expert): CUDA, FP8, the
   // per-token path (batch < 4), dense unsharded weights of the routed experts' intermediate size.
+  // Dense: rows k apart, scale rows ceil(k / 128) apart (a --tp 1 "shard" sets ld = k explicitly).
+  auto dense = [](const Mat& m) { return (m.ld == 0 || m.ld == m.k) && (m.lds == 0 || m.lds == (m.k + 127) / 128); };
   const bool fuse_shared = L.moe && cuda_ && opt_.fuse_shared_expert && B < kMoeGroupMinTokens &&
                            L.e_dt == DType::F8_E4M3 && L.gate_up.dt == DType::F8_E4M3 && L.down.dt == DType::F8_E4M3 &&
-                           inter == c.moe_intermediate_size && inter % 128 == 0 && L.gate_up.ld == 0 &&
-                           L.down.ld == 0 && L.gate_up.lds == 0 && L.down.lds == 0 && c.hidden_size % 16 == 0;
+                           inter == c.moe_intermediate_size && inter % 128 == 0 && dense(L.gate_up) && dense(L.down) &&
+                           c.hidden_size % 16 == 0;
   if (L.moe) {
     const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
     linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
