@@ -46,9 +46,14 @@ void load_row(const void* kv_b, DType dtype, size_t row, int L, float* out) {
 // B32 75.6/69.3, B128 266/221; H16 B8 14.3/21.6, B32 34.3/22.6; unabsorb B1 26.7/13.8 (H64),
 // 12.6/7.6 (H16), H64 B8 39.5/45.9, B128 397/519; H16 B8 18.9/15.6, B128 187/137. Round 2 (batched
 // X staging, per-device attributes) is expected to move these: re-derive from the _tiled records.
+// From the H200 measurement of the tiled kernels after their round-2 fixes (device call H2 of
+// 2026-11-29, reports/2026-11-29-h200-projection-kernels.md, µs tiled vs simple): absorb H 64 tiled at
+// every B (B 1: 15.8 vs 24.8, B 32: 59.0 vs 69.5, B 128: 197.5 vs 221.0); absorb H 16 simple above
+// B 16 (B 32: 25.2 vs 22.7, B 128: 81.1 vs 65.0); unabsorb simple at B <= 4 (B 1, H 64: 22.4 vs 13.9)
+// and tiled from B 8 (H 16, B 128: 68.7 vs 137.0; H 64, B 8: 28.4 vs 46.0).
 bool simple_measured_faster(bool absorb, int B, int H) {
-  if (absorb) return H > 16 ? B >= 8 : B > 16;
-  return B <= 4 || (H <= 16 && B >= 8);
+  if (absorb) return H <= 16 && B > 16;
+  return B <= 4;
 }
 
 MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int N, int L, int tile, bool absorb) {

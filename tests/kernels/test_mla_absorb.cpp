@@ -117,13 +117,18 @@ TEST(MlaAbsorb, LaunchPlan) {
     }
   }
   a.B = u.B = 1;
-  // Measured dispatch (round 1): unabsorb at B = 1 and absorb at B >= 8 (H 64) take the simple kernels.
+  // Measured dispatch (H200 round H2): unabsorb at B <= 4 takes the simple kernel, absorb at H 64 never;
+  // absorb at H <= 16 above B 16, unabsorb from B 8 the tiled one.
   a.B = u.B = 1;
   EXPECT_FALSE(plan_mla_absorb(a).simple_faster);
   EXPECT_TRUE(plan_mla_unabsorb(u).simple_faster);
-  a.B = 32;
+  a.B = u.B = 32;
+  EXPECT_FALSE(plan_mla_absorb(a).simple_faster);
+  EXPECT_FALSE(plan_mla_unabsorb(u).simple_faster);
+  a.H = 16;
   EXPECT_TRUE(plan_mla_absorb(a).simple_faster);
-  a.B = 1;
+  a.H = 64;
+  a.B = u.B = 1;
   a.L = u.L = 36;  // BF16 rows not 16-byte aligned
   EXPECT_FALSE(plan_mla_absorb(a).fast);
   EXPECT_FALSE(plan_mla_unabsorb(u).fast);
