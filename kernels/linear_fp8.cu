@@ -224,8 +224,11 @@ int mma_nt(int m) { return m <= 8 ? 1 : m <= 16 ? 2 : m <= 32 ? 4 : 8; }
 // ptxas (CUDA 13, sm_90, 255-register cap): MT 4 x NT 1 / 2 use 188 / 238 registers, no spill; MT 4 x
 // NT 4 spills 72 B and MT 4 x NT 8 ~700 B, so m > 16 runs MT 2 by default (NT 4: 183, NT 8: 213
 // registers) and an explicit mt = 4 is honoured only up to m = 32.
+// Default m-tiles per warp: 4 up to m = 32, 2 above. Measured on the H200 (bench kernels --only linear,
+// device call H2 of 2026-11-29, µs mt 2 / mt 4 at m = 32): o_proj 6144x16384 117.7 / 84.1, 4096x6144
+// 37.4 / 31.2, 6144x2048 25.4 / 22.6 (kv_a 576x6144: 14.5 / 16.5, the one loss).
 int mma_effective_mt(int m, int mt) {
-  if (mt == 0) return m <= 16 ? 4 : 2;
+  if (mt == 0) return m <= 32 ? 4 : 2;
   return mma_nt(m) == 8 ? 2 : mt;
 }
 

@@ -83,7 +83,7 @@ bool linear_fp8_mma_supported(const LinearParams& p);
 // `partial` must hold S * m * n floats for S > 1 (null or smaller: no split, fewer blocks).
 int linear_fp8_mma_splits(const LinearParams& p, int mt = 0, bool prefetch = false);
 
-// The tensor-core kernel on `stream`. mt in {0 (default: 4 for m <= 16, else 2), 2, 4}: 16-row m-tiles per
+// The tensor-core kernel on `stream`. mt in {0 (default: 4 for m <= 32, else 2), 2, 4}: 16-row m-tiles per
 // warp (each warp's converted x fragments are reused for mt tiles; 4 is taken as 2 for m > 32, where it
 // would spill registers). Tokens: 8 per n-tile, 1 / 2 / 4 / 8 n-tiles per warp for m <= 8 / 16 / 32 / more;
 // m > 64 adds CTAs along the token axis (W re-read from L2). Split-K as linear_fp8_gemv_cuda:

@@ -549,7 +549,7 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         out.push_back(r);
       };
       if (m >= 2) {
-        const int mt_default = m <= 16 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
+        const int mt_default = m <= 32 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
         for (int variant = 0; variant < 3; ++variant) {  // default mt, the other mt, mt 2 + register prefetch
           const int mt = variant == 0 ? 0 : variant == 1 ? (mt_default == 4 ? 2 : 4) : 2;
           const bool pf = variant == 2;
