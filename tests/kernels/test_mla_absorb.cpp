@@ -88,33 +88,26 @@ TEST(MlaAbsorb, LaunchPlan) {
   struct Want {
     int B, groups, passes;
   };
+  // A plan's shape: tile, CTAs, batch passes, shared memory (two CTAs per SM; three at batch <= 4).
+  auto check_plan = [](const MlaAbsorbPlan& pl, const Want& w, int tile) {
+    EXPECT_TRUE(pl.eligible) << w.B;
+    EXPECT_EQ(pl.fast, !pl.simple_faster) << w.B;
+    EXPECT_EQ(pl.tile, tile);
+    EXPECT_EQ(pl.ctas, 64 * 8);
+    EXPECT_EQ(pl.batch_groups, w.groups) << w.B;
+    EXPECT_EQ(pl.passes, w.passes) << w.B;
+    EXPECT_LE(pl.smem_bytes, size_t(110 * 1024));
+    if (w.B <= 4) {
+      EXPECT_LE(pl.smem_bytes, size_t(72 * 1024));
+    }
+  };
   for (Want w : {Want{1, 1, 1}, Want{2, 1, 1}, Want{5, 2, 1}, Want{32, 8, 1}, Want{128, 16, 2}}) {
     a.B = w.B;
-    const MlaAbsorbPlan pa = plan_mla_absorb(a);
-    EXPECT_TRUE(pa.eligible) << w.B;
-    EXPECT_EQ(pa.fast, !pa.simple_faster) << w.B;
-    EXPECT_EQ(pa.tile, 64);
-    EXPECT_EQ(pa.ctas, 64 * 8);
-    EXPECT_EQ(pa.batch_groups, w.groups) << w.B;
-    EXPECT_EQ(pa.passes, w.passes) << w.B;
-    EXPECT_LE(pa.smem_bytes, size_t(110 * 1024));  // two CTAs per SM
-    if (w.B <= 4) {
-      EXPECT_LE(pa.smem_bytes, size_t(72 * 1024));  // three CTAs per SM at batch 1
-    }
+    check_plan(plan_mla_absorb(a), w, 64);
   }
   for (Want w : {Want{1, 1, 1}, Want{5, 2, 1}, Want{32, 4, 2}, Want{128, 4, 8}}) {
     u.B = w.B;
-    const MlaAbsorbPlan pu = plan_mla_unabsorb(u);
-    EXPECT_TRUE(pu.eligible) << w.B;
-    EXPECT_EQ(pu.fast, !pu.simple_faster) << w.B;
-    EXPECT_EQ(pu.tile, 32);
-    EXPECT_EQ(pu.ctas, 64 * 8);
-    EXPECT_EQ(pu.batch_groups, w.groups) << w.B;
-    EXPECT_EQ(pu.passes, w.passes) << w.B;
-    EXPECT_LE(pu.smem_bytes, size_t(110 * 1024));
-    if (w.B <= 4) {
-      EXPECT_LE(pu.smem_bytes, size_t(72 * 1024));
-    }
+    check_plan(plan_mla_unabsorb(u), w, 32);
   }
   a.B = u.B = 1;
   // Measured dispatch (H200 round H2): unabsorb at B <= 4 takes the simple kernel, absorb at H 64 never;
