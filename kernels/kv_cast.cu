@@ -244,7 +244,6 @@ __global__ void __launch_bounds__(kThreads) kv_gather_cast_kernel(KvGatherCastPa
   }
 }
 
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 // 16-byte path: FP8 rows, their rope part and BF16 rows all 16-byte multiples, pointers aligned.
 bool can_vectorize(const LatentLayout& l, const void* pool, const void* out) {

@@ -61,6 +61,9 @@ void check_indexer_layout(const IndexerLayout& l, const char* who);
 constexpr float kE4m3Max = 448.f;
 GLM5_HD float fp8_group_scale(float amax) { return amax > 0.f ? amax / kE4m3Max : 1.f; }
 
+// Whether `ptr` is 16-byte aligned (the vector paths' 16-byte loads and stores need it).
+GLM5_HD bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+
 // Byte offsets in the paged FP8 indexer key cache of pool slot `slot` (page = slot / 64).
 GLM5_HD int64_t indexer_key_offset(int64_t slot, int dim) {
   return (slot / kPageSize) * int64_t(kPageSize) * (dim + 4) + (slot % kPageSize) * dim;

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
+#include "kernels/kv_layout.h"
 #include "kernels/linear_bf16.h"
 
 namespace glm5 {
@@ -73,7 +74,6 @@ __global__ void __launch_bounds__(kThreads) linear_bf16_gemv_kernel(LinearParams
   }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "kernels/fp8_dot.cuh"
 #include "kernels/kv_cast.cuh"
+#include "kernels/kv_layout.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.cuh"
 
@@ -257,17 +258,22 @@ const void* mma_kernel_for(int mt, int m, bool pf) {
   return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 8, false>);
 }
 
-// Blocks of the (mt, m) kernel resident on the whole GPU at once (SMs x occupancy; 132 x 2 if a query
-// fails: an H200 at ~190-240 registers per thread).
-int64_t mma_resident_blocks(int mt, int m, bool pf) {
+// Blocks of `kernel` (`threads` per block, no dynamic shared memory) resident on the whole GPU at once:
+// SMs x occupancy, or `fallback` if a query fails.
+int64_t resident_blocks(const void* kernel, int threads, int64_t fallback) {
   int dev = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mma_kernel_for(mt, m, pf), 32 * kMmaWarps, 0) != cudaSuccess ||
-      sms <= 0 || per_sm <= 0) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
     cudaGetLastError();  // clear a failed query
-    return 132 * 2;
+    return fallback;
   }
   return int64_t(sms) * per_sm;
+}
+
+// Blocks of the (mt, m) mma kernel resident at once (132 x 2 if a query fails: an H200 at ~190-240
+// registers per thread).
+int64_t mma_resident_blocks(int mt, int m, bool pf) {
+  return resident_blocks(mma_kernel_for(mt, m, pf), 32 * kMmaWarps, 132 * 2);
 }
 
 void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
@@ -283,7 +289,6 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
   else launch_mma<2, 8>(p, part, S, per_split, stream);
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 template <int MT>
 void launch_vec(const LinearParams& p, float* part, int S, int per_split, int* counters, cudaStream_t stream) {
@@ -304,13 +309,7 @@ int64_t gemv_resident_blocks(int mt) {
                   : mt == 4 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<4>)
                   : mt == 8 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<8>)
                             : reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<16>);
-  int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, 32 * kWarps, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
-    cudaGetLastError();  // clear a failed query
-    return kGemvTargetBlocks;
-  }
-  return int64_t(sms) * per_sm;
+  return resident_blocks(k, 32 * kWarps, kGemvTargetBlocks);
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "kernels/moe.h"
 #include "kernels/kv_cast.cuh"
+#include "kernels/kv_layout.h"
 #include "kernels/fp8_dot.cuh"
 #include "kernels/linear_fp8_mma.cuh"
 
@@ -354,7 +355,6 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   }
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // ---- expert-grouped path ----
 constexpr int kGroup = 8;  // pairs per pass of a warp (weights loaded once per pass)

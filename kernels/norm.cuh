@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/kv_layout.h"
 #include "kernels/norm.h"
 
 namespace glm5 {
@@ -70,7 +71,6 @@ __device__ __forceinline__ void rmsnorm_vec_row(const NormParams& p, int row, in
   }
 }
 
-__host__ __device__ __forceinline__ bool aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 // Whether rmsnorm_vec_row handles p in a block of `max_threads` threads (with rmsnorm_vec_threads).
 __host__ __device__ __forceinline__ bool rmsnorm_vec_ok(const NormParams& p, int max_threads) {
