@@ -196,6 +196,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
   prof->add_flag("--graph", po.graph, "capture each decode step into a CUDA graph once and replay it (CUDA backend)");
+  prof->add_option("--graph-trace", po.graph_trace,
+                   "with --graph: graph | node (default graph). graph: the measured steps get one CUPTI record per "
+                   "graph launch (no per-kernel cost), then --attribution-steps steps are traced per kernel node for "
+                   "the per-op analysis; node: every measured step traced per kernel node (~1 us per node)")
+      ->check(CLI::IsMember({"graph", "node"}));
+  prof->add_option("--attribution-steps", po.attribution_steps,
+                   "with --graph-trace graph: node-level steps after the measured ones for the per-op analysis (default 1)")
+      ->check(CLI::Range(1, 100));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()
@@ -208,10 +216,16 @@ int main(int argc, char** argv) {
   prof->add_option("--nccl-id-file", po.nccl_id_file,
                    "one process per rank (several hosts): with --tp N --rank R, real NCCL collectives; rank 0 writes "
                    "the NCCL unique id to this shared file, the others wait for it");
-  prof->parse_complete_callback([prof, &kv_path, &kv_dtype] {
+  prof->parse_complete_callback([prof, &kv_path, &kv_dtype, &po] {
     if (kv_dtype == "bf16" && prof->count("--kv-path") && kv_path != "all")
       throw CLI::ValidationError("--kv-path " + kv_path + " contradicts --kv-dtype bf16 (a BF16 KV pool has nothing "
                                  "to cast: leave --kv-path out or use --kv-dtype fp8)");
+    if (prof->count("--graph-trace") && !po.graph)
+      throw CLI::ValidationError("--graph-trace " + po.graph_trace +
+                                 " applies to CUDA graph replays only: add --graph or drop it");
+    if (prof->count("--attribution-steps") && (!po.graph || po.graph_trace == "node"))
+      throw CLI::ValidationError("--attribution-steps applies to --graph with --graph-trace graph only (node level "
+                                 "attributes every measured step)");
   });
 
   std::string weights_dir, model, prompt, backend = "auto", dkv_dtype = "bf16", dkv_path = "fp8", reference;

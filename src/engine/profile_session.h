@@ -27,6 +27,15 @@ struct ProfileOptions {
   int untraced_steps = 3;
   // CUDA backend: capture each decode step into a CUDA graph once and replay it (EngineOptions::graph).
   bool graph = false;
+  // With --graph, how CUPTI traces the replays (--graph-trace, Nsight Systems' --cuda-graph-trace):
+  //   "node":  every measured step at node level (a kernel record per graph node, attributed to
+  //            step / layer / op); costs ~1 us per kernel node, 5-13% of a batch-1 GLM-5 step.
+  //   "graph": the measured steps at graph level (one CUPTI record per replay: traced_step_us is
+  //            within the 2% overhead limit), then `attribution_steps` extra steps at node level whose
+  //            kernels feed the per-op analysis and the trace (their time reported on its own).
+  //   "":      the default: "graph" with --graph; must stay "" without --graph.
+  std::string graph_trace;
+  int attribution_steps = -1;     // --attribution-steps K in [1, 100] (graph level only); -1: default 1
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

@@ -1,6 +1,10 @@
 // CuptiTracer::consume_buffer: copies the fields we use out of CUPTI's activity records into the plain
 // records of cupti_records.h (the only code that touches CUPTI record structs).
+#include "profiler/cupti_parse.h"
+
 #include <cupti.h>
+
+#include <climits>
 
 #include "profiler/cupti_tracer.h"
 
@@ -51,6 +55,18 @@ MemcpyRecord copy_record(const CuptiCopy& m, std::string name, bool is_memset) {
 }
 
 }  // namespace
+
+GraphTraceRecord graph_trace_record(const CUpti_ActivityGraphTrace2& g) {
+  GraphTraceRecord x;
+  x.correlation_id = g.correlationId;
+  x.start_ns = static_cast<int64_t>(g.start);
+  x.end_ns = static_cast<int64_t>(g.end);
+  x.device = g.deviceId == uint32_t(INT_MAX) ? -1 : static_cast<int>(g.deviceId);
+  x.end_device = g.endDeviceId == uint32_t(INT_MAX) ? -1 : static_cast<int>(g.endDeviceId);
+  x.stream = g.streamId;
+  x.graph_id = g.graphId;
+  return x;
+}
 
 void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
   ActivityRecords got;
@@ -119,6 +135,9 @@ void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
         got.markers.push_back(std::move(x));
         break;
       }
+      case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+        got.graph_traces.push_back(graph_trace_record(*reinterpret_cast<const CUpti_ActivityGraphTrace2*>(record)));
+        break;
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
         if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) break;
@@ -138,6 +157,7 @@ void CuptiTracer::consume_buffer(uint8_t* buffer, size_t valid_size) {
   append(records_.api_calls, got.api_calls);
   append(records_.markers, got.markers);
   append(records_.external, got.external);
+  append(records_.graph_traces, got.graph_traces);
   for (std::string& e : got.errors) {
     errors_.push_back(e);
     records_.errors.push_back(std::move(e));

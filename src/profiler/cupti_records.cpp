@@ -158,7 +158,79 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
     for (const std::string& m : g.messages) t.messages.push_back("graph capture: " + m);
 }
 
+// Graph-level records -> "graph.step.N" spans (see build_timeline_from_records in cupti_records.h).
+// t.ranges must already hold the NVTX ranges (with step / depth assigned).
+void add_graph_level_spans(Timeline& t, const ActivityRecords& records, const GraphAttribution& graphs,
+                           const std::unordered_map<uint64_t, uint64_t>& external_of,
+                           const std::unordered_map<uint64_t, const ApiRecord*>& api_of) {
+  if (records.graph_traces.empty()) return;
+  // "step.N" host ranges by start, for the last fallback.
+  std::vector<std::pair<int64_t, int>> step_starts;
+  for (const Range& r : t.ranges)
+    if (r.kind == RangeKind::user_annotation && parse_step_name(r.name) >= 0)
+      step_starts.push_back({r.start_ns, parse_step_name(r.name)});
+  std::sort(step_starts.begin(), step_starts.end());
+  size_t by_launch = 0, by_range = 0, by_time = 0, untimed = 0;
+  std::vector<Range> spans;
+  for (const GraphTraceRecord& g : records.graph_traces) {
+    if (g.start_ns == 0 && g.end_ns == 0) {
+      ++untimed;
+      continue;
+    }
+    int step = -1;
+    bool known = false;
+    auto ext = external_of.find(g.correlation_id);
+    if (ext != external_of.end()) {
+      auto launch = graphs.launches.find(ext->second);
+      if (launch != graphs.launches.end()) {
+        step = launch->second.step;
+        known = true;
+        ++by_launch;
+      }
+    }
+    if (!known) {
+      auto api = api_of.find(g.correlation_id);
+      if (api != api_of.end())
+        if (const Range* r = innermost_range(t.ranges, api->second->thread, api->second->start_ns); r && r->step >= 0) {
+          step = r->step;
+          known = true;
+          ++by_range;
+        }
+    }
+    if (!known) {
+      auto after = std::upper_bound(step_starts.begin(), step_starts.end(), std::make_pair(g.start_ns, INT_MAX));
+      if (after != step_starts.begin()) {
+        step = std::prev(after)->second;
+        ++by_time;
+      }
+    }
+    Range r;
+    r.name = step >= 0 ? "graph.step." + std::to_string(step) : std::string("graph.launch");
+    r.start_ns = g.start_ns;
+    r.end_ns = std::max(g.end_ns, g.start_ns);
+    r.thread = g.stream;
+    r.kind = RangeKind::gpu_user_annotation;
+    r.device = std::max(g.device, 0);
+    r.step = step;
+    spans.push_back(std::move(r));
+  }
+  t.messages.push_back("CUDA graph-level records: " + std::to_string(records.graph_traces.size()) +
+                       " graph launches (no per-kernel records), step from the launch " + std::to_string(by_launch) +
+                       ", from the NVTX step range " + std::to_string(by_range) + ", by time " +
+                       std::to_string(by_time) + ", without timestamps " + std::to_string(untimed));
+  t.ranges.insert(t.ranges.end(), std::make_move_iterator(spans.begin()), std::make_move_iterator(spans.end()));
+}
+
 }  // namespace
+
+std::map<int, double> graph_step_us(const Timeline& t, int device) {
+  std::map<int, double> out;
+  for (const Range& r : t.ranges)
+    if (r.kind == RangeKind::gpu_user_annotation && r.step >= 0 && r.name.rfind("graph.step.", 0) == 0 &&
+        (device < 0 || r.device == device))
+      out[r.step] += double(r.end_ns - r.start_ns) / 1e3;
+  return out;
+}
 
 Timeline build_timeline_from_records(const ActivityRecords& records,
                                      const std::map<uint64_t, OpDesc>& ops,
@@ -250,6 +322,7 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     return after != it->second.begin() && std::prev(after)->second >= r.end_ns;
   };
   std::set<uint64_t> graph_launches_counted;  // external ids of graph launches already counted
+  size_t eager_launches_untraced = 0;          // launch calls made while kernel activity was off
   for (const ApiRecord& r : records.api_calls) {
     Activity a;
     a.kind = r.is_driver ? ActivityKind::driver : ActivityKind::runtime;
@@ -262,13 +335,19 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     if (ext != external_of.end()) attribute(a, ext->second, ops);
     bool capturing = ext != external_of.end() && graphs.captures.count(ext->second);
     for (const auto& [w0, w1] : graphs.capture_windows) capturing |= r.start_ns >= w0 && r.end_ns <= w1;
-    if (r.is_kernel_launch && !capturing && (!r.is_driver || !nested_in_runtime_launch(r))) ++t.kernels_launched;
+    bool kernels_off = false;  // kernel activity disabled (graph-level tracing): no record will follow
+    for (const auto& [w0, w1] : graphs.graph_level_windows) kernels_off |= r.start_ns >= w0 && r.end_ns <= w1;
+    if (r.is_kernel_launch && !capturing && (!r.is_driver || !nested_in_runtime_launch(r))) {
+      if (kernels_off) ++eager_launches_untraced;
+      else ++t.kernels_launched;
+    }
     if (ext != external_of.end()) {
       auto launch = graphs.launches.find(ext->second);
       if (launch != graphs.launches.end()) {
         a.step = launch->second.step;
         const int g = launch->second.graph;
-        if (g >= 0 && g < int(graphs.graphs.size()) && graph_launches_counted.insert(ext->second).second)
+        if (launch->second.nodes_traced && g >= 0 && g < int(graphs.graphs.size()) &&
+            graph_launches_counted.insert(ext->second).second)
           t.kernels_launched += graphs.graphs[g].kernel_nodes();
       }
     }
@@ -303,6 +382,10 @@ Timeline build_timeline_from_records(const ActivityRecords& records,
     t.activities.push_back(std::move(a));
   }
   attribute_graph_replays(t, pending, graphs);
+  if (eager_launches_untraced)
+    t.messages.push_back(std::to_string(eager_launches_untraced) +
+                         " kernel launch calls made during graph-level tracing (kernel activity off): not counted, no records");
+  add_graph_level_spans(t, records, graphs, external_of, api_of);
 
   // One gpu_user_annotation span per op instance (external id), covering its kernels and copies.
   std::map<uint64_t, Range> gpu_spans;

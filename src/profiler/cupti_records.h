@@ -54,6 +54,18 @@ struct MarkerRecord {            // CUPTI_ACTIVITY_KIND_MARKER: an NVTX push (st
   int64_t thread = 0;            // objectId.pt.threadId
 };
 
+// CUPTI_ACTIVITY_KIND_GRAPH_TRACE (CUpti_ActivityGraphTrace2 in CUDA 13): one record per CUDA graph
+// launch, timing the whole replay on the device with no per-node records (graph-level tracing, what
+// Nsight Systems calls --cuda-graph-trace=graph). Filled by graph_trace_record (cupti_parse.h).
+struct GraphTraceRecord {
+  uint64_t correlation_id = 0;   // correlation id of the API call that launched the graph
+  int64_t start_ns = 0, end_ns = 0;  // [ns] first node's start .. last node's end; both 0: not timed
+  int device = -1;               // device of the first node; -1 when the graph started on the host
+  int end_device = -1;           // device of the last node; -1 when unknown / on the host
+  int64_t stream = 0;            // stream the graph was launched into
+  uint32_t graph_id = 0;         // CUPTI id of the launched graph
+};
+
 struct ExternalCorrelationRecord {  // CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION
   uint64_t correlation_id = 0;   // CUPTI correlation id of the API call made while the id was pushed
   uint64_t external_id = 0;      // the id our begin_op pushed
@@ -65,6 +77,7 @@ struct ActivityRecords {
   std::vector<ApiRecord> api_calls;
   std::vector<MarkerRecord> markers;
   std::vector<ExternalCorrelationRecord> external;
+  std::vector<GraphTraceRecord> graph_traces;
   uint64_t dropped = 0;
   std::vector<std::string> errors;  // CUPTI errors met while recording (timeline flagged incomplete)
 };
@@ -73,6 +86,9 @@ struct ActivityRecords {
 struct GraphLaunch {
   int step = -1;   // the decode step the replay ran
   int graph = -1;  // index into GraphAttribution::graphs
+  // Kernel activity was on (node-level tracing): the graph's kernel nodes count as launches and
+  // produce kernel records. False under graph-level tracing (one GraphTraceRecord, no kernels).
+  bool nodes_traced = true;
 };
 struct GraphAttribution {
   std::vector<CapturedGraph> graphs;
@@ -81,6 +97,9 @@ struct GraphAttribution {
   // [start, end] CUPTI timestamps of each capture: launch calls made meanwhile count as no launch
   // even without an external correlation record (e.g. driver launches from a library).
   std::vector<std::pair<int64_t, int64_t>> capture_windows;
+  // [start, end] CUPTI timestamps while kernel activity was off (graph-level tracing): kernel launch
+  // calls made meanwhile have no kernel record by design and count as no launch.
+  std::vector<std::pair<int64_t, int64_t>> graph_level_windows;
 };
 
 // Builds the Timeline (source "cupti"): kernels / copies joined correlation id -> external id ->
@@ -98,9 +117,22 @@ struct GraphAttribution {
 // the counts agree; otherwise they stay unattributed. A graph launch counts the graph's kernel nodes
 // as kernel launches; launch calls made during a capture count none (they run nothing).
 // Timeline.messages says how many replayed kernels were attributed each way.
+//
+// Graph-level records (records.graph_traces): each becomes one gpu_user_annotation Range named
+// "graph.step.N" (step N, layer -1, op "") on its device and stream, or "graph.launch" when its step is
+// unknown or negative (warm-up / left-out steps). Its step comes from the launch's external id
+// (graphs.launches), else from the innermost "step.N" NVTX range open when the launch call ran (its
+// API record, same correlation id), else from the last "step.N" range started before the record.
+// These are Ranges, not Activities, so the analysis (which sums device Activities) never counts them
+// next to the kernels of node-level steps. Records without timestamps are left out (message kept).
 Timeline build_timeline_from_records(const ActivityRecords& records,
                                      const std::map<uint64_t, OpDesc>& ops,
                                      const GraphAttribution& graphs = {});
+
+// Device time [us] of each step's graph-level record: the "graph.step.N" Ranges of a Timeline built
+// from graph-level records, on `device` (all devices when negative; several launches of one step are
+// summed). Empty when there are none.
+std::map<int, double> graph_step_us(const Timeline& t, int device = -1);
 
 // Demangles a C++ symbol (abi::__cxa_demangle); returns `name` unchanged if it is not mangled.
 std::string demangle(const std::string& name);

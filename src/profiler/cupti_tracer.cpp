@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -33,10 +34,10 @@ std::string result_string(CUptiResult r) {
   return s ? s : "CUPTI error " + std::to_string(static_cast<int>(r));
 }
 
-const CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_MARKER,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+// Enabled at every graph tracing level; CONCURRENT_KERNEL (node) or GRAPH_TRACE (graph) come on top.
+const CUpti_ActivityKind kCommonKinds[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET,
+                                           CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+                                           CUPTI_ACTIVITY_KIND_MARKER, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 
 void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
   const CuptiTracer* t = g_active_tracer;
@@ -60,6 +61,14 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
 
 }  // namespace
 
+const char* to_string(GraphTraceLevel level) { return level == GraphTraceLevel::graph ? "graph" : "node"; }
+
+GraphTraceLevel parse_graph_trace_level(const std::string& name) {
+  if (name == "graph") return GraphTraceLevel::graph;
+  if (name == "node") return GraphTraceLevel::node;
+  throw Error("--graph-trace '" + name + "': expected graph or node");
+}
+
 size_t cupti_buffer_bytes(const char* env_value) {
   if (!env_value || !*env_value) return kBufferBytes;
   const std::string v = env_value;
@@ -78,7 +87,7 @@ void arrange_nvtx_injection() {
     setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }
 
-CuptiTracer::CuptiTracer() : buffer_bytes_(cupti_buffer_bytes(std::getenv("GLM5_CUPTI_BUFFER_BYTES"))) {
+CuptiTracer::CuptiTracer(GraphTraceLevel level) : buffer_bytes_(cupti_buffer_bytes(std::getenv("GLM5_CUPTI_BUFFER_BYTES"))) {
   // GLM5_FORCE_NO_CUPTI=1 simulates CUPTI being unavailable (no driver support, another profiler
   // attached: cuptiActivityEnable fails) so the fallback to the host clock can be tested.
   if (const char* force = std::getenv("GLM5_FORCE_NO_CUPTI"); force && std::strcmp(force, "1") == 0) {
@@ -95,11 +104,70 @@ CuptiTracer::CuptiTracer() : buffer_bytes_(cupti_buffer_bytes(std::getenv("GLM5_
     return;
   }
   g_active_tracer = this;
-  for (CUpti_ActivityKind k : kKinds) {
-    r = cuptiActivityEnable(k);
-    if (r != CUPTI_SUCCESS) note_error("cuptiActivityEnable(kind " + std::to_string(k) + "): " + result_string(r));
-  }
+  for (CUpti_ActivityKind k : kCommonKinds) enable_kind(k, true);
   enabled_ = true;
+  if (level == GraphTraceLevel::graph) set_graph_trace_level(GraphTraceLevel::graph);
+  else enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true);
+}
+
+bool CuptiTracer::enable_kind(int kind, bool report) {
+  if (std::find(kinds_on_.begin(), kinds_on_.end(), kind) != kinds_on_.end()) return true;
+  const CUptiResult r = cuptiActivityEnable(static_cast<CUpti_ActivityKind>(kind));
+  if (r == CUPTI_SUCCESS) {
+    kinds_on_.push_back(kind);
+    return true;
+  }
+  if (report) note_error("cuptiActivityEnable(kind " + std::to_string(kind) + "): " + result_string(r));
+  else notes_.push_back("cuptiActivityEnable(kind " + std::to_string(kind) + "): " + result_string(r));
+  return false;
+}
+
+void CuptiTracer::disable_kind(int kind) {
+  auto it = std::find(kinds_on_.begin(), kinds_on_.end(), kind);
+  if (it == kinds_on_.end()) return;
+  cuptiActivityDisable(static_cast<CUpti_ActivityKind>(kind));
+  kinds_on_.erase(it);
+}
+
+GraphTraceLevel CuptiTracer::set_graph_trace_level(GraphTraceLevel want) {
+  if (!enabled_ || finished_ || want == level_) return level_;
+  // Hand over what the previous level recorded before the kinds change (the device is idle).
+  const CUptiResult fr = cuptiActivityFlushAll(0);
+  if (fr != CUPTI_SUCCESS) note_error("cuptiActivityFlushAll: " + result_string(fr));
+  uint64_t ts = 0;
+  cuptiGetTimestamp(&ts);
+  if (want == GraphTraceLevel::graph) {
+    disable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    bool on = enable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, false);
+    if (!on) {  // not documented as exclusive with copies; try without them before giving up
+      disable_kind(CUPTI_ACTIVITY_KIND_MEMCPY);
+      disable_kind(CUPTI_ACTIVITY_KIND_MEMSET);
+      on = enable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, false);
+      if (on) {
+        notes_.push_back("CUPTI enables GRAPH_TRACE only without MEMCPY / MEMSET activity: copies during "
+                         "graph-level tracing are not recorded");
+      } else {
+        enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY, true);
+        enable_kind(CUPTI_ACTIVITY_KIND_MEMSET, true);
+      }
+    }
+    if (!on) {
+      notes_.push_back("CUPTI refused graph-level tracing (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): graph replays "
+                       "traced at node level instead");
+      enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true);
+      return level_;
+    }
+    graphs_.graph_level_windows.push_back({int64_t(ts), INT64_MAX});
+    level_ = GraphTraceLevel::graph;
+  } else {
+    disable_kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    enable_kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, true);
+    enable_kind(CUPTI_ACTIVITY_KIND_MEMCPY, true);
+    enable_kind(CUPTI_ACTIVITY_KIND_MEMSET, true);
+    if (!graphs_.graph_level_windows.empty()) graphs_.graph_level_windows.back().second = int64_t(ts);
+    level_ = GraphTraceLevel::node;
+  }
+  return level_;
 }
 
 CuptiTracer::~CuptiTracer() {
@@ -153,7 +221,7 @@ void CuptiTracer::begin_graph_launch(int step, const CapturedGraph& graph) {
     it = graph_index_.emplace(key, int(graphs_.graphs.size()) - 1).first;
   }
   const uint64_t id = next_external_id_++;
-  graphs_.launches[id] = GraphLaunch{step, it->second};
+  graphs_.launches[id] = GraphLaunch{step, it->second, level_ == GraphTraceLevel::node};
   push_external(id);
 }
 
@@ -207,7 +275,8 @@ Timeline CuptiTracer::finish() {
   if (enabled_) {
     CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     if (r != CUPTI_SUCCESS) note_error("cuptiActivityFlushAll: " + result_string(r));
-    for (CUpti_ActivityKind k : kKinds) cuptiActivityDisable(k);
+    for (int k : kinds_on_) cuptiActivityDisable(static_cast<CUpti_ActivityKind>(k));
+    kinds_on_.clear();
     g_active_tracer = nullptr;
     enabled_ = false;
   }
@@ -218,6 +287,7 @@ Timeline CuptiTracer::finish() {
     records_ = ActivityRecords{};
   }
   Timeline t = build_timeline_from_records(records, ops_, graphs_);
+  t.messages.insert(t.messages.end(), notes_.begin(), notes_.end());
   std::set<int> devices;
   for (const KernelRecord& k : records.kernels) devices.insert(k.device);
   for (int d : devices) {

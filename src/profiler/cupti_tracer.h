@@ -36,12 +36,25 @@ void arrange_nvtx_injection();
 // Throws glm5::Error "GLM5_CUPTI_BUFFER_BYTES='...': expected ..." for anything else.
 size_t cupti_buffer_bytes(const char* env_value);
 
+// How CUDA graph replays are traced (Nsight Systems' --cuda-graph-trace=node|graph):
+//   node:  kernel activity (CONCURRENT_KERNEL) on: every kernel node of a replay gets a record with its
+//          graph node id, attributed to (step, layer, op) through the CapturedGraph. CUPTI timestamps
+//          each node: about 1 us per kernel node on the H200 (reports/2026-11-29-h200-decode-step.md).
+//   graph: kernel activity off, CUPTI_ACTIVITY_KIND_GRAPH_TRACE on: one record per graph launch (its
+//          device start / end), no per-node cost and no per-kernel records. Kernels launched eagerly
+//          meanwhile are not recorded either.
+enum class GraphTraceLevel { node, graph };
+// "node" / "graph"; parse throws glm5::Error "--graph-trace 'x': expected graph or node".
+const char* to_string(GraphTraceLevel level);
+GraphTraceLevel parse_graph_trace_level(const std::string& name);
+
 class CuptiTracer : public OpTracer {
  public:
   // Reads GLM5_CUPTI_BUFFER_BYTES (see cupti_buffer_bytes; throws glm5::Error for a bad value).
   // With GLM5_FORCE_NO_CUPTI=1 it enables nothing and ok() is false, as when cuptiActivityEnable
   // fails (CUPTI unavailable, another profiler attached): callers fall back to the host clock.
-  CuptiTracer();
+  // `level`: the initial graph tracing level (set_graph_trace_level).
+  explicit CuptiTracer(GraphTraceLevel level = GraphTraceLevel::node);
   ~CuptiTracer() override;  // disables CUPTI if finish() was not called
   CuptiTracer(const CuptiTracer&) = delete;
   CuptiTracer& operator=(const CuptiTracer&) = delete;
@@ -64,6 +77,15 @@ class CuptiTracer : public OpTracer {
   // device first so all kernels have finished.
   Timeline finish();
 
+  // Switches kernel activity off and GRAPH_TRACE on (graph) or back (node). Call with the device idle
+  // (cudaDeviceSynchronize first); it flushes CUPTI's buffers. Whether a graph instantiated under one
+  // level is traced as the other is not documented: re-capture the graph after a switch
+  // (DecodeEngine::reset_graph) and leave that step out of measurements. If CUPTI refuses
+  // GRAPH_TRACE the tracer stays at node level and says so in the Timeline's messages (not an error).
+  // Returns the level now in effect. Does nothing (returns the current level) when tracing is off.
+  GraphTraceLevel set_graph_trace_level(GraphTraceLevel level);
+  GraphTraceLevel graph_trace_level() const { return level_; }
+
   bool ok() const;                        // no CUPTI error so far
   std::vector<std::string> errors() const;  // the CUPTI errors met so far, in order
 
@@ -76,6 +98,11 @@ class CuptiTracer : public OpTracer {
  private:
   size_t buffer_bytes_ = 0;
   bool enabled_ = false;
+  GraphTraceLevel level_ = GraphTraceLevel::node;
+  std::vector<int> kinds_on_;            // CUpti_ActivityKind values enabled now (disabled in finish())
+  std::vector<std::string> notes_;       // for the Timeline's messages (not errors)
+  bool enable_kind(int kind, bool report);  // cuptiActivityEnable; notes the error when `report`
+  void disable_kind(int kind);
   bool finished_ = false;
   uint64_t next_external_id_ = 1;
   std::map<uint64_t, OpDesc> ops_;
