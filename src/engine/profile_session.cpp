@@ -184,6 +184,7 @@ struct RankTiming {
   // level and the node-level attribution steps (engine events), and CUPTI's own per-launch device
   // times of the graph-level steps (graph.step.N records, step -> us).
   bool graph_level = false;
+  std::string graph_trace = "none";  // "none" without --graph, else the level the steps ran at
   double attribution_first_us = 0;
   std::vector<double> attribution_us;
   std::vector<double> graph_record_us;
@@ -191,7 +192,7 @@ struct RankTiming {
 
 nlohmann::json timing_json(const RankTiming& r, bool cuda) {
   const double u = median_of(r.untraced_us), t = median_of(r.traced_us);
-  nlohmann::json j{{"graph_trace", r.graph_level ? "graph" : "node"},
+  nlohmann::json j{{"graph_trace", r.graph_trace},
                    {"untraced_steps", r.untraced_us.size()},
                    {"untraced_samples_us", r.untraced_us},
                    {"traced_samples_us", r.traced_us},
@@ -356,6 +357,7 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
   switched.arrive_and_wait();
   for (std::thread& th : threads) th.join();
   Timeline t = cupti ? cupti->finish() : host->finish();
+  for (RankTiming& rt : *timing) rt.graph_trace = !o.graph ? "none" : graph_level ? "graph" : "node";
   if (graph_level)
     for (int r = 0; r < ranks; ++r) {
       const int device = ranks > 1 ? r : -1;

@@ -1,0 +1,94 @@
+// --graph-trace graph|node and --attribution-steps (profile): bad values and misplaced options fail
+// with one clear line and a non-zero exit, through the CLI and through run_profile (ProfileOptions).
+// CPU only: every case fails before a model is built.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "../cli/run_binary.h"
+#include "common/error.h"
+#include "engine/profile_session.h"
+
+namespace glm5 {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path scratch() {
+  const fs::path d = fs::temp_directory_path() / ("glm5_graph_trace_option_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+ProfileOptions cpu_options() {
+  ProfileOptions o;
+  o.backend = "cpu";
+  o.model = "glm5-tiny";
+  o.out_dir = (scratch() / "out").string();
+  o.quiet = true;
+  return o;
+}
+
+std::string error_of(const ProfileOptions& o) {
+  try {
+    run_profile(o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(GraphTraceOption, RunProfileRejectsBadValues) {
+  ProfileOptions o = cpu_options();
+  o.graph_trace = "nodes";
+  EXPECT_EQ(error_of(o), "--graph-trace must be graph or node, got 'nodes'");
+  o.graph_trace = "graph";  // without --graph
+  EXPECT_EQ(error_of(o), "--graph-trace graph applies to CUDA graph replays only: add --graph or drop it");
+  o.graph_trace = "";
+  o.attribution_steps = 0;
+  EXPECT_EQ(error_of(o), "--attribution-steps must be in [1, 100], got 0");
+  o.attribution_steps = 101;
+  EXPECT_EQ(error_of(o), "--attribution-steps must be in [1, 100], got 101");
+  o.attribution_steps = 2;  // without --graph (so at node level)
+  EXPECT_EQ(error_of(o),
+            "--attribution-steps applies to --graph-trace graph only (node level attributes every measured step)");
+  // --graph on the CPU backend fails first, whatever --graph-trace says.
+  o = cpu_options();
+  o.graph = true;
+  o.graph_trace = "graph";
+  EXPECT_NE(error_of(o).find("--graph needs the CUDA backend"), std::string::npos);
+}
+
+struct CliCase {
+  std::vector<std::string> args;
+  std::string expect;  // in the one stderr line
+};
+
+TEST(GraphTraceOption, CliRejectsBadValuesWithOneLine) {
+  const char* dir = std::getenv("GLM5_BINARY_DIR");
+  const fs::path bin = fs::path(dir && *dir ? dir : GLM5_BINARY_DIR) / "glm5prof";
+  if (!fs::exists(bin)) GTEST_SKIP() << "build the glm5prof target first: " << bin;
+  const fs::path tmp = scratch();
+  const std::vector<CliCase> cases = {
+      {{"profile", "--backend", "cpu", "--graph", "--graph-trace", "kernel"}, "--graph-trace: kernel not in {graph,node}"},
+      {{"profile", "--backend", "cpu", "--graph-trace", "graph"}, "--graph-trace graph applies to CUDA graph replays only"},
+      {{"profile", "--backend", "cpu", "--graph", "--attribution-steps", "0"}, "--attribution-steps: Value 0 not in range 1 to 100"},
+      {{"profile", "--backend", "cpu", "--graph", "--graph-trace", "node", "--attribution-steps", "2"},
+       "--attribution-steps applies to --graph with --graph-trace graph only"},
+  };
+  for (const CliCase& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.push_back("--out");
+    args.push_back((tmp / "cli-out").string());
+    const test::RunResult r = test::run_glm5prof(args, tmp);
+    SCOPED_TRACE(c.expect);
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be one line: " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp / "cli-out" / "report.json"));
+  }
+}
+
+}  // namespace
+}  // namespace glm5
