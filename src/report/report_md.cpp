@@ -177,11 +177,21 @@ std::string report_to_markdown(const ReportInput& in) {
             << ")";
       }
       o << "; " << t.value("method", std::string()) << ".";
-      if (r.spec.is_object() && r.spec.value("graph", false) && !t.value("within_limit", true))
+      const bool graph_level = t.value("graph_trace", std::string()) == "graph";
+      if (r.spec.is_object() && r.spec.value("graph", false) && !graph_level && !t.value("within_limit", true))
         o << " With --graph CUPTI timestamps every graph kernel node (node-level graph tracing, about 1 us per node "
              "on the H200), a cost eager launches hide in their launch gaps: the traced graph step is no faster than "
-             "the traced eager one (reports/2026-11-29-h200-decode-step.md).";
+             "the traced eager one (reports/2026-11-29-h200-decode-step.md); --graph-trace graph avoids it.";
       o << "\n";
+      if (graph_level && t.contains("attribution_step_us")) {
+        // --graph-trace graph: the steps above were traced at graph level; the op tables below come from
+        // the node-level attribution steps, whose own overhead is stated here.
+        o << "\nAttribution steps (node-level graph tracing, the kernels of the tables below): "
+          << t.value("attribution_steps", 0) << " step(s), median " << f1(t.value("attribution_step_us", 0.0)) << " us";
+        if (t["attribution_overhead_pct"].is_number()) o << " (" << f2(t["attribution_overhead_pct"].get<double>()) << "% over untraced)";
+        o << "; CUPTI's graph-level records of the traced steps: median " << f1(t.value("graph_record_step_us", 0.0))
+          << " us on the device.\n";
+      }
     }
     if (r.floor.is_object()) {
       const nlohmann::json& fl = r.floor;

@@ -9,6 +9,7 @@
 #include "../cli/run_binary.h"
 #include "common/error.h"
 #include "engine/profile_session.h"
+#include "report/report.h"
 
 namespace glm5 {
 namespace {
@@ -88,6 +89,35 @@ TEST(GraphTraceOption, CliRejectsBadValuesWithOneLine) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(tmp / "cli-out" / "report.json"));
   }
+}
+
+// report.md states both timings of a --graph-trace graph run, and no node-level excuse for its overhead.
+TEST(GraphTraceOption, ReportMarkdownStatesTheAttributionStep) {
+  ReportInput in;
+  in.run_spec = nlohmann::json{{"command", "profile"}};
+  RunReport r;
+  r.name = "fp8";
+  r.spec = nlohmann::json{{"graph", true}};
+  r.timing = nlohmann::json{{"graph_trace", "graph"},       {"untraced_step_us", 22800.0},
+                            {"traced_step_us", 23100.0},    {"overhead_pct", 1.3157},
+                            {"limit_pct", 2.0},             {"within_limit", true},
+                            {"method", "CUDA events"},      {"attribution_steps", 1},
+                            {"attribution_step_us", 24500.0}, {"attribution_overhead_pct", 7.456},
+                            {"graph_record_step_us", 22950.0}};
+  in.runs.push_back(r);
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("traced step 23100.0 us: **1.32%** (limit 2.0%, within)"), std::string::npos) << md;
+  EXPECT_NE(md.find("Attribution steps (node-level graph tracing, the kernels of the tables below): 1 step(s), median "
+                    "24500.0 us (7.46% over untraced); CUPTI's graph-level records of the traced steps: median 22950.0 us"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("node-level graph tracing, about 1 us per node"), std::string::npos);
+  // Over the limit at node level: the explanation, pointing at --graph-trace graph.
+  in.runs[0].timing["graph_trace"] = "node";
+  in.runs[0].timing["within_limit"] = false;
+  const std::string md2 = report_to_markdown(in);
+  EXPECT_NE(md2.find("--graph-trace graph avoids it"), std::string::npos);
+  EXPECT_EQ(md2.find("Attribution steps"), std::string::npos);
 }
 
 }  // namespace
