@@ -13,6 +13,7 @@
 #include "kernels/kv_cache.cuh"
 #include "kernels/norm.cuh"
 #include "kernels/rope.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
@@ -26,6 +27,8 @@ __device__ __forceinline__ void rmsnorm_part(const NormParams& p, int row) {
 }
 
 __global__ void __launch_bounds__(kThreads) attn_prologue_kernel(AttnPrologueParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float red[kThreads / 32];
   const int B = p.kv_write.B, part = blockIdx.x / B, b = blockIdx.x % B;
   if (part == 0) {
@@ -45,6 +48,8 @@ __global__ void __launch_bounds__(kThreads) attn_prologue_kernel(AttnProloguePar
 }
 
 __global__ void rope2_kernel(Rope2Params p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int na = p.a.rows * p.a.heads;
   const int i = blockIdx.x;
   if (i < na) rope_dev::rope_head(p.a, i / p.a.heads, i % p.a.heads);
@@ -56,7 +61,7 @@ __global__ void rope2_kernel(Rope2Params p) {
 void attn_prologue_cuda(const AttnPrologueParams& p, cudaStream_t stream) {
   validate_attn_prologue_params(p);
   if (p.kv_write.B == 0) return;
-  attn_prologue_kernel<<<p.kv_write.B * (p.indexer ? 3 : 2), kThreads, 0, stream>>>(p);
+  launch_kernel(attn_prologue_kernel, p.kv_write.B * (p.indexer ? 3 : 2), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -67,7 +72,7 @@ void rope2_cuda(const Rope2Params& p, cudaStream_t stream) {
   if (blocks == 0) return;
   const int half = std::max(p.a.rope_dim, p.b.rope_dim) / 2;
   const int threads = half >= 128 ? 128 : (half + 31) / 32 * 32;
-  rope2_kernel<<<blocks, threads, 0, stream>>>(p);
+  launch_kernel(rope2_kernel, blocks, threads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

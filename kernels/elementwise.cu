@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
@@ -22,6 +23,8 @@ int grid_for(int64_t n) {
 // One block per row: out[r, :] = table[tokens[r], :]. Bytes: rows * dim * (table elt + 4).
 template <typename T>
 __global__ void embedding_kernel(EmbeddingParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int r = blockIdx.x;
   const T* row = static_cast<const T*>(p.table) + size_t(p.tokens[r]) * p.dim;
   float* out = p.out + size_t(r) * p.dim;
@@ -32,11 +35,15 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 }
 
 __global__ void add_inplace_kernel(AddParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x)
     p.y[i] += p.x[i];
 }
 
 __global__ void silu_mul_kernel(SiluMulParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t n = int64_t(p.rows) * p.inter;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = idx / p.inter, i = idx % p.inter;
@@ -53,6 +60,8 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
 
 // One block per row; NaN is read as -inf, so a row of NaN/-inf returns 0 (the first index).
 __global__ void argmax_kernel(ArgmaxParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const float* row = p.logits + size_t(blockIdx.x) * p.n;
   float best_v = -INFINITY;
   int best_i = 0x7fffffff;
@@ -79,6 +88,8 @@ __global__ void argmax_kernel(ArgmaxParams p) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }
@@ -87,26 +98,26 @@ __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
 
 void embedding_cuda(const EmbeddingParams& p, cudaStream_t stream) {
   validate_embedding_params(p, "embedding_cuda");
-  if (p.table_dtype == DType::F32) embedding_kernel<float><<<p.rows, kThreads, 0, stream>>>(p);
-  else embedding_kernel<uint16_t><<<p.rows, kThreads, 0, stream>>>(p);
+  if (p.table_dtype == DType::F32) launch_kernel(embedding_kernel<float>, p.rows, kThreads, 0, stream, p);
+  else launch_kernel(embedding_kernel<uint16_t>, p.rows, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void add_inplace_cuda(const AddParams& p, cudaStream_t stream) {
   validate_add_params(p, "add_inplace_cuda");
-  add_inplace_kernel<<<grid_for(p.n), kThreads, 0, stream>>>(p);
+  launch_kernel(add_inplace_kernel, grid_for(p.n), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void silu_mul_cuda(const SiluMulParams& p, cudaStream_t stream) {
   validate_silu_mul_params(p, "silu_mul_cuda");
-  silu_mul_kernel<<<grid_for(int64_t(p.rows) * p.inter), kThreads, 0, stream>>>(p);
+  launch_kernel(silu_mul_kernel, grid_for(int64_t(p.rows) * p.inter), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void argmax_cuda(const ArgmaxParams& p, cudaStream_t stream) {
   validate_argmax_params(p, "argmax_cuda");
-  argmax_kernel<<<p.rows, 1024, 0, stream>>>(p);
+  launch_kernel(argmax_kernel, p.rows, 1024, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -114,7 +125,7 @@ void f32_to_bf16_cuda(const float* src, uint16_t* dst, int64_t n, cudaStream_t s
   require(src != nullptr, "f32_to_bf16_cuda: src is null");
   require(dst != nullptr, "f32_to_bf16_cuda: dst is null");
   require(n > 0, "f32_to_bf16_cuda: n = " + std::to_string(n) + ", expected > 0");
-  f32_to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(src, dst, n);
+  launch_kernel(f32_to_bf16_kernel, grid_for(n), kThreads, 0, stream, src, dst, n);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_cast.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 namespace {
@@ -37,6 +38,8 @@ size_t score_smem_bytes(int Hi, int D) {
 }
 
 __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerScoreParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float4 smem4[];
   const int D = p.layout.dim, Hi = p.Hi, b = blockIdx.y, page = blockIdx.x, tid = threadIdx.x;
   float* q_s = reinterpret_cast<float*>(smem4);  // [Hi][D]
@@ -118,6 +121,8 @@ size_t score_mma_smem_bytes(int D) {
 }
 
 __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerScoreParams p, int pages_per_block) {
+  pdl_wait();
+  pdl_launch_dependents();
   namespace wmma = nvcuda::wmma;
   extern __shared__ __align__(128) float4 mma_smem[];  // WMMA pointers must be 32-byte aligned
   const int D = p.layout.dim, ld = D + 4, ldc = kMmaHeads + 4, tid = threadIdx.x, warp = tid / 32;
@@ -345,6 +350,8 @@ __device__ __forceinline__ void f16_load_tile(const IndexerScoreParams& p, int b
 
 template <int D>
 __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(IndexerScoreParams p, int tiles_per_block) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int KS = D / 16;
   __shared__ uint4 qf_s[4 * KS * 32];  // [n tile][k-step][lane]: {hi b0b1, hi b2b3, lo b0b1, lo b2b3}
   __shared__ float w_s[kF16Heads];     // head weight * head_weight_scale
@@ -601,10 +608,12 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // the single-block algorithm (three reads of the scores). A block whose positions fit in
 // kTopkChunkSmem (32,768) reads them once, all loads in flight together, then scans shared memory.
 // Round 1 on the H200 (before that staging): B 1 at 128K 39.6 us (single block: 152.7 us).
-// (C is fixed at compile time, __cluster_dims__, so a plain <<<>>> launch, also under CUDA-graph
-// capture, carries no launch attributes.)
+// (C is fixed at compile time, __cluster_dims__, so the launch, also under CUDA-graph capture,
+// carries no cluster attribute; launch_kernel adds only the PDL one.)
 template <int C_>
 __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ uint32_t topk_smem[];
   unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
   unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's
@@ -839,7 +848,7 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
     int64_t tpb = (tiles + per_req - 1) / per_req;
     tpb = (tpb + kF16Warps - 1) / kF16Warps * kF16Warps;
     const int gx = int((tiles + tpb - 1) / tpb);
-    kernel<<<dim3(gx, p.B), kF16Threads, 0, stream>>>(p, int(tpb));
+    launch_kernel(kernel, dim3(gx, p.B), kF16Threads, 0, stream, p, int(tpb));
     CUDA_CHECK_LAUNCH();
     return;
   }
@@ -859,7 +868,7 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
     const int64_t total_pages = int64_t(p.B) * p.max_pages;
     const int ppb = int(std::max<int64_t>(1, (total_pages + blocks_wanted - 1) / blocks_wanted));
     const int gx = (p.max_pages + ppb - 1) / ppb;
-    indexer_score_mma_kernel<<<dim3(gx, p.B), kMmaThreads, smem, stream>>>(p, ppb);
+    launch_kernel(indexer_score_mma_kernel, dim3(gx, p.B), kMmaThreads, smem, stream, p, ppb);
     CUDA_CHECK_LAUNCH();
     return;
   }
@@ -868,7 +877,7 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
                                   std::to_string(D) + " need " + std::to_string(smem) +
                                   " bytes of shared memory, more than the 227 KiB a block can have");
   CUDA_CHECK(cudaFuncSetAttribute(indexer_score_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  indexer_score_kernel<<<dim3(p.max_pages, p.B), kScoreThreads, smem, stream>>>(p);
+  launch_kernel(indexer_score_kernel, dim3(p.max_pages, p.B), kScoreThreads, smem, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -911,7 +920,7 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
     if (cudaOccupancyMaxActiveClusters(&clusters, topk_kernel_for(C), &cfg) == cudaSuccess && clusters >= 1) break;
     (void)cudaGetLastError();  // a refused size is not an error: try the next smaller one
   }
-  topk_kernel_for(C)<<<p.B * C, kTopkThreads, smem, stream>>>(p, limit);
+  launch_kernel(topk_kernel_for(C), p.B * C, kTopkThreads, smem, stream, p, limit);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cache.cuh"
 #include "kernels/kv_cast.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 namespace {
@@ -13,16 +14,22 @@ namespace {
 using namespace kv_dev;
 
 __global__ void __launch_bounds__(kThreads) kv_write_kernel(KvWriteParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float red[kThreads / 32];
   kv_write_row(p, blockIdx.x, red);
 }
 
 __global__ void __launch_bounds__(kThreads) indexer_key_write_kernel(IndexerKeyWriteParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float red[kThreads / 32];
   indexer_key_write_row(p, blockIdx.x, red);
 }
 
 __global__ void __launch_bounds__(kThreads) kv_fill_kernel(KvFillParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   __shared__ float red[kThreads / 32];
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, D = p.indexer_layout.dim;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {
@@ -41,14 +48,14 @@ __global__ void __launch_bounds__(kThreads) kv_fill_kernel(KvFillParams p) {
 void kv_write_cuda(const KvWriteParams& p, cudaStream_t stream) {
   validate_kv_write_params(p);
   if (p.B == 0) return;
-  kv_write_kernel<<<p.B, kThreads, 0, stream>>>(p);
+  launch_kernel(kv_write_kernel, p.B, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void indexer_key_write_cuda(const IndexerKeyWriteParams& p, cudaStream_t stream) {
   validate_indexer_key_write_params(p);
   if (p.B == 0) return;
-  indexer_key_write_kernel<<<p.B, kThreads, 0, stream>>>(p);
+  launch_kernel(indexer_key_write_kernel, p.B, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -56,7 +63,7 @@ void kv_fill_random_cuda(const KvFillParams& p, cudaStream_t stream) {
   validate_kv_fill_params(p);
   if (p.rows == 0) return;
   const int grid = int(std::min<int64_t>(p.rows, 65536));
-  kv_fill_kernel<<<grid, kThreads, 0, stream>>>(p);
+  launch_kernel(kv_fill_kernel, grid, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -42,6 +42,7 @@
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
 #include "kernels/kv_cast.h"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 namespace {
@@ -135,6 +136,8 @@ __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int 
 // contiguous run of tile_rows * row_bytes bytes, 16-byte cp.async per thread) while tile j is cast.
 template <int kStages, bool kStreamingStores>
 __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, TileGeom g) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
   const int stage_bytes = g.tile_rows * l.row_bytes;
@@ -172,6 +175,8 @@ __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, 
 // of the tile to issue next are loaded one iteration ahead, so their latency is hidden too.
 template <int kStages, bool kStreamingStores>
 __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGatherCastParams p, TileGeom g) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
   const int stage_bytes = g.tile_rows * l.row_bytes, in_chunks = l.row_bytes / 16;
@@ -228,6 +233,8 @@ __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGath
 }
 
 __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
   const int64_t W = p.layout.latent_dim + p.layout.rope_dim;
   for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < p.rows; r += int64_t(gridDim.x) * kWarps)
@@ -235,6 +242,8 @@ __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
 }
 
 __global__ void __launch_bounds__(kThreads) kv_gather_cast_kernel(KvGatherCastParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int lane = threadIdx.x % 32;
   const int64_t W = p.layout.latent_dim + p.layout.rope_dim;
   for (int64_t i = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; i < p.count; i += int64_t(gridDim.x) * kWarps) {
@@ -307,14 +316,14 @@ template <int S, bool CS>
 bool launch_cast_variant(const KvCastParams& p, int tile_rows, cudaStream_t stream) {
   const TilePlan plan = tile_plan(kv_cast_tile_kernel<S, CS>, p.rows, p.layout, S, tile_rows);
   if (plan.grid == 0) return false;
-  kv_cast_tile_kernel<S, CS><<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
+  launch_kernel(kv_cast_tile_kernel<S, CS>, plan.grid, kThreads, plan.smem, stream, p, plan.geom);
   return true;
 }
 template <int S, bool CS>
 bool launch_gather_variant(const KvGatherCastParams& p, int tile_rows, cudaStream_t stream) {
   const TilePlan plan = tile_plan(kv_gather_cast_tile_kernel<S, CS>, p.count, p.layout, S, tile_rows);
   if (plan.grid == 0) return false;
-  kv_gather_cast_tile_kernel<S, CS><<<plan.grid, kThreads, plan.smem, stream>>>(p, plan.geom);
+  launch_kernel(kv_gather_cast_tile_kernel<S, CS>, plan.grid, kThreads, plan.smem, stream, p, plan.geom);
   return true;
 }
 // The tile kernel of `t` (false: the layout's row does not fit; use the 4-byte path).
@@ -357,7 +366,7 @@ void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning
   require_aligned4(p.pool, "kv_cast_cuda", "pool");
   require_aligned4(p.out, "kv_cast_cuda", "out");
   if (!(can_vectorize(p.layout, p.pool, p.out) && launch_cast_tiles(p, tuning, stream)))
-    kv_cast_kernel<<<grid_for(p.rows), kThreads, 0, stream>>>(p);
+    launch_kernel(kv_cast_kernel, grid_for(p.rows), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -372,7 +381,7 @@ void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream, const
   require_aligned4(p.pool, "kv_gather_cast_cuda", "pool");
   require_aligned4(p.out, "kv_gather_cast_cuda", "out");
   if (!(can_vectorize(p.layout, p.pool, p.out) && launch_gather_tiles(p, tuning, stream)))
-    kv_gather_cast_kernel<<<grid_for(p.count), kThreads, 0, stream>>>(p);
+    launch_kernel(kv_gather_cast_kernel, grid_for(p.count), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -17,6 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/launch.cuh"
 
 // CUBLASLT_CHECK(expr): throws glm5::Error naming the call, file:line and the cuBLASLt status.
 #define CUBLASLT_CHECK(expr)                                                                           \
@@ -50,6 +51,8 @@ struct LinearPlan {
 
 // hi[i] = bf16(x[i]); lo[i] = bf16(x[i] - hi[i]); hi occupies [0, n), lo [n, 2n) of `out`.
 __global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ out, int64_t n) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float v = x[i];
     const __nv_bfloat16 hi = __float2bfloat16_rn(v);
@@ -60,6 +63,8 @@ __global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __
 
 // y[r, c] = (accumulate ? y[r, c] : 0) + y2[r, c] + y2[m + r, c]
 __global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __restrict__ y, int64_t mn, bool accumulate) {
+  pdl_wait();
+  pdl_launch_dependents();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     const float s = y2[i] + y2[mn + i];
     y[i] = accumulate ? y[i] + s : s;
@@ -69,6 +74,8 @@ __global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __res
 // y[t, r] = (accumulate ? y[t, r] : 0) + d[r * m + t] (d: BF16, column-major [m, n]).
 __global__ void add_transposed_bf16_kernel(const uint16_t* __restrict__ d, float* __restrict__ y, int m, int n,
                                            bool accumulate) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t mn = int64_t(m) * n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / n, r = i % n;
@@ -296,7 +303,7 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
         CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl->desc, &alpha, impl.x_fp8, pl->a, p.w, pl->b, &beta, d, pl->c, d,
                                       pl->c, &pl->algo, impl.workspace, kWorkspaceBytes, stream));
         const int64_t mn = int64_t(p.m) * p.n;
-        add_transposed_bf16_kernel<<<grid_for(mn), 256, 0, stream>>>(d, p.y, p.m, p.n, p.accumulate);
+        launch_kernel(add_transposed_bf16_kernel, grid_for(mn), 256, 0, stream, d, p.y, p.m, p.n, p.accumulate);
         CUDA_CHECK_LAUNCH();
         ++ctx.fp8_block_scaled_calls;
         return;
@@ -317,14 +324,14 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
   if (p.split_bf16) {
     const int64_t mk = int64_t(p.m) * p.k, mn = int64_t(p.m) * p.n;
     uint16_t* x2 = impl.staging_for(size_t(2 * mk));
-    split_bf16_kernel<<<grid_for(mk), 256, 0, stream>>>(p.x, reinterpret_cast<__nv_bfloat16*>(x2), mk);
+    launch_kernel(split_bf16_kernel, grid_for(mk), 256, 0, stream, p.x, reinterpret_cast<__nv_bfloat16*>(x2), mk);
     CUDA_CHECK_LAUNCH();
     float* y2 = impl.split_out_for(size_t(2 * mn));
     const LinearPlan& pl = impl.plan(2 * p.m, p.n, p.k, p.w_stride(), alignment_of(p.w), 256);
     const float alpha = 1.f, beta = 0.f;
     CUBLASLT_CHECK(cublasLtMatmul(impl.handle, pl.desc, &alpha, p.w, pl.a, x2, pl.b, &beta, y2, pl.c, y2, pl.c, &pl.algo,
                                   impl.workspace, kWorkspaceBytes, stream));
-    sum_split_rows_kernel<<<grid_for(mn), 256, 0, stream>>>(y2, p.y, mn, p.accumulate);
+    launch_kernel(sum_split_rows_kernel, grid_for(mn), 256, 0, stream, y2, p.y, mn, p.accumulate);
     CUDA_CHECK_LAUNCH();
     return;
   }

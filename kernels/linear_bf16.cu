@@ -6,6 +6,8 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/kv_layout.h"
 #include "kernels/linear_bf16.h"
+#include "kernels/launch.cuh"
+#include "kernels/bf16_dot.cuh"
 
 namespace glm5 {
 
@@ -14,18 +16,6 @@ namespace {
 constexpr int kWarps = 8, kThreads = 32 * kWarps;
 constexpr int kRows = 4;  // output rows per CTA
 
-__device__ __forceinline__ float dot8_bf16(const uint4& w, const float4& a, const float4& b) {
-  float s = 0.f;
-  s = fmaf(__uint_as_float(w.x << 16), a.x, s);
-  s = fmaf(__uint_as_float(w.x & 0xffff0000u), a.y, s);
-  s = fmaf(__uint_as_float(w.y << 16), a.z, s);
-  s = fmaf(__uint_as_float(w.y & 0xffff0000u), a.w, s);
-  s = fmaf(__uint_as_float(w.z << 16), b.x, s);
-  s = fmaf(__uint_as_float(w.z & 0xffff0000u), b.y, s);
-  s = fmaf(__uint_as_float(w.w << 16), b.z, s);
-  s = fmaf(__uint_as_float(w.w & 0xffff0000u), b.w, s);
-  return s;
-}
 
 template <int MT>
 __global__ void __launch_bounds__(kThreads) linear_bf16_gemv_kernel(LinearParams p) {
@@ -34,16 +24,23 @@ __global__ void __launch_bounds__(kThreads) linear_bf16_gemv_kernel(LinearParams
   const int r0 = blockIdx.x * kRows;
   const int ldw = p.w_stride();
   const uint16_t* w = static_cast<const uint16_t*>(p.w);
+  uint4 wv[kRows];
+  auto load = [&](int c) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)  // all weight loads of a step first: kRows x 16 B in flight per lane
+      wv[r] = __ldg(reinterpret_cast<const uint4*>(w + size_t(min(r0 + r, p.n - 1)) * ldw + c));
+  };
+  // The first step's weights are in flight before the wait for the previous kernel (kernels/launch.cuh).
+  int c = (warp * 32 + lane) * 8;
+  if (c < p.k) load(c);
+  pdl_wait();
+  pdl_launch_dependents();
   float acc[kRows][MT];
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
-  for (int c = (warp * 32 + lane) * 8; c < p.k; c += kThreads * 8) {
-    uint4 wv[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r)  // all weight loads first: kRows x 16 B in flight per lane
-      wv[r] = __ldg(reinterpret_cast<const uint4*>(w + size_t(min(r0 + r, p.n - 1)) * ldw + c));
+  for (; c < p.k; c += kThreads * 8) {
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
       if (t < p.m) {
@@ -53,6 +50,7 @@ __global__ void __launch_bounds__(kThreads) linear_bf16_gemv_kernel(LinearParams
         for (int r = 0; r < kRows; ++r) acc[r][t] += dot8_bf16(wv[r], a, b);
       }
     }
+    if (c + kThreads * 8 < p.k) load(c + kThreads * 8);
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -89,9 +87,9 @@ void linear_bf16_gemv_cuda(const LinearParams& p, cudaStream_t stream) {
           "linear_bf16_gemv_cuda: needs BF16 weights, m <= 4, n * k <= 2^24, k and ldw multiples of 8, aligned w / x; "
           "got m = " + std::to_string(p.m) + ", n = " + std::to_string(p.n) + ", k = " + std::to_string(p.k));
   const dim3 grid((p.n + kRows - 1) / kRows);
-  if (p.m == 1) linear_bf16_gemv_kernel<1><<<grid, kThreads, 0, stream>>>(p);
-  else if (p.m == 2) linear_bf16_gemv_kernel<2><<<grid, kThreads, 0, stream>>>(p);
-  else linear_bf16_gemv_kernel<4><<<grid, kThreads, 0, stream>>>(p);
+  if (p.m == 1) launch_kernel(linear_bf16_gemv_kernel<1>, grid, kThreads, 0, stream, p);
+  else if (p.m == 2) launch_kernel(linear_bf16_gemv_kernel<2>, grid, kThreads, 0, stream, p);
+  else launch_kernel(linear_bf16_gemv_kernel<4>, grid, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,8 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <string>
 
 #include "common/error.h"
@@ -17,6 +19,7 @@
 #include "kernels/kv_layout.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
@@ -41,27 +44,38 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
   const int r0 = (blockIdx.y * kWarps + warp) * kRows;
-  if (r0 >= p.n && !counters) return;  // (with counters every thread reaches the barriers below)
+  if (r0 >= p.n && !counters) {  // (with counters every thread reaches the barriers below)
+    pdl_wait();
+    return;
+  }
   const int c_lo = blockIdx.z * per_split, c_hi = r0 < p.n ? min(p.k, c_lo + per_split) : c_lo;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const int ldw = p.w_stride(), lds = p.scale_stride();
-  float acc[kRows][MT];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
-  for (int base = c_lo + lane * 16; base < c_hi; base += 32 * 16 * U) {
-    uint4 codes[U][kRows];
-    float sc[U][kRows];
+  uint4 codes[U][kRows];
+  float sc[U][kRows];
+  auto load = [&](int base) {  // all weight loads of one step first: kRows x U x 16 B in flight per lane
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {  // all weight loads first: kRows x U x 16 B in flight per lane
+      for (int r = 0; r < kRows; ++r) {
         const int c = base + u * 512;
         const int row = min(r0 + r, p.n - 1);  // rows past n repeat the last (never stored)
         codes[u][r] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(w + size_t(row) * ldw + c)) : make_uint4(0, 0, 0, 0);
         sc[u][r] = c < c_hi ? __ldg(p.w_scale + size_t(row / kFp8WeightBlock) * lds + c / kFp8WeightBlock) : 0.f;
       }
+  };
+  // The first step's weights (no kernel writes them) are in flight before the wait for the previous
+  // kernel (kernels/launch.cuh): under PDL their DRAM round trip overlaps its tail.
+  int base = c_lo + lane * 16;
+  if (base < c_hi) load(base);
+  pdl_wait();
+  pdl_launch_dependents();
+  float acc[kRows][MT];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
+    for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
+  for (; base < c_hi; base += 32 * 16 * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + u * 512;
@@ -74,6 +88,7 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
         for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
       }
     }
+    if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
@@ -115,6 +130,8 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
 
 // y[t, r] (=|+=) sum over z of part[z][t][r], in split order (deterministic).
 __global__ void linear_fp8_reduce_kernel(LinearParams p, const float* __restrict__ part, int S) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t mn = int64_t(p.m) * p.n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0.f;
@@ -125,6 +142,8 @@ __global__ void linear_fp8_reduce_kernel(LinearParams p, const float* __restrict
 
 // Scalar path (any k or alignment): one warp per (row, token), lane-strided over k.
 __global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= p.n * p.m) return;
   const int row = warp % p.n, t = warp / p.n;
@@ -144,6 +163,8 @@ __global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
 }
 
 __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restrict__ out) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int64_t total = int64_t(p.n) * p.k;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -157,6 +178,8 @@ __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restri
 // One warp per (token, 128-column block): amax, then codes (4 per lane per step).
 __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int m, int k, uint8_t* __restrict__ codes,
                                                 float* __restrict__ scales, bool tokens_fastest) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   const int blocks = k / 128;
   if (warp >= m * blocks) return;
@@ -182,7 +205,10 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tok0 = blockIdx.x * 8 * NT;
   const int row0 = (blockIdx.y * kMmaWarps + warp) * 16 * MT;
-  if (row0 >= p.n) return;
+  if (row0 >= p.n) {
+    pdl_wait();
+    return;
+  }
   const int c_lo = blockIdx.z * per_split, c_hi = min(p.k, c_lo + per_split);
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   const int ldw = p.w_stride(), lds = p.scale_stride();
@@ -194,6 +220,13 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
     for (int h = 0; h < 2; ++h) wrow[i][h] = w + size_t(min(row0 + 16 * i + g + 8 * h, p.n - 1)) * ldw;  // rows past n: never stored
     srow[i] = p.w_scale + size_t(min(row0 + 16 * i, p.n - 1) / kFp8WeightBlock) * lds;  // one 128-row block per m-tile
   }
+  // Before the wait for the previous kernel (kernels/launch.cuh): L2 prefetch of the first 512 columns
+  // of the warp's 16 MT weight rows (no kernel writes weights), a row per lane.
+  if (aligned16(w) && ldw % 16 == 0)
+    for (int r = lane; r < 16 * MT && row0 + r < p.n; r += 32)
+      prefetch_l2(w + size_t(row0 + r) * ldw + c_lo, unsigned(min(512, c_hi - c_lo)));
+  pdl_wait();
+  pdl_launch_dependents();
   const float* xrow[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
@@ -236,7 +269,7 @@ int mma_effective_mt(int m, int mt) {
 template <int MT, int NT, bool PF = false>
 void launch_mma(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
   const dim3 grid((p.m + 8 * NT - 1) / (8 * NT), (p.n + 16 * MT * kMmaWarps - 1) / (16 * MT * kMmaWarps), S);
-  linear_fp8_mma_kernel<MT, NT, PF><<<grid, 32 * kMmaWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split);
+  launch_kernel(linear_fp8_mma_kernel<MT, NT, PF>, grid, 32 * kMmaWarps, 0, stream, p, S > 1 ? part : nullptr, per_split);
 }
 
 // Register prefetch (fp8_mma_warp_tile's PF) exists for mt 2 with m <= 16 (NT 1 / 2: 128 / 185 registers,
@@ -259,15 +292,24 @@ const void* mma_kernel_for(int mt, int m, bool pf) {
 }
 
 // Blocks of `kernel` (`threads` per block, no dynamic shared memory) resident on the whole GPU at once:
-// SMs x occupancy, or `fallback` if a query fails.
+// SMs x occupancy, or `fallback` if a query fails. Memoized per host thread and (kernel, device,
+// threads): the answer is fixed for the process, and linear_cuda asks twice per FP8 projection
+// (~1,100 times per eager batch-1 GLM-5 step), where the occupancy query's host time would count.
 int64_t resident_blocks(const void* kernel, int threads, int64_t fallback) {
+  static thread_local std::map<std::tuple<const void*, int, int>, int64_t> memo;
   int dev = 0, sms = 0, per_sm = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
-    cudaGetLastError();  // clear a failed query
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
     return fallback;
   }
-  return int64_t(sms) * per_sm;
+  const auto key = std::make_tuple(kernel, dev, threads);
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
+    cudaGetLastError();  // clear a failed query (not memoized)
+    return fallback;
+  }
+  return memo[key] = int64_t(sms) * per_sm;
 }
 
 // Blocks of the (mt, m) mma kernel resident at once (132 x 2 if a query fails: an H200 at ~190-240
@@ -293,8 +335,8 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
 template <int MT>
 void launch_vec(const LinearParams& p, float* part, int S, int per_split, int* counters, cudaStream_t stream) {
   const dim3 grid((p.m + MT - 1) / MT, (p.n + kWarps * kRows - 1) / (kWarps * kRows), S);
-  linear_fp8_gemv_vec_kernel<MT>
-      <<<grid, 32 * kWarps, 0, stream>>>(p, S > 1 ? part : nullptr, per_split, S > 1 ? counters : nullptr);
+  launch_kernel(linear_fp8_gemv_vec_kernel<MT>, grid, 32 * kWarps, 0, stream, p, S > 1 ? part : nullptr, per_split,
+                S > 1 ? counters : nullptr);
 }
 
 }  // namespace
@@ -339,7 +381,7 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
   const bool vec = p.k % 16 == 0 && p.w_stride() % 16 == 0 && aligned16(p.w) && aligned16(p.x);
   if (!vec) {
     const int64_t warps = int64_t(p.m) * p.n;
-    linear_fp8_gemv_scalar_kernel<<<int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(p);
+    launch_kernel(linear_fp8_gemv_scalar_kernel, int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream, p);
     CUDA_CHECK_LAUNCH();
     return;
   }
@@ -356,7 +398,7 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
   CUDA_CHECK_LAUNCH();
   if (S > 1 && !ctr) {
     const int64_t mn = int64_t(p.m) * p.n;
-    linear_fp8_reduce_kernel<<<int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream>>>(p, partial, S);
+    launch_kernel(linear_fp8_reduce_kernel, int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream, p, partial, S);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -403,7 +445,7 @@ void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_e
   CUDA_CHECK_LAUNCH();
   if (S > 1) {
     const int64_t mn = int64_t(p.m) * p.n;
-    linear_fp8_reduce_kernel<<<int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream>>>(p, partial, S);
+    launch_kernel(linear_fp8_reduce_kernel, int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream, p, partial, S);
     CUDA_CHECK_LAUNCH();
   }
 }
@@ -413,8 +455,8 @@ void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes,
   require(k % 128 == 0 && m > 0, "fp8_quantize_activations_cuda: k = " + std::to_string(k) + " must be a positive multiple of 128");
   require(aligned16(x), "fp8_quantize_activations_cuda: x must be 16-byte aligned");
   const int64_t warps = int64_t(m) * (k / 128);
-  fp8_quantize_activations_kernel<<<int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(x, m, k, codes, scales,
-                                                                                              tokens_fastest);
+  launch_kernel(fp8_quantize_activations_kernel, int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream, x, m, k, codes,
+                scales, tokens_fastest);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -423,7 +465,7 @@ void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStrea
   const int64_t total = int64_t(p.n) * p.k;
   if (total == 0) return;
   const int blocks = int(std::min<int64_t>((total + 255) / 256, 8192));
-  fp8_block_dequant_bf16_kernel<<<blocks, 256, 0, stream>>>(p, out);
+  launch_kernel(fp8_block_dequant_bf16_kernel, blocks, 256, 0, stream, p, out);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -25,6 +25,8 @@
 
 #include "common/error.h"
 #include "kernels/mla_absorb.h"
+#include "kernels/launch.cuh"
+#include "kernels/bf16_dot.cuh"
 
 namespace glm5 {
 
@@ -42,6 +44,8 @@ __device__ __forceinline__ float load_weight(const T* w, size_t i) {
 // Dynamic shared memory: nope floats (q_nope of this (b, h)).
 template <typename T>
 __global__ void mla_absorb_simple_kernel(MlaAbsorbParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float q_nope[];
   const int bh = blockIdx.x, h = bh % p.H;
   const float* q = p.q + size_t(bh) * p.q_head_stride;
@@ -57,6 +61,8 @@ __global__ void mla_absorb_simple_kernel(MlaAbsorbParams p) {
 
 template <typename T>
 __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int bh = blockIdx.x, b = bh / p.H, h = bh % p.H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j = blockIdx.y * kUnabsorbWarps + warp;
@@ -67,6 +73,135 @@ __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
   for (int c = lane; c < p.L; c += 32) acc += o[c] * load_weight(w, c);
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) p.out[size_t(b) * p.H * p.v + size_t(h) * p.v + j] = acc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small batches (B <= 4, BF16 kv_b, plan.gemv): GEMV-shaped kernels that stream W once at the HBM
+// rate with every thread's weight loads in flight before the wait for the previous kernel (PDL,
+// kernels/launch.cuh). Byte floor at GLM-5 (H 64, nope 192, v 256, L 512): W_UK 12.6 MB = 2.95 us,
+// W_UV 16.8 MB = 3.94 us at 4.26 TB/s; the tiled / simple kernels took 12.7 / 9.8 us per call at
+// batch 1 in the decode step (reports/2026-11-29-h200-decode-step.md, run H4).
+constexpr int kGemvThreads = 256;
+constexpr int kAbsorbCols = 128;                      // latent columns per CTA: 16 lanes x 8
+constexpr int kAbsorbRowGroups = kGemvThreads / 16;   // thread (g, lane) owns rows d = g + 16 i
+constexpr int kAbsorbRowsInFlight = 12;               // rows per thread per load round (nope 192: one round)
+constexpr int kUnabsorbRows = 4;                      // v rows per warp
+constexpr int kUnabsorbChunks = 2;                    // 256-column chunks per row per load round (L 512: one round)
+
+// grid (ceil(L / 128), H): q_latent[b, h, c] for the CTA's 128 columns, all b < B <= MB. Each thread
+// sums its rows' products per column in row order; the 16 row groups are added in group order.
+template <int MB>
+__global__ void __launch_bounds__(kGemvThreads) mla_absorb_gemv_kernel(MlaAbsorbParams p) {
+  constexpr int R = kAbsorbRowsInFlight, G = kAbsorbRowGroups;
+  __shared__ float red[G][MB][kAbsorbCols];
+  const int h = blockIdx.y, lane = threadIdx.x % 16, g = threadIdx.x / 16;
+  const int c = blockIdx.x * kAbsorbCols + lane * 8;  // this thread's 8 columns (L % 8 == 0: all or none)
+  const bool col_ok = c < p.L;
+  const uint16_t* w = static_cast<const uint16_t*>(p.kv_b) + size_t(h) * (p.nope + p.v) * p.L + c;  // W_UK[h][0][c]
+  uint4 wv[R];
+  auto load = [&](int d0) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int d = d0 + G * i;
+      wv[i] = col_ok && d < p.nope ? __ldg(reinterpret_cast<const uint4*>(w + size_t(d) * p.L)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  int d0 = g;
+  load(d0);
+  pdl_wait();
+  pdl_launch_dependents();
+  float acc[MB][8];
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[b][j] = 0.f;
+  for (; d0 < p.nope; d0 += G * R) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const int d = d0 + G * i;
+      if (d >= p.nope) break;
+      float wf[8];
+      unpack8_bf16(wv[i], wf);
+#pragma unroll
+      for (int b = 0; b < MB; ++b) {
+        if (b >= p.B) break;
+        const float qd = __ldg(p.q + (size_t(b) * p.H + h) * p.q_head_stride + d);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[b][j] = fmaf(qd, wf[j], acc[b][j]);
+      }
+    }
+    if (d0 + G * R < p.nope) load(d0 + G * R);
+  }
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[g][b][lane * 8 + j] = acc[b][j];
+  __syncthreads();
+  for (int i = threadIdx.x; i < MB * kAbsorbCols; i += kGemvThreads) {
+    const int b = i / kAbsorbCols, cc = i % kAbsorbCols, col = blockIdx.x * kAbsorbCols + cc;
+    if (b >= p.B || col >= p.L) continue;
+    float s = 0.f;
+#pragma unroll
+    for (int gg = 0; gg < G; ++gg) s += red[gg][b][cc];
+    p.q_latent[(size_t(b) * p.H + h) * p.L + col] = s;
+  }
+}
+
+// grid (ceil(v / (8 warps x 4 rows)), H): out[b, h*v + j] for the warp's 4 rows j, all b < B <= MB.
+// Lane l covers columns l*8 + 256 u (8 BF16 per 16-byte load); warp-shuffle sum.
+template <int MB>
+__global__ void __launch_bounds__(kGemvThreads) mla_unabsorb_gemv_kernel(MlaUnabsorbParams p) {
+  constexpr int R = kUnabsorbRows, U = kUnabsorbChunks;
+  const int h = blockIdx.y, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int j0 = (blockIdx.x * (kGemvThreads / 32) + warp) * R;
+  if (j0 >= p.v) {  // whole warp
+    pdl_wait();
+    return;
+  }
+  const uint16_t* w = static_cast<const uint16_t*>(p.kv_b) + (size_t(h) * (p.nope + p.v) + p.nope) * p.L;  // W_UV[h][0][0]
+  uint4 wv[U][R];
+  auto load = [&](int c0) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int c = c0 + 256 * u, row = min(j0 + r, p.v - 1);  // rows past v repeat the last (never stored)
+        wv[u][r] = c < p.L ? __ldg(reinterpret_cast<const uint4*>(w + size_t(row) * p.L + c)) : make_uint4(0, 0, 0, 0);
+      }
+  };
+  int c0 = lane * 8;
+  load(c0);
+  pdl_wait();
+  pdl_launch_dependents();
+  float acc[MB][R];
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[b][r] = 0.f;
+  for (; c0 < p.L; c0 += 256 * U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 256 * u;
+      if (c >= p.L) break;
+#pragma unroll
+      for (int b = 0; b < MB; ++b) {
+        if (b >= p.B) break;
+        const float4* o = reinterpret_cast<const float4*>(p.o_latent + (size_t(b) * p.H + h) * p.L + c);
+        const float4 a = __ldg(o), a2 = __ldg(o + 1);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[b][r] += dot8_bf16(wv[u][r], a, a2);
+      }
+    }
+    if (c0 + 256 * U < p.L) load(c0 + 256 * U);
+  }
+#pragma unroll
+  for (int b = 0; b < MB; ++b)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float s = acc[b][r];
+      for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
+      if (lane == 0 && b < p.B && j0 + r < p.v) p.out[(size_t(b) * p.H + h) * p.v + j0 + r] = s;
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -137,6 +272,8 @@ __device__ __forceinline__ int xs_index(int k, int bl, int BT) {
 // kTransposed: W is stored [n][k] (unabsorb's W_UV) instead of [k][n] (absorb's W_UK).
 template <typename T, int NT, bool kTransposed>
 __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float4 smem4[];
   float* ws = reinterpret_cast<float*>(smem4);  // [K][NT] fp32
   float* xs = ws + size_t(a.K) * NT;            // [K][BT] stage, then [ks][BT][NT] reduction
@@ -337,7 +474,7 @@ bool launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, c
   TileGemmArgs args = a;
   args.x_vec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.x_b % 4 == 0 && a.x_h % 4 == 0 && a.K % 4 == 0;
   const dim3 grid((a.N + NT - 1) / NT, H);
-  kernel<<<grid, kThreads, plan.smem_bytes, stream>>>(args);
+  launch_kernel(kernel, grid, kThreads, plan.smem_bytes, stream, args);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -350,27 +487,52 @@ void mla_absorb_simple_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   require(smem <= 48 * 1024, "mla_absorb_cuda: MlaAbsorbParams.nope = " + std::to_string(p.nope) +
                                  ", expected <= 12288 (q_nope is staged in shared memory)");
   const dim3 grid(p.B * p.H, (p.L + kAbsorbThreads - 1) / kAbsorbThreads);
-  if (p.kv_b_dtype == DType::BF16) mla_absorb_simple_kernel<uint16_t><<<grid, kAbsorbThreads, smem, stream>>>(p);
-  else mla_absorb_simple_kernel<float><<<grid, kAbsorbThreads, smem, stream>>>(p);
+  if (p.kv_b_dtype == DType::BF16) launch_kernel(mla_absorb_simple_kernel<uint16_t>, grid, kAbsorbThreads, smem, stream, p);
+  else launch_kernel(mla_absorb_simple_kernel<float>, grid, kAbsorbThreads, smem, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   validate_mla_unabsorb_params(p, "mla_unabsorb_cuda", true);
   const dim3 grid(p.B * p.H, (p.v + kUnabsorbWarps - 1) / kUnabsorbWarps);
-  if (p.kv_b_dtype == DType::BF16) mla_unabsorb_simple_kernel<uint16_t><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
-  else mla_unabsorb_simple_kernel<float><<<grid, 32 * kUnabsorbWarps, 0, stream>>>(p);
+  if (p.kv_b_dtype == DType::BF16) launch_kernel(mla_unabsorb_simple_kernel<uint16_t>, grid, 32 * kUnabsorbWarps, 0, stream, p);
+  else launch_kernel(mla_unabsorb_simple_kernel<float>, grid, 32 * kUnabsorbWarps, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
 void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
-  if (!plan_mla_absorb(p).fast) return mla_absorb_simple_cuda(p, stream);  // validates
+  const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
+  if (plan.gemv) return mla_absorb_gemv_cuda(p, stream);
+  if (!plan.fast) return mla_absorb_simple_cuda(p, stream);
   mla_absorb_tiled_cuda(p, stream);
 }
 
 void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
-  if (!plan_mla_unabsorb(p).fast) return mla_unabsorb_simple_cuda(p, stream);  // validates
+  const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
+  if (plan.gemv) return mla_unabsorb_gemv_cuda(p, stream);
+  if (!plan.fast) return mla_unabsorb_simple_cuda(p, stream);
   mla_unabsorb_tiled_cuda(p, stream);
+}
+
+void mla_absorb_gemv_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+  require(plan_mla_absorb(p).gemv_eligible,  // validates
+          "mla_absorb_gemv_cuda: needs B <= 4 (B = " + std::to_string(p.B) + "), BF16 kv_b 16-byte aligned and L % 8 == 0 (L = " +
+              std::to_string(p.L) + ")");
+  const dim3 grid((p.L + kAbsorbCols - 1) / kAbsorbCols, p.H);
+  if (p.B == 1) launch_kernel(mla_absorb_gemv_kernel<1>, grid, kGemvThreads, 0, stream, p);
+  else if (p.B == 2) launch_kernel(mla_absorb_gemv_kernel<2>, grid, kGemvThreads, 0, stream, p);
+  else launch_kernel(mla_absorb_gemv_kernel<4>, grid, kGemvThreads, 0, stream, p);
+}
+
+void mla_unabsorb_gemv_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+  require(plan_mla_unabsorb(p).gemv_eligible,  // validates
+          "mla_unabsorb_gemv_cuda: needs B <= 4 (B = " + std::to_string(p.B) + "), BF16 kv_b and o_latent 16-byte aligned and "
+              "L % 8 == 0 (L = " + std::to_string(p.L) + ")");
+  const int rows_per_cta = (kGemvThreads / 32) * kUnabsorbRows;
+  const dim3 grid((p.v + rows_per_cta - 1) / rows_per_cta, p.H);
+  if (p.B == 1) launch_kernel(mla_unabsorb_gemv_kernel<1>, grid, kGemvThreads, 0, stream, p);
+  else if (p.B == 2) launch_kernel(mla_unabsorb_gemv_kernel<2>, grid, kGemvThreads, 0, stream, p);
+  else launch_kernel(mla_unabsorb_gemv_kernel<4>, grid, kGemvThreads, 0, stream, p);
 }
 
 void mla_absorb_tiled_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {

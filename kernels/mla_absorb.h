@@ -53,6 +53,10 @@ struct MlaAbsorbPlan {
   int ctas = 0;          // H * ceil(N / tile)
   bool eligible = false;       // the tiled kernels can run this shape (alignment, shared memory)
   bool simple_faster = false;  // the simple kernels measured faster at this (B, H): not fast
+  // The GEMV kernels (B <= 4, BF16 kv_b 16-byte aligned, L % 8 == 0; unabsorb also o_latent 16-byte
+  // aligned) can run this shape; where they can, the dispatch takes them (gemv; fast is then false).
+  bool gemv_eligible = false;
+  bool gemv = false;
 };
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);
@@ -64,5 +68,9 @@ void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 // the reason when the shape is not eligible.
 void mla_absorb_tiled_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
 void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
+// The GEMV kernels for small batches (one CTA per (head, 128 latent columns) / per (head, 32 v rows),
+// W read once with all of a thread's 16-byte loads in flight); throw glm5::Error unless gemv_eligible.
+void mla_absorb_gemv_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
+void mla_unabsorb_gemv_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 
 }  // namespace glm5

@@ -80,14 +80,27 @@ MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int 
 }
 }  // namespace
 
+// The GEMV kernels (mla_absorb.cu) for B <= 4: they read W once like the tiled ones without staging
+// it in shared memory, so they replace both where they can run.
+static void plan_gemv(MlaAbsorbPlan& plan, const void* kv_b, DType dtype, int B, int L, bool activations_aligned) {
+  plan.gemv_eligible = B <= 4 && dtype == DType::BF16 && reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % 8 == 0 &&
+                       activations_aligned;
+  plan.gemv = plan.gemv_eligible;
+  if (plan.gemv) plan.fast = false;
+}
+
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p) {
   validate_mla_absorb_params(p, "plan_mla_absorb", true);
-  return plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, p.L, 64, true);
+  MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, p.L, 64, true);
+  plan_gemv(plan, p.kv_b, p.kv_b_dtype, p.B, p.L, true);  // q is read a float at a time
+  return plan;
 }
 
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p) {
   validate_mla_unabsorb_params(p, "plan_mla_unabsorb", true);
-  return plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32, false);
+  MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32, false);
+  plan_gemv(plan, p.kv_b, p.kv_b_dtype, p.B, p.L, reinterpret_cast<uintptr_t>(p.o_latent) % 16 == 0);  // float4 loads
+  return plan;
 }
 
 void validate_mla_absorb_params(const MlaAbsorbParams& p, const char* op, bool allow_f32_weight) {

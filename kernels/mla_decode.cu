@@ -24,6 +24,7 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_decode_tc.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 namespace {
@@ -123,6 +124,8 @@ __device__ void load_tile(const MlaDecodeParams& p, const int* idx_s, uint16_t* 
 //   acc [B][H][S][L] (unnormalized), then m [B][H][S], then l [B][H][S].
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p, int chunk) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float4 smem4[];
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R, KS = kv_tile_stride(W);
   float* q_s = reinterpret_cast<float*>(smem4);                      // [kHeads][W]
@@ -264,6 +267,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 // 128-thread loop over the partials cost tens of microseconds of round trips.
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
   __shared__ float4 part_s[kCombineGroups - 1][kCombineLanes];
@@ -351,7 +356,7 @@ void launch_tc(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) 
   auto kernel = mla_tc::mla_decode_tc_kernel<MT, kSplit, kPipeMode>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, sm.total));
   constexpr int HB = 16 * MT;  // heads per CTA: the request's query heads in ceil(HQ / HB) slices
-  kernel<<<dim3((p.H * p.s_q + HB - 1) / HB, p.B, S), mla_tc::kThreads, sm.total, stream>>>(p, chunk);
+  launch_kernel(kernel, dim3((p.H * p.s_q + HB - 1) / HB, p.B, S), mla_tc::kThreads, sm.total, stream, p, chunk);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -423,11 +428,11 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     const int groups = (HQ + kHeads - 1) / kHeads;
     auto kernel = S <= 1 ? mla_decode_kernel<false> : mla_decode_kernel<true>;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<dim3(groups, p.B, S), kThreads, smem, stream>>>(p, chunk);
+    launch_kernel(kernel, dim3(groups, p.B, S), kThreads, smem, stream, p, chunk);
     CUDA_CHECK_LAUNCH();
   }
   if (S > 1) {
-    mla_decode_combine_kernel<<<dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream>>>(p, S);
+    launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream, p, S);
     CUDA_CHECK_LAUNCH();
   }
 }

@@ -18,6 +18,7 @@
 #include "kernels/kv_layout.h"
 #include "kernels/fp8_dot.cuh"
 #include "kernels/linear_fp8_mma.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
@@ -90,6 +91,8 @@ __device__ float expert_row_dot(const float* x, const void* w, const float* s, i
 // grid (B*k, ceil(inter / (kWarps*kGateUpRowsPerWarp))), block 32*kWarps.
 template <bool kVec, bool kFp8>
 __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int pair = blockIdx.x;  // b * k + j
   const int b = pair / p.k;
   const int e = p.topk_ids[pair] - p.expert_begin;  // local expert; outside [0, E): another rank's
@@ -116,6 +119,8 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // expert_row_dot, so the same bits.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
 __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int pair = blockIdx.x;
   const bool shared = pair >= p.B * p.k;
   const int b = shared ? pair - p.B * p.k : pair / p.k;
@@ -158,6 +163,8 @@ __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
 // (warp_dots_fp8<8, 1>; a short last group repeats its last slot and drops the copies), summed in slot
 // order as moe_down_kernel does.
 __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
@@ -208,6 +215,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // moe_down_fp8_kernel.
 constexpr int kPairDownRows = 4;
 __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int pair = blockIdx.x;
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
   const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
@@ -242,6 +251,8 @@ __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
 // atomics and a deterministic sum (slot order, as the CPU twin).
 template <bool kVec, bool kFp8>
 __global__ void moe_down_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
@@ -275,6 +286,8 @@ __device__ void warp_argmax(float& v, int& i) {
 // to the lower index, the weight sum accumulated in pick order.
 constexpr int kRouteThreads = 256;
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ float smem[];
   float* score = smem;
   float* choice = smem + p.E;
@@ -432,6 +445,8 @@ __device__ void expert_row(const void* w, const float* s, int e, int rows_per_ex
 
 // One block: bucket the B*k pairs by local expert. group[0..E] = offsets, group[E+1 ..] = pair indices.
 __global__ void moe_group_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   extern __shared__ int counts[];  // [E] counts, then [E] cursors
   int* cursor = counts + p.E;
   const int pairs = p.B * p.k;
@@ -461,6 +476,8 @@ __global__ void moe_group_kernel(MoeExpertsParams p) {
 // grid (E, ceil(inter / (kWarps*kGateUpRowsPerWarp))): act[pair, i] for every pair routed to expert e.
 template <bool kVec, bool kFp8>
 __global__ void moe_gate_up_grouped_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
   if (count == 0) return;
@@ -491,6 +508,8 @@ __global__ void moe_gate_up_grouped_kernel(MoeExpertsParams p) {
 // grid (E, ceil(hidden / (kWarps*kDownRowsPerWarp))): pair_out[pair, d] for every pair routed to e.
 template <bool kVec, bool kFp8>
 __global__ void moe_down_grouped_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
   if (count == 0) return;
@@ -529,6 +548,8 @@ constexpr int kMoeMmaDownTiles = 4;  // down: m-tiles (16 hidden rows each) per 
 // [i0, i0 + 16 kMoeMmaHalfTiles) of expert e; m-tiles 0..H-1 are those gate rows, H..2H-1 the same up
 // rows, so a C fragment holds gate and up of the same (row, pair): act = silu(g) * u in registers.
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int H = kMoeMmaHalfTiles;
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
@@ -575,6 +596,8 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_ker
 // grid (E, ceil(hidden / (16 kMoeMmaDownTiles kMoeMmaWarps))): pair_out[pair, d] = down_e[d, :] . act[pair, :]
 // for every pair routed to expert e.
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   constexpr int MT = kMoeMmaDownTiles;
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
@@ -609,6 +632,8 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel
 
 // out[b, d] = sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
 __global__ void moe_combine_kernel(MoeExpertsParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   const int b = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= p.hidden) return;
@@ -624,11 +649,11 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
 
 template <bool kVec, bool kFp8>
 void launch_gate_up_grouped(const MoeExpertsParams& p, dim3 grid, cudaStream_t stream) {
-  moe_gate_up_grouped_kernel<kVec, kFp8><<<grid, 32 * kWarps, 0, stream>>>(p);
+  launch_kernel(moe_gate_up_grouped_kernel<kVec, kFp8>, grid, 32 * kWarps, 0, stream, p);
 }
 template <bool kVec, bool kFp8>
 void launch_down_grouped(const MoeExpertsParams& p, dim3 grid, cudaStream_t stream) {
-  moe_down_grouped_kernel<kVec, kFp8><<<grid, 32 * kWarps, 0, stream>>>(p);
+  launch_kernel(moe_down_grouped_kernel<kVec, kFp8>, grid, 32 * kWarps, 0, stream, p);
 }
 
 }  // namespace
@@ -639,7 +664,7 @@ void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
   const size_t smem = sizeof(float) * (2 * size_t(p.E) + p.n_group);
   require(smem <= 48 * 1024, "moe_route_cuda: MoeRouteParams.E = " + std::to_string(p.E) + " needs " +
                                  std::to_string(smem) + " bytes of shared memory, expected <= 49152");
-  moe_route_kernel<<<p.B, kRouteThreads, smem, stream>>>(p);
+  launch_kernel(moe_route_kernel, p.B, kRouteThreads, smem, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -662,15 +687,15 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     const size_t smem = sizeof(int) * 2 * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");
-    moe_group_kernel<<<1, 256, smem, stream>>>(p);
+    launch_kernel(moe_group_kernel, 1, 256, smem, stream, p);
     CUDA_CHECK_LAUNCH();
     if (fp8 && p.fp8_mma && vec_up && vec_down) {  // tensor cores (vec: hidden, inter % 16 == 0, aligned)
       const int mrows = 16 * kMoeMmaHalfTiles * kMoeMmaWarps, drows = 16 * kMoeMmaDownTiles * kMoeMmaWarps;
-      moe_gate_up_grouped_mma_kernel<<<dim3(p.E, (p.inter + mrows - 1) / mrows), 32 * kMoeMmaWarps, 0, stream>>>(p);
+      launch_kernel(moe_gate_up_grouped_mma_kernel, dim3(p.E, (p.inter + mrows - 1) / mrows), 32 * kMoeMmaWarps, 0, stream, p);
       CUDA_CHECK_LAUNCH();
-      moe_down_grouped_mma_kernel<<<dim3(p.E, (p.hidden + drows - 1) / drows), 32 * kMoeMmaWarps, 0, stream>>>(p);
+      launch_kernel(moe_down_grouped_mma_kernel, dim3(p.E, (p.hidden + drows - 1) / drows), 32 * kMoeMmaWarps, 0, stream, p);
       CUDA_CHECK_LAUNCH();
-      moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+      launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
       CUDA_CHECK_LAUNCH();
       return;
     }
@@ -685,32 +710,32 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     else if (vec_down) launch_down_grouped<true, false>(p, gd, stream);
     else launch_down_grouped<false, false>(p, gd, stream);
     CUDA_CHECK_LAUNCH();
-    moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+    launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
     CUDA_CHECK_LAUNCH();
     return;
   }
   const dim3 grid_up(pairs, (p.inter + up_rows - 1) / up_rows);
-  if (fp8 && vec_up) moe_gate_up_fp8_kernel<<<grid_up, block, 0, stream>>>(p);
-  else if (fp8) moe_gate_up_kernel<false, true><<<grid_up, block, 0, stream>>>(p);
-  else if (vec_up) moe_gate_up_kernel<true, false><<<grid_up, block, 0, stream>>>(p);
-  else moe_gate_up_kernel<false, false><<<grid_up, block, 0, stream>>>(p);
+  if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p);
+  else if (fp8) launch_kernel(moe_gate_up_kernel<false, true>, grid_up, block, 0, stream, p);
+  else if (vec_up) launch_kernel(moe_gate_up_kernel<true, false>, grid_up, block, 0, stream, p);
+  else launch_kernel(moe_gate_up_kernel<false, false>, grid_up, block, 0, stream, p);
   CUDA_CHECK_LAUNCH();
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
-    moe_down_pair_fp8_kernel<<<dim3(pairs, (p.hidden + rows - 1) / rows), block, 0, stream>>>(p);
+    launch_kernel(moe_down_pair_fp8_kernel, dim3(pairs, (p.hidden + rows - 1) / rows), block, 0, stream, p);
     CUDA_CHECK_LAUNCH();
-    moe_combine_kernel<<<dim3((p.hidden + 255) / 256, p.B), 256, 0, stream>>>(p);
+    launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
     CUDA_CHECK_LAUNCH();
     return;
   }
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
   if (fp8 && vec_down) {
     require(p.k <= 32, "moe_experts_cuda: MoeExpertsParams.k = " + std::to_string(p.k) + ", expected <= 32");
-    moe_down_fp8_kernel<<<grid_down, block, 0, stream>>>(p);
+    launch_kernel(moe_down_fp8_kernel, grid_down, block, 0, stream, p);
   }
-  else if (fp8) moe_down_kernel<false, true><<<grid_down, block, 0, stream>>>(p);
-  else if (vec_down) moe_down_kernel<true, false><<<grid_down, block, 0, stream>>>(p);
-  else moe_down_kernel<false, false><<<grid_down, block, 0, stream>>>(p);
+  else if (fp8) launch_kernel(moe_down_kernel<false, true>, grid_down, block, 0, stream, p);
+  else if (vec_down) launch_kernel(moe_down_kernel<true, false>, grid_down, block, 0, stream, p);
+  else launch_kernel(moe_down_kernel<false, false>, grid_down, block, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "kernels/norm.h"
 #include "kernels/norm.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
@@ -14,27 +15,37 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void rmsnorm_kernel(NormParams p) { norm_dev::rmsnorm_row(p, blockIdx.x); }
+__global__ void rmsnorm_kernel(NormParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
+  norm_dev::rmsnorm_row(p, blockIdx.x);
+}
 __global__ void __launch_bounds__(1024) rmsnorm_vec_kernel(NormParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
   norm_dev::rmsnorm_vec_row(p, blockIdx.x, blockDim.x);
 }
-__global__ void layernorm_kernel(NormParams p) { norm_dev::layernorm_row(p, blockIdx.x); }
+__global__ void layernorm_kernel(NormParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
+  norm_dev::layernorm_row(p, blockIdx.x);
+}
 
 }  // namespace
 
 void rmsnorm_cuda(const NormParams& p, cudaStream_t stream) {
   validate_norm_params(p, "rmsnorm_cuda");
   if (norm_dev::rmsnorm_vec_ok(p, 1024)) {
-    rmsnorm_vec_kernel<<<p.rows, norm_dev::rmsnorm_vec_threads(p.dim), 0, stream>>>(p);
+    launch_kernel(rmsnorm_vec_kernel, p.rows, norm_dev::rmsnorm_vec_threads(p.dim), 0, stream, p);
   } else {
-    rmsnorm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+    launch_kernel(rmsnorm_kernel, p.rows, kThreads, 0, stream, p);
   }
   CUDA_CHECK_LAUNCH();
 }
 
 void layernorm_cuda(const NormParams& p, cudaStream_t stream) {
   validate_norm_params(p, "layernorm_cuda");
-  layernorm_kernel<<<p.rows, kThreads, 0, stream>>>(p);
+  launch_kernel(layernorm_kernel, p.rows, kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

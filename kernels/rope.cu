@@ -4,12 +4,17 @@
 #include "common/error.h"
 #include "kernels/rope.h"
 #include "kernels/rope.cuh"
+#include "kernels/launch.cuh"
 
 namespace glm5 {
 
 namespace {
 
-__global__ void rope_kernel(RopeParams p) { rope_dev::rope_head(p, blockIdx.x / p.heads, blockIdx.x % p.heads); }
+__global__ void rope_kernel(RopeParams p) {
+  pdl_wait();
+  pdl_launch_dependents();
+  rope_dev::rope_head(p, blockIdx.x / p.heads, blockIdx.x % p.heads);
+}
 
 }  // namespace
 
@@ -17,7 +22,7 @@ void rope_cuda(const RopeParams& p, cudaStream_t stream) {
   validate_rope_params(p, "rope_cuda");
   const int half = p.rope_dim / 2;
   const int threads = half >= 128 ? 128 : (half + 31) / 32 * 32;
-  rope_kernel<<<p.rows * p.heads, threads, 0, stream>>>(p);
+  launch_kernel(rope_kernel, p.rows * p.heads, threads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -52,6 +52,25 @@ constexpr double kNsPerUs = 1e3;
 
 }  // namespace
 
+std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& work) {
+  std::vector<size_t> order(work.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Activity &x = *work[a], &y = *work[b];
+    return std::tie(x.device, x.stream, x.start_ns, x.end_ns) < std::tie(y.device, y.stream, y.start_ns, y.end_ns);
+  });
+  std::vector<int64_t> ns(work.size(), 0);
+  int64_t covered = 0;  // latest end so far on the current (device, stream)
+  for (size_t j = 0; j < order.size(); ++j) {
+    const Activity& a = *work[order[j]];
+    const bool same = j > 0 && work[order[j - 1]]->device == a.device && work[order[j - 1]]->stream == a.stream;
+    if (!same || a.stream < 0) covered = a.start_ns;  // host activities (stream -1) are not clipped
+    ns[order[j]] = std::max<int64_t>(0, a.end_ns - std::max(a.start_ns, covered));
+    covered = std::max(covered, a.end_ns);
+  }
+  return ns;
+}
+
 std::string op_label(const std::string& op) { return op.empty() ? "(unattributed)" : op; }
 
 Analysis analyze(const Timeline& t, const Peaks& peaks) {
@@ -75,17 +94,22 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
     if (is_device_work(a) && (!any_step || a.step >= 0)) work.push_back(&a);
   if (work.empty()) return out;
 
+  // Each activity's time is its exclusive time on its stream (exclusive_durations_ns: kernels launched
+  // with programmatic dependent launch overlap their predecessor).
+  const std::vector<int64_t> excl = exclusive_durations_ns(work);
+
   // Per-step samples.
   std::map<int, std::pair<int64_t, int64_t>> span;  // step -> (first start, last end)
-  std::map<int, int64_t> busy;                       // step -> sum of durations
-  for (const Activity* a : work) {
+  std::map<int, int64_t> busy;                       // step -> sum of exclusive durations
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Activity* a = work[i];
     const int s = any_step ? a->step : -1;
     auto [it, fresh] = span.try_emplace(s, a->start_ns, a->end_ns);
     if (!fresh) {
       it->second.first = std::min(it->second.first, a->start_ns);
       it->second.second = std::max(it->second.second, a->end_ns);
     }
-    busy[s] += a->duration_ns();
+    busy[s] += excl[i];
   }
   std::map<int, int64_t> step_range;  // host-clock: the step range's own duration
   if (t.source == "host-clock")
@@ -119,17 +143,18 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   std::map<std::tuple<int, std::pair<size_t, std::string>, std::string>, Acc> cells;
   std::map<std::string, int64_t> kernel_ns, kernel_calls;
   int64_t total_ns = 0;
-  for (const Activity* a : work) {
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Activity* a = work[i];
     Acc& c = cells[{a->layer, op_rank(a->op), a->op}];
-    c.ns += a->duration_ns();
+    c.ns += excl[i];
     c.kernels += 1;
     if (a->external_id == 0 || c.instances.insert(a->external_id).second) {
       c.bytes += a->bytes;
       c.flops += a->flops;
     }
-    kernel_ns[a->name] += a->duration_ns();
+    kernel_ns[a->name] += excl[i];
     kernel_calls[a->name] += 1;
-    total_ns += a->duration_ns();
+    total_ns += excl[i];
   }
   out.total_kernel_us = total_ns / kNsPerUs / n_steps;
 
@@ -168,7 +193,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
                    [](const KernelStat& a, const KernelStat& b) { return a.total_us > b.total_us; });
   if (out.top_kernels.size() > 20) out.top_kernels.resize(20);
 
-  out.hotspots = find_hotspots(work, out, peaks);
+  out.hotspots = find_hotspots(work, excl, out, peaks);
   for (const Hotspot& h : out.hotspots)
     if (h.kind == "kv_dtype_cast") out.cast_us = h.time_us;
   return out;

@@ -95,8 +95,18 @@ const std::vector<std::string>& canonical_op_order();
 // aten::_to_copy or aten::to, LoadWithCast/StoreWithCast) or an fp8 dequantize kernel.
 bool is_kv_cast(const Activity& a);
 
+// Exclusive time of each activity on its stream [ns], element i for work[i]: from max(start, the
+// latest end of the activities that started earlier on the same (device, stream)) to its end, 0 if
+// an earlier one covers it. Kernels launched with programmatic dependent launch (kernels/launch.cuh)
+// start, and wait in griddepcontrol.wait, before their predecessor ends, so raw durations overlap and
+// their sum exceeds the time the stream was busy; exclusive times add up to the union of the
+// intervals per stream, and a kernel's overlap with its predecessor counts once, for the predecessor.
+// Without overlap each value is the duration. Activities without a stream (-1: host) are not clipped.
+std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& work);
+
 // Throws nothing; an empty timeline gives an empty Analysis. Only steps >= 0 are measured when any
-// activity carries a step; warm-up steps (< 0) are left out.
+// activity carries a step; warm-up steps (< 0) are left out. Op, kernel and step-busy times are
+// exclusive times (exclusive_durations_ns).
 Analysis analyze(const Timeline& t, const Peaks& peaks);
 
 struct PathResult {

@@ -52,8 +52,8 @@ void fill_roofline(OpSummary& s, double step_median_us, const Peaks& peaks) {
   s.pct_bf16_peak = peaks.bf16_tflops > 0 ? 100.0 * s.achieved_tflops / peaks.bf16_tflops : 0;
 }
 
-std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const Analysis& a,
-                                   const Peaks& peaks) {
+std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const std::vector<int64_t>& exclusive_ns,
+                                   const Analysis& a, const Peaks& peaks) {
   std::vector<Hotspot> out;
   const double n_steps = std::max<size_t>(a.steps.size(), 1);
 
@@ -61,9 +61,10 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   double cast_ns = 0, cast_bytes = 0;
   std::set<uint64_t> instances;
   std::set<std::string> ours, kernels;
-  for (const Activity* x : work) {
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Activity* x = work[i];
     if (!is_kv_cast(*x)) continue;
-    cast_ns += x->duration_ns();
+    cast_ns += exclusive_ns[i];
     if (x->op == "attn.kv_cast" || x->op == "attn.kv_gather_cast") {
       ours.insert(x->op);
       if (x->external_id == 0 || instances.insert(x->external_id).second) cast_bytes += x->bytes;

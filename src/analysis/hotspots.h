@@ -1,6 +1,7 @@
 // Internal to analysis/: roofline numbers and hotspot rules (see analysis.h for the types).
 #pragma once
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "analysis/analysis.h"
@@ -17,7 +18,8 @@ void fill_roofline(OpSummary& s, double step_median_us, const Peaks& peaks);
 // Hotspot rules over the measured device work `work` of `a` (per-step numbers already in `a`):
 // 1. KV dtype cast (is_kv_cast): share of step, bytes, achieved GB/s, % of copy peak, saving;
 // 2. any other op taking more than 30% of the step. Sorted: cast first, then by share.
-std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const Analysis& a,
-                                   const Peaks& peaks);
+// exclusive_ns[i]: work[i]'s exclusive time on its stream (exclusive_durations_ns) [ns].
+std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const std::vector<int64_t>& exclusive_ns,
+                                   const Analysis& a, const Peaks& peaks);
 
 }  // namespace glm5

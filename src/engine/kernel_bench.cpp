@@ -609,9 +609,10 @@ namespace {
 // Bytes = each head's weights once (what the fast path reads) + activations in + results out; FLOPs
 // = 2 x B x H x K x N. The roofline's compute ceiling is the BF16 tensor-core GEMM, which these fp32
 // FMA kernels cannot reach: the check string carries the fp32 FMA floor (SMs x 128 FMA/clk x clock).
-// Records: mla_absorb / mla_unabsorb = the dispatch (what the engine runs: plan.fast picks the tiled
-// or the simple kernels), _tiled = the tiled kernels, _naive = the simple kernels. All three are
-// first checked against the CPU twins at B = 5, H = 64: error relative to sum |x||w| per output.
+// Records: mla_absorb / mla_unabsorb = the dispatch (what the engine runs: plan.gemv / plan.fast pick
+// the GEMV, tiled or simple kernels), _tiled = the tiled kernels, _naive = the simple kernels, _gemv =
+// the GEMV kernels (B <= 4). All are first checked against the CPU twins (B = 5 and 3, H = 64): error
+// relative to sum |x||w| per output.
 void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool quick, uint64_t seed,
                   std::vector<KernelBenchRecord>& out) {
   std::fprintf(stderr, "bench kernels: mla_absorb, mla_unabsorb (fp32 FMA, BF16 kv_b)\n");
@@ -630,10 +631,23 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
   Buffer dx = to_device(x, "bench absorb activations");
   Buffer dy(Where::Device, size_t(Bmax) * Hmax * kL * 4, "bench absorb results");
 
-  // Correctness first: fast and simple paths vs the CPU twin.
-  std::string check;
-  {
-    const int B = 5, H = Hmax;
+  // One call of variant 0 dispatch, 1 simple, 2 tiled, 3 GEMV (B <= 4).
+  auto run_absorb = [&](int variant, const MlaAbsorbParams& pa) {
+    if (variant == 0) mla_absorb_cuda(pa, stream);
+    else if (variant == 1) mla_absorb_simple_cuda(pa, stream);
+    else if (variant == 2) mla_absorb_tiled_cuda(pa, stream);
+    else mla_absorb_gemv_cuda(pa, stream);
+  };
+  auto run_unabsorb = [&](int variant, const MlaUnabsorbParams& pu) {
+    if (variant == 0) mla_unabsorb_cuda(pu, stream);
+    else if (variant == 1) mla_unabsorb_simple_cuda(pu, stream);
+    else if (variant == 2) mla_unabsorb_tiled_cuda(pu, stream);
+    else mla_unabsorb_gemv_cuda(pu, stream);
+  };
+  // Correctness first: every path vs the CPU twin (B 5: dispatch, simple, tiled; B 3: the GEMV kernels).
+  double max_err = 0;
+  for (const int B : {5, 3}) {
+    const int H = Hmax;
     std::vector<uint16_t> w = to_host<uint16_t>(kv, w_elems), w_abs(w);
     for (auto& e : w_abs) e &= 0x7fffu;
     std::vector<float> xa(size_t(B) * H * kL), xa_abs(xa.size());
@@ -644,62 +658,52 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
     mla_absorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, sa.data(), B, H, kNope, kV, kL, kQk});
     mla_unabsorb_cpu({xa.data(), w.data(), DType::BF16, ru.data(), B, H, kNope, kV, kL});
     mla_unabsorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, su.data(), B, H, kNope, kV, kL});
-    double err[6] = {0, 0, 0, 0, 0, 0};
-    for (int simple = 0; simple < 3; ++simple) {  // 0 dispatch, 1 simple, 2 tiled
+    for (const int variant : B == 5 ? std::vector<int>{0, 1, 2} : std::vector<int>{3}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, na * 4, stream));  // NaN: unwritten values fail the check
-      if (simple == 0) mla_absorb_cuda(pa, stream);
-      else if (simple == 1) mla_absorb_simple_cuda(pa, stream);
-      else mla_absorb_tiled_cuda(pa, stream);
+      run_absorb(variant, pa);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       std::vector<float> ga = to_host<float>(dy, na);
-      for (size_t i = 0; i < na; ++i)
-        err[simple] = std::max(err[simple], std::isfinite(ga[i]) ? std::fabs(double(ga[i]) - ra[i]) / sa[i] : 1.0);
+      double err = 0;
+      for (size_t i = 0; i < na; ++i) err = std::max(err, std::isfinite(ga[i]) ? std::fabs(double(ga[i]) - ra[i]) / sa[i] : 1.0);
       const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
       CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, nu * 4, stream));
-      if (simple == 0) mla_unabsorb_cuda(pu, stream);
-      else if (simple == 1) mla_unabsorb_simple_cuda(pu, stream);
-      else mla_unabsorb_tiled_cuda(pu, stream);
+      run_unabsorb(variant, pu);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       std::vector<float> gu = to_host<float>(dy, nu);
-      for (size_t i = 0; i < nu; ++i)
-        err[3 + simple] = std::max(err[3 + simple], std::isfinite(gu[i]) ? std::fabs(double(gu[i]) - ru[i]) / su[i] : 1.0);
+      for (size_t i = 0; i < nu; ++i) err = std::max(err, std::isfinite(gu[i]) ? std::fabs(double(gu[i]) - ru[i]) / su[i] : 1.0);
+      require(err < 1e-5, "bench kernels: mla_absorb / mla_unabsorb variant " + std::to_string(variant) +
+                              " disagrees with the CPU twin at B " + std::to_string(B) + " (max err " + sci(err) +
+                              " of sum |x||w|, expected < 1e-5)");
+      max_err = std::max(max_err, err);
     }
-    for (double e : err)
-      require(e < 1e-5, "bench kernels: mla_absorb / mla_unabsorb disagree with the CPU twin (max err " + sci(e) +
-                            " of sum |x||w|, expected < 1e-5)");
-    check = "vs CPU twin B=5 H=64: max err " + sci(*std::max_element(err, err + 6)) + " of sum |x||w|";
   }
+  const std::string check = "vs CPU twin B=5 and 3, H=64: max err " + sci(max_err) + " of sum |x||w|";
 
   for (int H : {64, 16}) {
-    for (int B : quick ? std::vector<int>{1, 32} : std::vector<int>{1, 8, 32, 128}) {
+    for (int B : quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 8, 32, 128}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
-      for (int which = 0; which < 6; ++which) {
-        const bool absorb = which < 3;
-        const int variant = which % 3;  // 0 dispatch, 1 simple, 2 tiled
+      for (int which = 0; which < 8; ++which) {
+        const bool absorb = which < 4;
+        const int variant = which % 4;  // 0 dispatch, 1 simple, 2 tiled, 3 GEMV
         const MlaAbsorbPlan plan = absorb ? plan_mla_absorb(pa) : plan_mla_unabsorb(pu);
+        if (variant == 3 && !plan.gemv_eligible) continue;
         std::vector<double> us = timer.time([&] {
-          if (absorb) {
-            if (variant == 0) mla_absorb_cuda(pa, stream);
-            else if (variant == 1) mla_absorb_simple_cuda(pa, stream);
-            else mla_absorb_tiled_cuda(pa, stream);
-          } else {
-            if (variant == 0) mla_unabsorb_cuda(pu, stream);
-            else if (variant == 1) mla_unabsorb_simple_cuda(pu, stream);
-            else mla_unabsorb_tiled_cuda(pu, stream);
-          }
+          if (absorb) run_absorb(variant, pa);
+          else run_unabsorb(variant, pu);
         });
         const double K = absorb ? kNope : kL, N = absorb ? kL : kV;
         const double bytes = double(H) * K * N * 2 + double(B) * H * (K + N) * 4, flops = 2.0 * B * H * K * N;
-        const std::string name = std::string(absorb ? "mla_absorb" : "mla_unabsorb") + (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : "");
+        const std::string name = std::string(absorb ? "mla_absorb" : "mla_unabsorb") +
+                                 (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : variant == 3 ? "_gemv" : "");
         KernelBenchRecord r = make_record(name, us, bytes, flops, c);
         r.batch = B;
         r.heads = H;
         r.n = int64_t(N);
         r.k = int64_t(K);
         r.check = check + "; fp32 FMA floor " + sci(flops / fp32_flops * 1e6) + " us";
-        if (variant == 0) r.check += plan.fast ? "; dispatch: tiled" : "; dispatch: simple";
+        if (variant == 0) r.check += plan.gemv ? "; dispatch: gemv" : plan.fast ? "; dispatch: tiled" : "; dispatch: simple";
         if (variant == 2)
           r.check += "; " + std::to_string(plan.ctas) + " CTAs, " + std::to_string(4 * plan.batch_groups) +
                      " rows x " + std::to_string(plan.passes) + " passes, " + std::to_string(plan.smem_bytes / 1024) +

@@ -1,5 +1,5 @@
 // MLA absorb / unabsorb: CUDA kernels vs CPU twins on fresh random inputs. GLM-5's dims (nope 192,
-// v 256, kv_lora 512, q head 256) for B in {1, 2, 5, 32, 128} x H in {64, 16, 8, 3} with a BF16 kv_b
+// v 256, kv_lora 512, q head 256) for B in {1, 2, 3, 4, 5, 32, 128} x H in {64, 16, 8, 3} with a BF16 kv_b
 // (F32 for H 16 and 3), then odd sizes on both the fast path and the simple fallback (unaligned L,
 // unaligned kv_b, a W_UV tile too large for shared memory). Error bound: |gpu - cpu| <= 1e-5 *
 // sum_k |x_k| |w_k| per output (fp32 FMA in a different order vs the twin's double sums), the scale
@@ -99,8 +99,36 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   const MlaAbsorbPlan plan_a = plan_mla_absorb(pa), plan_u = plan_mla_unabsorb(pu);
   EXPECT_EQ(plan_a.eligible, want_fast_absorb);
   EXPECT_EQ(plan_u.eligible, want_fast_unabsorb);
-  EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster);  // eligible, and not measured slower
-  EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster);
+  // The GEMV kernels: B <= 4 with an aligned BF16 kv_b and L % 8 == 0 (device buffers are aligned);
+  // where eligible the dispatch takes them.
+  const bool want_gemv = B <= 4 && dt == DType::BF16 && kv_b_offset_bytes % 16 == 0 && L % 8 == 0;
+  EXPECT_EQ(plan_a.gemv_eligible, want_gemv);
+  EXPECT_EQ(plan_u.gemv_eligible, want_gemv);
+  EXPECT_EQ(plan_a.gemv, want_gemv);
+  EXPECT_EQ(plan_u.gemv, want_gemv);
+  EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster && !want_gemv);  // eligible, and not measured slower
+  EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster && !want_gemv);
+  if (want_gemv) {  // the dispatch checked below runs these; here the explicit entry points and their checks
+    Buffer gql = nan_buffer(nql, "q_latent gemv"), gout = nan_buffer(nout, "out gemv");
+    mla_absorb_gemv_cuda({pa.q, pa.kv_b, dt, gql.as<float>(), B, H, nope, v, L, qk}, nullptr);
+    mla_unabsorb_gemv_cuda({pu.o_latent, pu.kv_b, dt, gout.as<float>(), B, H, nope, v, L}, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<float> g1(nql + kCanary), g2(nout + kCanary);
+    gql.download(g1.data(), gql.bytes());
+    gout.download(g2.data(), gout.bytes());
+    check_canary(g1, nql, "mla_absorb_gemv_cuda");
+    check_canary(g2, nout, "mla_unabsorb_gemv_cuda");
+    Err ga, gu;
+    for (size_t i = 0; i < nql; ++i) ga.add(ql[i], ql_scale[i], g1[i]);
+    for (size_t i = 0; i < nout; ++i) gu.add(out[i], out_scale[i], g2[i]);
+    std::printf("  gemv: absorb rel err %.3g, unabsorb rel err %.3g\n", ga.max_rel, gu.max_rel);
+    EXPECT_EQ(ga.bad + gu.bad, 0) << "gemv outputs not written or not finite";
+    EXPECT_LT(ga.max_rel, 1e-5) << "seed " << seed;
+    EXPECT_LT(gu.max_rel, 1e-5) << "seed " << seed;
+  } else {
+    EXPECT_THROW(mla_absorb_gemv_cuda(pa, nullptr), Error);
+    EXPECT_THROW(mla_unabsorb_gemv_cuda(pu, nullptr), Error);
+  }
   want_fast_absorb = plan_a.fast;
   want_fast_unabsorb = plan_u.fast;
   // The tiled kernels wherever eligible, also where the dispatch takes the simple ones.
@@ -152,7 +180,7 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
 TEST(GpuMlaAbsorb, Glm5ShapesMatchCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (int H : {64, 16, 8, 3})
-    for (int B : {1, 2, 5, 32, 128}) {
+    for (int B : {1, 2, 3, 4, 5, 32, 128}) {
       check(B, H, 192, 64, 256, 512, DType::BF16, true, true);
       if (H == 16 || H == 3) check(B, H, 192, 64, 256, 512, DType::F32, true, true);
     }
@@ -170,6 +198,7 @@ TEST(GpuMlaAbsorb, OddShapesMatchCpuTwin) {
   check(3, 2, 64, 0, 40, 2048, DType::BF16, true, false);     // W_UV tile 2048 x 32 fp32 > shared memory
   check(5, 4, 192, 64, 256, 512, DType::BF16, false, false, 2);  // kv_b not 16-byte aligned
   check(130, 2, 192, 64, 256, 512, DType::BF16, true, true);  // B past two passes, partial last pass
+  check(2, 3, 200, 0, 40, 72, DType::BF16, true, true);       // gemv: a second round of rows, partial warps and lanes
 }
 
 TEST(GpuMlaAbsorb, BadParamsThrowBeforeLaunch) {

@@ -91,7 +91,9 @@ TEST(MlaAbsorb, LaunchPlan) {
   // A plan's shape: tile, CTAs, batch passes, shared memory (two CTAs per SM; three at batch <= 4).
   auto check_plan = [](const MlaAbsorbPlan& pl, const Want& w, int tile) {
     EXPECT_TRUE(pl.eligible) << w.B;
-    EXPECT_EQ(pl.fast, !pl.simple_faster) << w.B;
+    EXPECT_EQ(pl.gemv_eligible, w.B <= 4) << w.B;  // aligned BF16 kv_b, L % 8 == 0
+    EXPECT_EQ(pl.gemv, w.B <= 4) << w.B;
+    EXPECT_EQ(pl.fast, !pl.simple_faster && !pl.gemv) << w.B;
     EXPECT_EQ(pl.tile, tile);
     EXPECT_EQ(pl.ctas, 64 * 8);
     EXPECT_EQ(pl.batch_groups, w.groups) << w.B;
@@ -135,6 +137,14 @@ TEST(MlaAbsorb, LaunchPlan) {
   a.kv_b_dtype = u.kv_b_dtype = DType::BF16;
   u.L = 4096;  // a W_UV tile of 4096 x 32 fp32 exceeds shared memory
   EXPECT_FALSE(plan_mla_unabsorb(u).fast);
+  EXPECT_TRUE(plan_mla_unabsorb(u).gemv);  // the GEMV kernels stage nothing
+  a.L = u.L = 512;
+  u.o_latent = q + 1;  // the GEMV unabsorb reads o_latent with 16-byte loads
+  EXPECT_FALSE(plan_mla_unabsorb(u).gemv_eligible);
+  EXPECT_TRUE(plan_mla_absorb(a).gemv);
+  a.kv_b_dtype = DType::F32;  // the GEMV kernels are BF16 only
+  EXPECT_FALSE(plan_mla_absorb(a).gemv_eligible);
+  a.kv_b_dtype = DType::BF16;
   a.nope = 0;
   EXPECT_THROW(plan_mla_absorb(a), Error);
 }

@@ -57,6 +57,44 @@ TEST(Analysis, PerLayerOpSumsAreExactAndBytesCountedOncePerOp) {
     }
 }
 
+// Programmatic dependent launch: a kernel starts (and waits) before its predecessor on the stream ends.
+// Its overlap counts once, for the predecessor; other streams and host activities are not clipped.
+TEST(Analysis, OverlappingKernelsOnOneStreamCountTheirExclusiveTime) {
+  auto act = [](int64_t start, int64_t end, int64_t stream, const char* op) {
+    Activity a;
+    a.name = "k";
+    a.start_ns = start;
+    a.end_ns = end;
+    a.device = 0;
+    a.stream = stream;
+    a.step = 0;
+    a.layer = 0;
+    a.op = op;
+    return a;
+  };
+  Timeline t;
+  t.activities = {act(0, 10'000, 7, "attn.q_a_proj"), act(4'000, 25'000, 7, "attn.kv_a_proj"),
+                  act(6'000, 9'000, 7, "attn.rope"),  // inside the first: 0 exclusive time
+                  act(30'000, 40'000, 7, "attn.mla"), act(5'000, 15'000, 9, "attn.mla")};
+  const std::vector<const Activity*> w = {&t.activities[0], &t.activities[1], &t.activities[2], &t.activities[3],
+                                          &t.activities[4]};
+  const std::vector<int64_t> ns = exclusive_durations_ns(w);
+  ASSERT_EQ(ns.size(), 5u);
+  EXPECT_EQ(ns[0], 10'000);
+  EXPECT_EQ(ns[1], 15'000);  // from the first's end
+  EXPECT_EQ(ns[2], 0);
+  EXPECT_EQ(ns[3], 10'000);  // a gap: its own duration
+  EXPECT_EQ(ns[4], 10'000);  // another stream
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  ASSERT_EQ(a.steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(a.steps[0].time_us, 40);    // span
+  EXPECT_DOUBLE_EQ(a.steps[0].kernel_us, 45);  // 35 on stream 7 (its union) + 10 on stream 9
+  EXPECT_DOUBLE_EQ(a.total_kernel_us, 45);
+  EXPECT_DOUBLE_EQ(cell(a, 0, "attn.kv_a_proj")->time_us, 15);
+  EXPECT_DOUBLE_EQ(cell(a, 0, "attn.rope")->time_us, 0);
+  EXPECT_DOUBLE_EQ(cell(a, 0, "attn.mla")->time_us, 20);
+}
+
 TEST(Analysis, KvCastHotspotComesFirstWithShareAndBandwidth) {
   const Analysis a = analyze(test::decode_run(3, 300, 30), Peaks{4000, 900});
   ASSERT_FALSE(a.hotspots.empty());

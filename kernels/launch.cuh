@@ -1,0 +1,80 @@
+// Kernel launch with programmatic dependent launch (PDL; CUDA programming guide, "Programmatic
+// Dependent Launch and Synchronization", sm_90+; PTX ISA `griddepcontrol`).
+//
+// Why: a batch-1 decode step is a chain of ~1,800 dependent kernels, most of which move a few KB to a
+// few MB. Between two ordinary launches on one stream the GPU drains the first grid, flushes its
+// writes, and only then schedules the second grid's CTAs, which then start their first DRAM round
+// trip: 2-4 us of fixed cost per kernel (reports/2026-11-29-h200-decode-step.md). With PDL the next
+// grid is launched while the previous one is still running; its CTAs do work that does not depend on
+// the previous kernel (index math, shared-memory setup, prefetching weights into L2) and then block in
+// pdl_wait() until the previous grid has completed and its memory is visible.
+//
+// The contract every kernel in kernels/ keeps (launched through launch_kernel):
+//   - pdl_wait() runs in every CTA before its first read of memory that an earlier kernel on the
+//     stream writes and before its first global write (the previous grid may still read it), and
+//     before any early return (a grid whose CTAs all returned without waiting could complete before
+//     its predecessor, and a third kernel waiting on it would then overlap the first).
+//   - pdl_launch_dependents() may come right after pdl_wait(): the next grid's CTAs may then be
+//     scheduled as soon as this grid's CTAs have all started (they wait in their own pdl_wait()).
+//   - Work before pdl_wait() only reads memory no kernel of the step writes (weights, scales).
+// Without the launch attribute (GLM5_PDL=0, or a predecessor that is not a kernel) both instructions
+// return immediately and the launch behaves like <<<grid, block, smem, stream>>>.
+// Under stream capture the attribute becomes a programmatic edge between the two kernel nodes, so
+// CUDA-graph replays overlap the same way (CUDA 12.3+).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "common/error.h"
+
+#ifndef GLM5_PDL
+#define GLM5_PDL 1  // CMake option GLM5_PDL (ON): build with -DGLM5_PDL=OFF to measure without PDL
+#endif
+
+namespace glm5 {
+
+// Blocks until every grid this one programmatically depends on has completed and its writes are
+// visible (griddepcontrol.wait; a no-op when launched without the PDL attribute).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// Lets the next PDL-launched grid on the stream start scheduling its CTAs (griddepcontrol.launch_dependents).
+// Says nothing about this grid's memory: the dependent still waits for completion in pdl_wait().
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Hints L2 to fetch [p, p + bytes) (cp.async.bulk.prefetch.L2, sm_90; bytes rounded down to 16, p
+// 16-byte aligned). For the weight bytes a CTA streams first, issued before pdl_wait().
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  bytes &= ~15u;
+  if (bytes) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) with the PDL attribute (GLM5_PDL=1) through
+// cudaLaunchKernelEx; `args` convert to the kernel's parameter types as in a <<<>>> launch.
+// Throws glm5::Error (CUDA_CHECK) on a bad configuration, like CUDA_CHECK_LAUNCH() after <<<>>>.
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = GLM5_PDL ? 1 : 0;
+  CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace glm5
