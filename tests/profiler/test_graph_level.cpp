@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "analysis/analysis.h"
 #include "profiler/cupti_parse.h"
+#include "common/error.h"
 #include "profiler/cupti_records.h"
+#include "profiler/cupti_tracer.h"
 
 namespace glm5 {
 namespace {
@@ -214,6 +217,37 @@ TEST(GraphLevelTimeline, NodeLevelLaunchesStillCountTheirKernelNodes) {
   EXPECT_EQ(t.kernels_launched, 13u);
   EXPECT_EQ(t.kernels_recorded, 3u);
   for (const Range& r : t.ranges) EXPECT_NE(r.name.rfind("graph.", 0), 0u) << r.name;
+}
+
+}  // namespace
+}  // namespace glm5
+
+namespace glm5 {
+namespace {
+
+// Levels are names on the command line; a tracer that records nothing (CUPTI unavailable) stays at
+// node level whatever is asked, so `profile` runs its plain schedule on the host-clock fallback.
+TEST(GraphTraceLevelNames, ParseAndPrint) {
+  EXPECT_EQ(parse_graph_trace_level("graph"), GraphTraceLevel::graph);
+  EXPECT_EQ(parse_graph_trace_level("node"), GraphTraceLevel::node);
+  EXPECT_STREQ(to_string(GraphTraceLevel::graph), "graph");
+  EXPECT_STREQ(to_string(GraphTraceLevel::node), "node");
+  try {
+    parse_graph_trace_level("Graph");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--graph-trace 'Graph': expected graph or node");
+  }
+}
+
+TEST(GraphTraceLevelNames, DisabledTracerStaysAtNodeLevel) {
+  setenv("GLM5_FORCE_NO_CUPTI", "1", 1);
+  CuptiTracer t(GraphTraceLevel::graph);
+  EXPECT_EQ(t.graph_trace_level(), GraphTraceLevel::node);
+  EXPECT_EQ(t.set_graph_trace_level(GraphTraceLevel::graph), GraphTraceLevel::node);
+  const Timeline tl = t.finish();
+  EXPECT_FALSE(tl.complete);
+  unsetenv("GLM5_FORCE_NO_CUPTI");
 }
 
 }  // namespace
