@@ -268,6 +268,27 @@ struct LinearContext::Impl {
 LinearContext::LinearContext() : impl_(std::make_unique<Impl>()) {}
 LinearContext::~LinearContext() = default;
 
+bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
+  if (g.count < 2 || !linear_fp8_gemv_group_supported(g)) return false;
+  const int m = g.p[0].m;
+  const bool mma = m >= 2 && m <= ctx.fp8_mma_max_m;  // supported wherever the vector GEMV is
+  return !mma && m <= ctx.fp8_gemv_max_m;
+}
+
+void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
+  require(g.count >= 1 && g.count <= kMaxLinearGroup, "linear_group_cuda: LinearGroupParams.count = " +
+                                                          std::to_string(g.count) + ", expected 1.." +
+                                                          std::to_string(kMaxLinearGroup));
+  if (!linear_group_fused(g, ctx)) {
+    for (int s = 0; s < g.count; ++s) linear_cuda(g.p[s], ctx, stream);
+    return;
+  }
+  LinearContext::Impl& impl = *ctx.impl();
+  const size_t elems = linear_fp8_gemv_group_partial(g), tiles = linear_fp8_gemv_group_counters(g);
+  float* partial = impl.split_out_for(elems);
+  linear_fp8_gemv_group_cuda(g, partial, elems, stream, impl.counters_for(tiles), tiles);
+}
+
 void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t stream) {
   validate_linear_params(params, "linear_cuda", false);
   LinearContext::Impl& impl = *ctx.impl();

@@ -90,4 +90,24 @@ class LinearContext {
 // Throws glm5::Error on bad params or any cuBLASLt failure (status named).
 void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream);
 
+// Up to kMaxLinearGroup projections of the same activations, e.g. a decoder layer's q_a_proj,
+// kv_a_proj_with_mqa and the indexer's wk, which all read the normalized hidden state (DeepSeek-V3 /
+// SGLang fuse the first two as fused_qkv_a_proj_with_mqa). Each p[s] is a full LinearParams with its
+// own weight, scales, y and accumulate flag.
+constexpr int kMaxLinearGroup = 4;
+struct LinearGroupParams {
+  int count = 0;
+  LinearParams p[kMaxLinearGroup] = {};
+};
+// linear_cpu on each projection.
+void linear_group_cpu(const LinearGroupParams& g);
+// Whether linear_group_cuda runs the group as ONE launch: at least two projections, all where
+// linear_cuda alone would run the FP8 GEMV (m <= fp8_gemv_max_m, below the tensor-core range), sharing
+// x, m and k (linear_fp8_gemv_group_supported). Small GEMVs at batch 1 (q_a 2048, kv_a 576, wk 128
+// rows) are launch- and latency-bound alone; as one grid they fill the GPU once.
+bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx);
+// Fused: linear_fp8_gemv_group_cuda (each output row the same arithmetic as the GEMV alone, the split
+// count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda.
+void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream);
+
 }  // namespace glm5

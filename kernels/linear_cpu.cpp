@@ -52,4 +52,11 @@ void linear_cpu(const LinearParams& p) {
   }
 }
 
+void linear_group_cpu(const LinearGroupParams& g) {
+  require(g.count >= 1 && g.count <= kMaxLinearGroup, "linear_group_cpu: LinearGroupParams.count = " +
+                                                          std::to_string(g.count) + ", expected 1.." +
+                                                          std::to_string(kMaxLinearGroup));
+  for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
+}
+
 }  // namespace glm5

@@ -37,13 +37,27 @@ constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM
 // adds the tile's S partials in split order (the reduce kernel's order: the same bits), writes y and
 // resets the counter to 0 for the next launch (CUDA graph replays). Saves a launch per split GEMV:
 // measured on the H200 at GLM-5 batch 1, linear_fp8_reduce_kernel cost 1.7 us x 8 per layer.
+// One grid may hold up to kMaxLinearGroup projections of the same x (linear_fp8_gemv_group_cuda):
+// projection s owns the row blocks [first[s], first[s + 1]) of gridDim.y and its partial sums part[s]
+// (null: no split); the tile counters are indexed by the grid's (x, y), so they stay distinct.
+struct GemvGroup {
+  int count = 1;
+  LinearParams p[kMaxLinearGroup];
+  float* part[kMaxLinearGroup] = {};
+  int first[kMaxLinearGroup + 1] = {};
+};
+
 template <int MT>
-__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(LinearParams p, float* part, int per_split,
-                                                                          int* counters) {
+__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
+  int seg = 0;
+  while (seg + 1 < g.count && int(blockIdx.y) >= g.first[seg + 1]) ++seg;
+  const LinearParams p = g.p[seg];
+  float* part = g.part[seg];
+  const int by = blockIdx.y - g.first[seg];  // row block within the projection
   constexpr int U = 2;  // 16-byte chunks per row per lane in flight (kRows * U loads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
-  const int r0 = (blockIdx.y * kWarps + warp) * kRows;
+  const int r0 = (by * kWarps + warp) * kRows;
   if (r0 >= p.n && !counters) {  // (with counters every thread reaches the barriers below)
     pdl_wait();
     return;
@@ -117,7 +131,7 @@ __global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(Linear
   if (!last) return;
   __threadfence();
   constexpr int kTileRows = kWarps * kRows;
-  const int row0 = blockIdx.y * kTileRows;
+  const int row0 = by * kTileRows;
   for (int i = threadIdx.x; i < kTileRows * mt; i += blockDim.x) {
     const int t = i / kTileRows, row = row0 + i % kTileRows;
     if (row >= p.n) continue;
@@ -333,10 +347,9 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
 
 
 template <int MT>
-void launch_vec(const LinearParams& p, float* part, int S, int per_split, int* counters, cudaStream_t stream) {
-  const dim3 grid((p.m + MT - 1) / MT, (p.n + kWarps * kRows - 1) / (kWarps * kRows), S);
-  launch_kernel(linear_fp8_gemv_vec_kernel<MT>, grid, 32 * kWarps, 0, stream, p, S > 1 ? part : nullptr, per_split,
-                S > 1 ? counters : nullptr);
+void launch_vec(const GemvGroup& g, int S, int per_split, int* counters, cudaStream_t stream) {
+  const dim3 grid((g.p[0].m + MT - 1) / MT, g.first[g.count], S);
+  launch_kernel(linear_fp8_gemv_vec_kernel<MT>, grid, 32 * kWarps, 0, stream, g, per_split, S > 1 ? counters : nullptr);
 }
 
 }  // namespace
@@ -359,18 +372,66 @@ int64_t gemv_resident_blocks(int mt) {
 // As many k-splits as keep the grid within ONE wave of resident blocks (at most k / 1024). It used to
 // round up to kGemvTargetBlocks: GLM-5's o_proj at m = 1 (384 row blocks) then took 5 splits = 1920
 // blocks, 1.2 waves, and ran at 71% of copy bandwidth on the H200 with the second wave's tail.
-int linear_fp8_gemv_splits(const LinearParams& p) {
-  const int mt = p.m <= 2 ? p.m : p.m <= 4 ? 4 : p.m <= 8 ? 8 : 16;
-  const int64_t blocks = int64_t((p.m + mt - 1) / mt) * ((p.n + kWarps * kRows - 1) / (kWarps * kRows));
-  const int64_t want = gemv_resident_blocks(mt) / blocks;
-  return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, p.k / 1024))));
+namespace {
+int gemv_mt(int m) { return m <= 2 ? m : m <= 4 ? 4 : m <= 8 ? 8 : 16; }
+int64_t gemv_row_blocks(int n) { return (n + kWarps * kRows - 1) / (kWarps * kRows); }
+// Splits for a grid of `row_blocks` row blocks (all projections of a group) at (m, k).
+int gemv_splits(int m, int64_t row_blocks, int k) {
+  const int mt = gemv_mt(m);
+  const int64_t want = gemv_resident_blocks(mt) / (int64_t((m + mt - 1) / mt) * row_blocks);
+  return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, k / 1024))));
 }
+}  // namespace
 
+int linear_fp8_gemv_splits(const LinearParams& p) { return gemv_splits(p.m, gemv_row_blocks(p.n), p.k); }
 
 size_t linear_fp8_gemv_counters(const LinearParams& p) {
-  const int mt = p.m <= 2 ? p.m : p.m <= 4 ? 4 : p.m <= 8 ? 8 : 16;
-  return size_t((p.m + mt - 1) / mt) * size_t((p.n + kWarps * kRows - 1) / (kWarps * kRows));
+  const int mt = gemv_mt(p.m);
+  return size_t((p.m + mt - 1) / mt) * size_t(gemv_row_blocks(p.n));
 }
+
+namespace {
+bool gemv_vec_ok(const LinearParams& p) {
+  return p.k % 16 == 0 && p.w_stride() % 16 == 0 && aligned16(p.w) && aligned16(p.x);
+}
+
+// The vector kernel over group `g` (count projections, first[] unset): splits, partial offsets,
+// counters, launch, and the reduce kernel when splitting without counters.
+void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* counters, size_t counter_elems,
+                    cudaStream_t stream) {
+  const int m = g.p[0].m, k = g.p[0].k, mt = gemv_mt(m);
+  size_t rows = 0;
+  g.first[0] = 0;
+  for (int s = 0; s < g.count; ++s) {
+    g.first[s + 1] = g.first[s] + int(gemv_row_blocks(g.p[s].n));
+    rows += size_t(g.p[s].n);
+  }
+  int S = gemv_splits(m, g.first[g.count], k);
+  if (partial == nullptr || partial_elems < size_t(S) * m * rows) S = 1;
+  const int per_split = ((k + S - 1) / S + 511) / 512 * 512;
+  S = (k + per_split - 1) / per_split;
+  size_t off = 0;
+  for (int s = 0; s < g.count; ++s) {
+    g.part[s] = S > 1 ? partial + off : nullptr;
+    off += size_t(S) * m * g.p[s].n;
+  }
+  const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
+  int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
+  if (m == 1) launch_vec<1>(g, S, per_split, ctr, stream);
+  else if (m == 2) launch_vec<2>(g, S, per_split, ctr, stream);
+  else if (m <= 4) launch_vec<4>(g, S, per_split, ctr, stream);
+  else if (m <= 8) launch_vec<8>(g, S, per_split, ctr, stream);
+  else launch_vec<16>(g, S, per_split, ctr, stream);
+  CUDA_CHECK_LAUNCH();
+  if (S > 1 && !ctr)
+    for (int s = 0; s < g.count; ++s) {
+      const int64_t mn = int64_t(m) * g.p[s].n;
+      launch_kernel(linear_fp8_reduce_kernel, int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream, g.p[s],
+                    g.part[s], S);
+      CUDA_CHECK_LAUNCH();
+    }
+}
+}  // namespace
 
 void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream,
                           int* counters, size_t counter_elems) {
@@ -378,29 +439,53 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_gemv_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
                                            ", expected F8_E4M3");
   require(int64_t(p.m) * p.n < (int64_t(1) << 31) / 32, "linear_fp8_gemv_cuda: m * n too large");
-  const bool vec = p.k % 16 == 0 && p.w_stride() % 16 == 0 && aligned16(p.w) && aligned16(p.x);
-  if (!vec) {
+  if (!gemv_vec_ok(p)) {
     const int64_t warps = int64_t(p.m) * p.n;
     launch_kernel(linear_fp8_gemv_scalar_kernel, int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream, p);
     CUDA_CHECK_LAUNCH();
     return;
   }
-  int S = linear_fp8_gemv_splits(p);
-  if (partial == nullptr || partial_elems < size_t(S) * p.m * p.n) S = 1;
-  const int per_split = ((p.k + S - 1) / S + 511) / 512 * 512;
-  S = (p.k + per_split - 1) / per_split;
-  int* ctr = counters && counter_elems >= linear_fp8_gemv_counters(p) ? counters : nullptr;
-  if (p.m == 1) launch_vec<1>(p, partial, S, per_split, ctr, stream);
-  else if (p.m == 2) launch_vec<2>(p, partial, S, per_split, ctr, stream);
-  else if (p.m <= 4) launch_vec<4>(p, partial, S, per_split, ctr, stream);
-  else if (p.m <= 8) launch_vec<8>(p, partial, S, per_split, ctr, stream);
-  else launch_vec<16>(p, partial, S, per_split, ctr, stream);
-  CUDA_CHECK_LAUNCH();
-  if (S > 1 && !ctr) {
-    const int64_t mn = int64_t(p.m) * p.n;
-    launch_kernel(linear_fp8_reduce_kernel, int(std::min<int64_t>((mn + 255) / 256, 4096)), 256, 0, stream, p, partial, S);
-    CUDA_CHECK_LAUNCH();
+  GemvGroup g;
+  g.p[0] = p;
+  run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);
+}
+
+bool linear_fp8_gemv_group_supported(const LinearGroupParams& g) {
+  if (g.count < 1 || g.count > kMaxLinearGroup) return false;
+  for (int s = 0; s < g.count; ++s) {
+    const LinearParams& p = g.p[s];
+    if (p.w_dtype != DType::F8_E4M3 || !p.w_scale || !gemv_vec_ok(p) || p.x != g.p[0].x || p.m != g.p[0].m ||
+        p.k != g.p[0].k || int64_t(p.m) * p.n >= (int64_t(1) << 31) / 32)
+      return false;
   }
+  return true;
+}
+
+size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g) {
+  int64_t blocks = 0, rows = 0;
+  for (int s = 0; s < g.count; ++s) blocks += gemv_row_blocks(g.p[s].n), rows += g.p[s].n;
+  return size_t(gemv_splits(g.p[0].m, blocks, g.p[0].k)) * g.p[0].m * rows;
+}
+
+size_t linear_fp8_gemv_group_counters(const LinearGroupParams& g) {
+  size_t n = 0;
+  for (int s = 0; s < g.count; ++s) n += linear_fp8_gemv_counters(g.p[s]);
+  return n;
+}
+
+void linear_fp8_gemv_group_cuda(const LinearGroupParams& lg, float* partial, size_t partial_elems, cudaStream_t stream,
+                                int* counters, size_t counter_elems) {
+  require(lg.count >= 1 && lg.count <= kMaxLinearGroup, "linear_fp8_gemv_group_cuda: LinearGroupParams.count = " +
+                                                           std::to_string(lg.count) + ", expected 1.." +
+                                                           std::to_string(kMaxLinearGroup));
+  for (int s = 0; s < lg.count; ++s) validate_linear_params(lg.p[s], "linear_fp8_gemv_group_cuda", false);
+  require(linear_fp8_gemv_group_supported(lg),
+          "linear_fp8_gemv_group_cuda: the projections must all be F8_E4M3 with block scales, share x, m and k, and "
+          "have k % 16 == 0 and 16-byte aligned x, w and rows");
+  GemvGroup g;
+  g.count = lg.count;
+  for (int s = 0; s < lg.count; ++s) g.p[s] = lg.p[s];
+  run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);
 }
 
 bool linear_fp8_mma_supported(const LinearParams& p) {

@@ -28,6 +28,19 @@ size_t linear_fp8_gemv_counters(const LinearParams& p);
 void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream,
                           int* counters = nullptr, size_t counter_elems = 0);
 
+// Several projections of the same x in one GEMV launch (linear.h LinearGroupParams): row blocks of
+// p[0], p[1], ... one after another in the grid; each output row is computed exactly as
+// linear_fp8_gemv_cuda computes it for the same split count. Supported when every projection is
+// F8_E4M3 with scales, takes the vector path, and they share x, m and k. `partial` needs
+// linear_fp8_gemv_group_partial(g) floats to split (else no split), `counters`
+// linear_fp8_gemv_group_counters(g) ints (same contract as linear_fp8_gemv_cuda's). Throws
+// glm5::Error when not supported or on bad params.
+bool linear_fp8_gemv_group_supported(const LinearGroupParams& g);
+size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g);
+size_t linear_fp8_gemv_group_counters(const LinearGroupParams& g);
+void linear_fp8_gemv_group_cuda(const LinearGroupParams& g, float* partial, size_t partial_elems, cudaStream_t stream,
+                                int* counters = nullptr, size_t counter_elems = 0);
+
 // out[r, c] = bf16(e4m3(w[r*ldw + c]) * w_scale[(r/128)*ld_scale + c/128]) for r < n, c < k; out is
 // [n, k] dense BF16 (the staging copy linear_cuda multiplies with cuBLASLt when m is large).
 void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStream_t stream);

@@ -411,9 +411,14 @@ OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops)
   return OpDesc{step_, layer, op, bytes, flops};
 }
 
-void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
-  double bytes = double(w.n) * w.k * dsize(w.dt) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
+double DecodeEngine::linear_weight_bytes(const Mat& w) {
+  double bytes = double(w.n) * w.k * dsize(w.dt);
   if (w.dt == DType::F8_E4M3) bytes += double((w.n + 127) / 128) * ((w.k + 127) / 128) * 4;  // block scales
+  return bytes;
+}
+
+void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
+  const double bytes = linear_weight_bytes(w) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   const bool split = opt_.precision == ActivationPrecision::SplitBf16;
   LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, split};
@@ -422,6 +427,29 @@ void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& 
   p.ld_scale = w.lds;
   if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
   else linear_cpu(p);
+}
+
+void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m) {
+  LinearGroupParams g;
+  g.count = int(projs.size());
+  double bytes = 0, flops = 0;
+  const bool split = opt_.precision == ActivationPrecision::SplitBf16;
+  for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
+    const Mat& w = *projs[i].w;
+    LinearParams& p = g.p[i];
+    p = LinearParams{x, w.p, w.dt, projs[i].y, m, w.n, w.k, false, split};
+    p.ldw = w.ld;
+    p.w_scale = w.scale;
+    p.ld_scale = w.lds;
+    bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
+    flops += 2.0 * m * w.n * w.k;
+  }
+  if (!cuda_ || g.count > kMaxLinearGroup || !linear_group_fused(g, *linear_ctx_)) {
+    for (const Proj& pr : projs) linear(pr.op, layer, x, *pr.w, pr.y, m, false);
+    return;
+  }
+  OpScope s(*tracer_, desc(fused_op, layer, bytes + double(m) * projs[0].w->k * 4, flops));
+  linear_group_cuda(g, *linear_ctx_, stream_);
 }
 
 std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
@@ -539,15 +567,15 @@ void DecodeEngine::attention(int l) {
   // q_a / kv_a RMSNorms, the key's RoPE, the KV pool write and the indexer key's LayerNorm, RoPE and
   // write; 8 kernels of ~3 us at batch 1 before), then q_b (and the indexer's wq_b) and one RoPE
   // launch for the query heads and the indexer's query heads.
-  linear("attn.q_a_proj", l, xn, L.q_a, qa_.as<float>(), B, false);
-  linear("attn.kv_a_proj", l, xn, L.kv_a, kva_.as<float>(), B, false);
+  // q_a, kv_a and the indexer's wk read the same xn: one launch where the FP8 GEMV runs them
+  // (attn.qkv_a_proj; linear_group_fused), else one op each.
   const LatentLayout& lay = pool_->latent_layout();
   const bool run_indexer = L.has_indexer && !L.indexer_shared;
   const int Hi = c.index_n_heads, D = c.index_head_dim;
-  if (run_indexer) {
-    linear("attn.indexer.wk", l, xn, L.idx_wk, idx_k_.as<float>(), B, false);
-    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
-  }
+  std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
+  if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
+  linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
+  if (run_indexer) linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
   {
     AttnPrologueParams p;
     p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
@@ -569,8 +597,10 @@ void DecodeEngine::attention(int l) {
     OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
     GLM5_RUN(attn_prologue, p);
   }
-  linear("attn.q_b_proj", l, qa_.as<float>(), L.q_b, q_.as<float>(), B, false);
-  if (run_indexer) linear("attn.indexer.wq_b", l, qa_.as<float>(), L.idx_wq_b, idx_q_.as<float>(), B, false);
+  // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
+  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
+  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
+  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
   {
     const double heads = H + (run_indexer ? Hi : 0);
     OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));

@@ -114,6 +114,16 @@ class DecodeEngine {
   void attention(int layer);
   void mlp(int layer);
   void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
+  // Projections of the same x (y = x W^T each, no accumulate): on CUDA, when linear_group_fused allows
+  // it (FP8 GEMV shapes, batch 1), ONE launch recorded as op `fused_op` (bytes: every weight + x once +
+  // every y); otherwise linear() per projection under its own op name.
+  struct Proj {
+    const char* op;
+    const Mat* w;
+    float* y;
+  };
+  void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m);
+  static double linear_weight_bytes(const Mat& w);
   Mat mat(const std::string& name) const;
   const float* vec(const std::string& name) const;
   // [gate; up] rows [row0, row0 + rows) of each, stacked into one [2 rows, hidden] matrix.

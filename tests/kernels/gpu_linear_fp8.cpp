@@ -49,6 +49,27 @@ struct Fp8Weight {
   }
 };
 
+// Max over output rows (all, or 512 spread over n) of |got - exact| / sum |x w| for y = [y0 +] x W[:, c0:c0+k]^T.
+double max_rel_err(const Fp8Weight& W, const std::vector<float>& x, int m, int k, int c0, const std::vector<float>* y0,
+                   const std::vector<float>& got) {
+  const int n = W.n, lds = (W.K + 127) / 128;
+  const int step = n > 2048 ? n / 512 : 1;
+  double max_rel = 0;
+  for (int r = 0; r < n; r += step) {
+    for (int i = 0; i < m; ++i) {
+      double want = y0 ? (*y0)[size_t(i) * n + r] : 0.0, mag = std::fabs(want);
+      const float* srow = W.scales.data() + size_t(r / 128) * lds;
+      for (int c = 0; c < k; ++c) {
+        const double wv = double(e4m3_bits_to_float(W.codes[size_t(r) * W.K + c0 + c])) * srow[(c0 + c) / 128];
+        want += double(x[size_t(i) * k + c]) * wv;
+        mag += std::fabs(double(x[size_t(i) * k + c]) * wv);
+      }
+      max_rel = std::max(max_rel, std::fabs(double(got[size_t(i) * n + r]) - want) / mag);
+    }
+  }
+  return max_rel;
+}
+
 // Compares linear_cuda to linear_cpu on columns [c0, c0 + k) of W (k = K - c0 when 0).
 void check(LinearContext& ctx, const Fp8Weight& W, int m, bool accumulate, int c0 = 0, int k = 0) {
   if (k == 0) k = W.K - c0;
@@ -67,21 +88,7 @@ void check(LinearContext& ctx, const Fp8Weight& W, int m, bool accumulate, int c
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> got(y0.size());
   dy.download(got.data(), dy.bytes());
-  // Reference rows: all, or 512 spread over n (CPU time).
-  const int step = n > 2048 ? n / 512 : 1;
-  double max_rel = 0;
-  for (int r = 0; r < n; r += step) {
-    for (int i = 0; i < m; ++i) {
-      double want = accumulate ? y0[size_t(i) * n + r] : 0.0, mag = std::fabs(want);
-      const float* srow = W.scales.data() + size_t(r / 128) * lds;
-      for (int c = 0; c < k; ++c) {
-        const double wv = double(e4m3_bits_to_float(W.codes[size_t(r) * W.K + c0 + c])) * srow[(c0 + c) / 128];
-        want += double(x[size_t(i) * k + c]) * wv;
-        mag += std::fabs(double(x[size_t(i) * k + c]) * wv);
-      }
-      max_rel = std::max(max_rel, std::fabs(double(got[size_t(i) * n + r]) - want) / mag);
-    }
-  }
+  const double max_rel = max_rel_err(W, x, m, k, c0, accumulate ? &y0 : nullptr, got);
   const bool gemv = m <= ctx.fp8_gemv_max_m;
   std::printf("fp8 linear n=%d k=%d (c0=%d) m=%d acc=%d %s: max rel err %.3g\n", n, k, c0, m, int(accumulate),
               gemv ? "gemv" : "dequant+cuBLASLt", max_rel);
@@ -101,6 +108,60 @@ TEST(GpuLinearFp8, Glm5ShapesMatchCpu) {
   check(ctx, q_b, 1, false);
   check(ctx, gate_up, 5, false);
   check(ctx, o_proj, 3, true, 8192, 8192);  // --tp 2 rank 1 column shard
+}
+
+// Projections of one x in one launch (linear_group_cuda): GLM-5's q_a, kv_a and indexer wk (2048 + 576
+// + 128 rows of 6144) and q_b + indexer wq_b (16384 + 4096 rows of 2048); every row within the GEMV's
+// bound. Fused where the GEMV would run each alone (m = 1 by default; up to 16 with the tensor-core
+// path off), per projection otherwise.
+TEST(GpuLinearFp8, GroupOfProjectionsMatchesCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Fp8Weight q_a(2048, 6144, 31), kv_a(576, 6144, 32), wk(128, 6144, 33), q_b(16384, 2048, 34), wq_b(4096, 2048, 35);
+  const std::vector<std::vector<const Fp8Weight*>> groups = {{&q_a, &kv_a, &wk}, {&q_b, &wq_b}, {&kv_a, &wk}};
+  for (int mma_max : {64, 0})
+    for (int m : {1, 2, 5}) {
+      LinearContext ctx;
+      ctx.fp8_mma_max_m = mma_max;
+      for (const auto& ws : groups) {
+        const int k = ws[0]->K;
+        std::vector<float> x(size_t(m) * k);
+        for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(41, m * 3 + k, i);
+        Buffer dx(Where::Device, x.size() * 4, "x");
+        dx.upload(x.data(), dx.bytes());
+        LinearGroupParams g;
+        g.count = int(ws.size());
+        std::vector<Buffer> ys;
+        for (int s = 0; s < g.count; ++s) {
+          ys.emplace_back(Where::Device, size_t(m) * ws[s]->n * 4, "y");
+          CUDA_CHECK(cudaMemset(ys.back().data(), 0xff, ys.back().bytes()));  // NaN: unwritten rows fail
+          g.p[s] = LinearParams{dx.as<float>(), ws[s]->dcodes.data(), DType::F8_E4M3, ys.back().as<float>(), m, ws[s]->n, k,
+                                false, false};
+          g.p[s].w_scale = ws[s]->dscales.as<float>();
+        }
+        const bool fused = linear_group_fused(g, ctx);
+        EXPECT_EQ(fused, m == 1 || mma_max == 0) << "m=" << m;
+        linear_group_cuda(g, ctx, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        for (int s = 0; s < g.count; ++s) {
+          std::vector<float> got(size_t(m) * ws[s]->n);
+          ys[s].download(got.data(), ys[s].bytes());
+          const double e = max_rel_err(*ws[s], x, m, k, 0, nullptr, got);
+          std::printf("fp8 group of %d (%s) m=%d projection %d n=%d k=%d: max rel err %.3g\n", g.count,
+                      fused ? "one launch" : "per projection", m, s, ws[s]->n, k, e);
+          EXPECT_LT(e, fused || mma_max == 0 ? 1e-5 : 2e-3) << "m=" << m << " projection " << s;
+        }
+      }
+    }
+  // Not groupable: different x.
+  LinearGroupParams bad;
+  bad.count = 2;
+  Buffer x1(Where::Device, 6144 * 4, "x1"), x2(Where::Device, 6144 * 4, "x2"), y(Where::Device, 2048 * 4, "y");
+  bad.p[0] = LinearParams{x1.as<float>(), q_a.dcodes.data(), DType::F8_E4M3, y.as<float>(), 1, 2048, 6144, false, false};
+  bad.p[0].w_scale = q_a.dscales.as<float>();
+  bad.p[1] = bad.p[0];
+  bad.p[1].x = x2.as<float>();
+  EXPECT_FALSE(linear_fp8_gemv_group_supported(bad));
+  EXPECT_THROW(linear_fp8_gemv_group_cuda(bad, nullptr, 0, nullptr), Error);
 }
 
 // cuBLASLt's block-scaled FP8 GEMM (opt-in: LinearContext::Fp8LargeM::BlockScaled) for m > 16: x is

@@ -66,5 +66,29 @@ TEST(LinearCpu, BadParamsThrow) {
   EXPECT_THROW(linear_cpu(p), Error);
 }
 
+// linear_group_cpu: each projection exactly as linear_cpu alone; a count outside 1..4 throws.
+TEST(LinearCpu, GroupIsEachProjection) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int m = 2, k = 33;
+  std::vector<float> x(size_t(m) * k), w1(5 * k), w2(3 * k), a1(m * 5), a2(m * 3), b1(m * 5), b2(m * 3);
+  for (auto* v : {&x, &w1, &w2})
+    for (float& e : *v) e = nd(rng);
+  LinearGroupParams g;
+  g.count = 2;
+  g.p[0] = LinearParams{x.data(), w1.data(), DType::F32, a1.data(), m, 5, k, false};
+  g.p[1] = LinearParams{x.data(), w2.data(), DType::F32, a2.data(), m, 3, k, false};
+  linear_group_cpu(g);
+  linear_cpu({x.data(), w1.data(), DType::F32, b1.data(), m, 5, k, false});
+  linear_cpu({x.data(), w2.data(), DType::F32, b2.data(), m, 3, k, false});
+  EXPECT_EQ(a1, b1);
+  EXPECT_EQ(a2, b2);
+  EXPECT_NE(a1[0], 0.f);
+  g.count = 5;
+  EXPECT_THROW(linear_group_cpu(g), Error);
+  g.count = 0;
+  EXPECT_THROW(linear_group_cpu(g), Error);
+}
+
 }  // namespace
 }  // namespace glm5
