@@ -290,7 +290,8 @@ std::set<std::pair<int, std::string>> op_set(const Timeline& t, int step) {
 }
 
 // Whether CUPTI lets GRAPH_TRACE be enabled while CONCURRENT_KERNEL is (not stated in cupti_activity.h;
-// CuptiTracer never asks for both). Informational: printed, not asserted.
+// CuptiTracer never asks for both). Informational: printed, not asserted. H200, CUDA 13.0, driver
+// 580.159: CUPTI_SUCCESS (device round P1).
 TEST(GraphGpu, ProbeGraphTraceWithKernelActivity) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   CuptiTracer tracer;  // node level: CONCURRENT_KERNEL on
@@ -388,60 +389,3 @@ TEST(GraphGpu, ProfileGraphTraceGraphReportsBothTimings) {
   fs::remove_all(o.out_dir);
 }
 
-// Whether a graph instantiated under one tracing level is traced at the other without re-capturing it
-// (not documented; `profile` re-captures after each switch). Informational: printed, not asserted,
-// except that nothing fails and the logits stay those of the re-captured replays.
-TEST(GraphGpu, ProbeLevelSwitchWithoutRecapture) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  arrange_nvtx_injection();
-  const ModelConfig cfg = builtin_model_config("glm5-tiny");
-  WeightOptions wo;
-  wo.where = Where::Device;
-  wo.matrix_dtype = DType::BF16;
-  const Weights w = synthetic_weights(cfg, 3, wo);
-  const int B = 2, context = 500;
-  EngineOptions eo;
-  eo.backend = Backend::Cuda;
-  eo.kv_path = KvPath::Fp8;
-  eo.batch = B;
-  eo.max_seq_len = context + 16;
-  eo.pool_tokens = int64_t(B) * (eo.max_seq_len + 64) + 4096;
-  eo.seed = 99;
-  eo.graph = true;
-  NvtxTracer untraced;
-  DecodeEngine e(cfg, w, eo, untraced);
-  e.pool().fill_context(context, e.stream());
-  std::vector<int32_t> tokens = {5, 6};
-  e.set_step_index(-2);
-  for (int i = 0; i < 2; ++i) tokens = e.step(tokens);
-  CuptiTracer tracer(GraphTraceLevel::graph);
-  e.set_tracer(tracer);
-  e.reset_graph();
-  e.set_step_index(0);
-  tokens = e.step(tokens);  // captured + instantiated at graph level
-  tokens = e.step(tokens);  // step 1: graph level
-  CUDA_CHECK(cudaDeviceSynchronize());
-  tracer.set_graph_trace_level(GraphTraceLevel::node);
-  tokens = e.step(tokens);  // step 2: node level, graph instantiated at graph level
-  CUDA_CHECK(cudaDeviceSynchronize());
-  e.reset_graph();
-  tokens = e.step(tokens);  // step 3: node level, re-captured
-  tokens = e.step(tokens);  // step 4
-  CUDA_CHECK(cudaDeviceSynchronize());
-  tracer.set_graph_trace_level(GraphTraceLevel::graph);
-  tokens = e.step(tokens);  // step 5: graph level, graph instantiated at node level
-  CUDA_CHECK(cudaDeviceSynchronize());
-  e.set_tracer(untraced);
-  const Timeline t = tracer.finish();
-  std::map<int, int> kernels;
-  for (const Activity& a : t.activities)
-    if (a.kind == ActivityKind::kernel) ++kernels[a.step];
-  const std::map<int, double> rec = graph_step_us(t);
-  for (int s = 0; s <= 5; ++s)
-    std::printf("NOTE level switch probe: step %d: %d kernel records, graph-level record %s\n", s,
-                kernels.count(s) ? kernels[s] : 0, rec.count(s) ? std::to_string(rec.at(s)).c_str() : "none");
-  for (const std::string& m : t.messages) std::printf("  timeline: %s\n", m.c_str());
-  EXPECT_GT(kernels[4], 0);  // the re-captured graph at node level is traced (what `profile` relies on)
-  EXPECT_EQ(kernels[3], kernels[4]);
-  EXPECT_TRUE(rec.count(1));
-}
