@@ -47,11 +47,13 @@ struct GemvGroup {
   int first[kMaxLinearGroup + 1] = {};
 };
 
+// MT 1: at most 80 registers (6 CTAs per SM), as before the GEMV became PDL-aware and grouped (ptxas
+// then gave 95: 5 CTAs per SM, and o_proj at m = 1 lost its one-wave split-K).
 template <int MT>
-__global__ void __launch_bounds__(32 * kWarps) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
+__global__ void __launch_bounds__(32 * kWarps, MT == 1 ? 6 : 1) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
   int seg = 0;
   while (seg + 1 < g.count && int(blockIdx.y) >= g.first[seg + 1]) ++seg;
-  const LinearParams p = g.p[seg];
+  const LinearParams& p = g.p[seg];
   float* part = g.part[seg];
   const int by = blockIdx.y - g.first[seg];  // row block within the projection
   constexpr int U = 2;  // 16-byte chunks per row per lane in flight (kRows * U loads)

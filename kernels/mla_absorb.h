@@ -54,7 +54,8 @@ struct MlaAbsorbPlan {
   bool eligible = false;       // the tiled kernels can run this shape (alignment, shared memory)
   bool simple_faster = false;  // the simple kernels measured faster at this (B, H): not fast
   // The GEMV kernels (B <= 4, BF16 kv_b 16-byte aligned, L % 8 == 0; unabsorb also o_latent 16-byte
-  // aligned) can run this shape; where they can, the dispatch takes them (gemv; fast is then false).
+  // aligned) can run this shape; gemv: the dispatch takes them (fast is then false): unabsorb wherever
+  // eligible, absorb at B 1 with H > 16 (measured; mla_absorb_cpu.cpp).
   bool gemv_eligible = false;
   bool gemv = false;
 };

@@ -80,26 +80,30 @@ MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int 
 }
 }  // namespace
 
-// The GEMV kernels (mla_absorb.cu) for B <= 4: they read W once like the tiled ones without staging
-// it in shared memory, so they replace both where they can run.
-static void plan_gemv(MlaAbsorbPlan& plan, const void* kv_b, DType dtype, int B, int L, bool activations_aligned) {
+// The GEMV kernels (mla_absorb.cu) for B <= 4: they read W once without staging it in shared memory.
+// Where they run, from the H200 measurement (device call P1a of 2026-11-29 session 4, `bench kernels
+// --only absorb`, us, gemv / tiled / simple): unabsorb at every B <= 4 (H 64 B 1: 11.2 / 22.8 / 14.0,
+// B 4: 17.6 / 25.2 / 30.1; H 16 B 4: 9.6 / 10.3 / 10.9); absorb only at B 1 with H > 16 (H 64: 13.6 /
+// 16.1 / 25.5; H 64 B 4: 23.2 / 19.3; H 16 B 1: 10.3 / 8.0).
+static void plan_gemv(MlaAbsorbPlan& plan, bool absorb, const void* kv_b, DType dtype, int B, int H, int L,
+                      bool activations_aligned) {
   plan.gemv_eligible = B <= 4 && dtype == DType::BF16 && reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % 8 == 0 &&
                        activations_aligned;
-  plan.gemv = plan.gemv_eligible;
+  plan.gemv = plan.gemv_eligible && (!absorb || (B == 1 && H > 16));
   if (plan.gemv) plan.fast = false;
 }
 
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p) {
   validate_mla_absorb_params(p, "plan_mla_absorb", true);
   MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, p.L, 64, true);
-  plan_gemv(plan, p.kv_b, p.kv_b_dtype, p.B, p.L, true);  // q is read a float at a time
+  plan_gemv(plan, true, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, true);  // q is read a float at a time
   return plan;
 }
 
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p) {
   validate_mla_unabsorb_params(p, "plan_mla_unabsorb", true);
   MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32, false);
-  plan_gemv(plan, p.kv_b, p.kv_b_dtype, p.B, p.L, reinterpret_cast<uintptr_t>(p.o_latent) % 16 == 0);  // float4 loads
+  plan_gemv(plan, false, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, reinterpret_cast<uintptr_t>(p.o_latent) % 16 == 0);  // float4 loads
   return plan;
 }
 

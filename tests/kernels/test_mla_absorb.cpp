@@ -92,7 +92,7 @@ TEST(MlaAbsorb, LaunchPlan) {
   auto check_plan = [](const MlaAbsorbPlan& pl, const Want& w, int tile) {
     EXPECT_TRUE(pl.eligible) << w.B;
     EXPECT_EQ(pl.gemv_eligible, w.B <= 4) << w.B;  // aligned BF16 kv_b, L % 8 == 0
-    EXPECT_EQ(pl.gemv, w.B <= 4) << w.B;
+    EXPECT_EQ(pl.gemv, tile == 64 ? w.B == 1 : w.B <= 4) << w.B;  // absorb (tile 64): B 1 at H 64 only
     EXPECT_EQ(pl.fast, !pl.simple_faster && !pl.gemv) << w.B;
     EXPECT_EQ(pl.tile, tile);
     EXPECT_EQ(pl.ctas, 64 * 8);
@@ -142,6 +142,10 @@ TEST(MlaAbsorb, LaunchPlan) {
   u.o_latent = q + 1;  // the GEMV unabsorb reads o_latent with 16-byte loads
   EXPECT_FALSE(plan_mla_unabsorb(u).gemv_eligible);
   EXPECT_TRUE(plan_mla_absorb(a).gemv);
+  a.H = 16;  // absorb: the tiled kernel measured faster at H 16
+  EXPECT_TRUE(plan_mla_absorb(a).gemv_eligible);
+  EXPECT_FALSE(plan_mla_absorb(a).gemv);
+  a.H = 64;
   a.kv_b_dtype = DType::F32;  // the GEMV kernels are BF16 only
   EXPECT_FALSE(plan_mla_absorb(a).gemv_eligible);
   a.kv_b_dtype = DType::BF16;
