@@ -108,23 +108,31 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   EXPECT_EQ(plan_u.gemv, want_gemv);
   EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster && !plan_a.gemv);  // eligible, and not measured slower
   EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster && !want_gemv);
-  if (want_gemv) {  // the dispatch checked below runs these; here the explicit entry points and their checks
-    Buffer gql = nan_buffer(nql, "q_latent gemv"), gout = nan_buffer(nout, "out gemv");
-    mla_absorb_gemv_cuda({pa.q, pa.kv_b, dt, gql.as<float>(), B, H, nope, v, L, qk}, nullptr);
-    mla_unabsorb_gemv_cuda({pu.o_latent, pu.kv_b, dt, gout.as<float>(), B, H, nope, v, L}, nullptr);
+  // Runs absorb / unabsorb through one pair of entry points (either may be skipped) into fresh NaN
+  // buffers, checks the canaries, and returns the errors against the CPU twin.
+  using AbsorbFn = void (*)(const MlaAbsorbParams&, cudaStream_t);
+  using UnabsorbFn = void (*)(const MlaUnabsorbParams&, cudaStream_t);
+  auto run = [&](const char* what, AbsorbFn fa, UnabsorbFn fu) {
+    Buffer rql = nan_buffer(nql, "q_latent"), rout = nan_buffer(nout, "out");
+    if (fa) fa({pa.q, pa.kv_b, dt, rql.as<float>(), B, H, nope, v, L, qk}, nullptr);
+    if (fu) fu({pu.o_latent, pu.kv_b, dt, rout.as<float>(), B, H, nope, v, L}, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> g1(nql + kCanary), g2(nout + kCanary);
-    gql.download(g1.data(), gql.bytes());
-    gout.download(g2.data(), gout.bytes());
-    check_canary(g1, nql, "mla_absorb_gemv_cuda");
-    check_canary(g2, nout, "mla_unabsorb_gemv_cuda");
-    Err ga, gu;
-    for (size_t i = 0; i < nql; ++i) ga.add(ql[i], ql_scale[i], g1[i]);
-    for (size_t i = 0; i < nout; ++i) gu.add(out[i], out_scale[i], g2[i]);
+    rql.download(g1.data(), rql.bytes());
+    rout.download(g2.data(), rout.bytes());
+    std::pair<Err, Err> e;
+    for (size_t i = 0; fa && i < nql; ++i) e.first.add(ql[i], ql_scale[i], g1[i]);
+    for (size_t i = 0; fu && i < nout; ++i) e.second.add(out[i], out_scale[i], g2[i]);
+    check_canary(g1, nql, what);
+    check_canary(g2, nout, what);
+    EXPECT_EQ(e.first.bad + e.second.bad, 0) << what << ": outputs not written or not finite";
+    EXPECT_LT(e.first.max_rel, 1e-5) << what << ", seed " << seed;
+    EXPECT_LT(e.second.max_rel, 1e-5) << what << ", seed " << seed;
+    return e;
+  };
+  if (want_gemv) {  // the explicit entry points (the dispatch, checked below, runs them where plan.gemv)
+    const auto [ga, gu] = run("gemv", mla_absorb_gemv_cuda, mla_unabsorb_gemv_cuda);
     std::printf("  gemv: absorb rel err %.3g, unabsorb rel err %.3g\n", ga.max_rel, gu.max_rel);
-    EXPECT_EQ(ga.bad + gu.bad, 0) << "gemv outputs not written or not finite";
-    EXPECT_LT(ga.max_rel, 1e-5) << "seed " << seed;
-    EXPECT_LT(gu.max_rel, 1e-5) << "seed " << seed;
   } else {
     EXPECT_THROW(mla_absorb_gemv_cuda(pa, nullptr), Error);
     EXPECT_THROW(mla_unabsorb_gemv_cuda(pu, nullptr), Error);
@@ -133,22 +141,9 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   want_fast_unabsorb = plan_u.fast;
   // The tiled kernels wherever eligible, also where the dispatch takes the simple ones.
   if (plan_a.eligible || plan_u.eligible) {
-    Buffer tql = nan_buffer(nql, "q_latent tiled"), tout = nan_buffer(nout, "out tiled");
-    if (plan_a.eligible) mla_absorb_tiled_cuda({pa.q, pa.kv_b, dt, tql.as<float>(), B, H, nope, v, L, qk}, nullptr);
-    if (plan_u.eligible) mla_unabsorb_tiled_cuda({pu.o_latent, pu.kv_b, dt, tout.as<float>(), B, H, nope, v, L}, nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> g1(nql + kCanary), g2(nout + kCanary);
-    tql.download(g1.data(), tql.bytes());
-    tout.download(g2.data(), tout.bytes());
-    Err ta, tu;
-    for (size_t i = 0; plan_a.eligible && i < nql; ++i) ta.add(ql[i], ql_scale[i], g1[i]);
-    for (size_t i = 0; plan_u.eligible && i < nout; ++i) tu.add(out[i], out_scale[i], g2[i]);
-    if (plan_a.eligible) check_canary(g1, nql, "mla_absorb_tiled_cuda");
-    if (plan_u.eligible) check_canary(g2, nout, "mla_unabsorb_tiled_cuda");
+    const auto [ta, tu] = run("tiled", plan_a.eligible ? mla_absorb_tiled_cuda : nullptr,
+                              plan_u.eligible ? mla_unabsorb_tiled_cuda : nullptr);
     std::printf("  tiled: absorb rel err %.3g, unabsorb rel err %.3g\n", ta.max_rel, tu.max_rel);
-    EXPECT_EQ(ta.bad + tu.bad, 0) << "tiled outputs not written or not finite";
-    EXPECT_LT(ta.max_rel, 1e-5) << "seed " << seed;
-    EXPECT_LT(tu.max_rel, 1e-5) << "seed " << seed;
   }
   if (!plan_a.eligible) {
     EXPECT_THROW(mla_absorb_tiled_cuda(pa, nullptr), Error);
@@ -156,25 +151,11 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   if (!plan_u.eligible) {
     EXPECT_THROW(mla_unabsorb_tiled_cuda(pu, nullptr), Error);
   }
-  mla_absorb_cuda(pa, nullptr);
-  mla_unabsorb_cuda(pu, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<float> gql(nql + kCanary), gout(nout + kCanary);
-  dql.download(gql.data(), dql.bytes());
-  dout.download(gout.data(), dout.bytes());
-  check_canary(gql, nql, "mla_absorb_cuda");
-  check_canary(gout, nout, "mla_unabsorb_cuda");
-  Err ea, eu;
-  for (size_t i = 0; i < nql; ++i) ea.add(ql[i], ql_scale[i], gql[i]);
-  for (size_t i = 0; i < nout; ++i) eu.add(out[i], out_scale[i], gout[i]);
+  const auto [ea, eu] = run("dispatch", mla_absorb_cuda, mla_unabsorb_cuda);
   std::printf("mla B=%d H=%d nope=%d v=%d L=%d %s%s: absorb (%s) rel err %.3g, unabsorb (%s) rel err %.3g  seed %llu\n",
               B, H, nope, v, L, dtype_name(dt).c_str(), kv_b_offset_bytes ? " unaligned" : "",
-              want_fast_absorb ? "fast" : "simple", ea.max_rel, want_fast_unabsorb ? "fast" : "simple", eu.max_rel,
-              (unsigned long long)seed);
-  EXPECT_EQ(ea.bad, 0) << "absorb outputs not written or not finite";
-  EXPECT_EQ(eu.bad, 0) << "unabsorb outputs not written or not finite";
-  EXPECT_LT(ea.max_rel, 1e-5) << "seed " << seed;
-  EXPECT_LT(eu.max_rel, 1e-5) << "seed " << seed;
+              plan_a.gemv ? "gemv" : want_fast_absorb ? "fast" : "simple", ea.max_rel,
+              plan_u.gemv ? "gemv" : want_fast_unabsorb ? "fast" : "simple", eu.max_rel, (unsigned long long)seed);
 }
 
 TEST(GpuMlaAbsorb, Glm5ShapesMatchCpuTwin) {
