@@ -32,7 +32,8 @@ start=$(date +%s)
 # Pool: every request's pages (context + warm-up + untraced + measured steps), at least the
 # 495,000-token server pool the other GLM-5 reports use (the cast path casts the whole pool).
 pool_for() {  # batch context
-  local need=$(( $1 * ( ($2 + WARMUP + UNTRACED + 1 + STEPS + 63) / 64 ) * 64 ))
+  # + 2: with --graph the default --graph-trace graph runs one re-capture and one attribution step more
+  local need=$(( $1 * ( ($2 + WARMUP + UNTRACED + 1 + STEPS + 2 + 63) / 64 ) * 64 ))
   (( need < 495000 )) && need=495000
   echo $need
 }
