@@ -21,6 +21,19 @@ int gpus() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+// Bound on the relative logits error TP vs one GPU. The golden checkpoint (trained weights): 1e-3.
+// The synthetic GLM-5-shaped model: the two runs differ in the last bits (fp32 sums in another order
+// around the all-reduces, ~5e-6 after layer 0 of the first step), and from the second step on some KV
+// latent elements of the earlier tokens round the other way when stored (BF16: 2^-8 steps; e4m3: 2^-4),
+// which its random weights amplify ~2-3x per layer. Measured on two H200s (session 4, per-layer hidden
+// states of both runs; reports/2026-11-29-h200-decode-step.md): layer 0 of step 1 3.8e-5 (BF16 KV) /
+// 1.6e-4 (FP8 KV), logits 1.2e-3 / 5.5e-3, the same before and after that session's changes. A sharding
+// mistake moves logits by O(1); the bounds below keep a 4x margin over the measured rounding noise.
+double tp_bound(bool golden, KvPath path) {
+  if (golden) return 1e-3;
+  return path == KvPath::Fp8 ? 2e-2 : 5e-3;
+}
+
 void check_tp(const ModelConfig& cfg, int tp, const std::vector<int32_t>& prompt, int n,
               const std::vector<int32_t>& forced, bool golden, uint64_t seed) {
   WeightOptions wo;
@@ -44,7 +57,8 @@ void check_tp(const ModelConfig& cfg, int tp, const std::vector<int32_t>& prompt
       double e = relative_error(many.logits[k], one.logits[k]);
       std::printf("%s TP%d %s step %d: relative error vs one GPU %.3g, top-1 %d vs %d\n", cfg.name.c_str(), tp,
                   kv_path_name(path).c_str(), k, e, many.generated[k], one.generated[k]);
-      EXPECT_LT(e, 1e-3) << "step " << k;
+      EXPECT_LT(e, tp_bound(golden, path)) << "step " << k;
+      EXPECT_EQ(many.generated[k], one.generated[k]) << "step " << k;
     }
   }
 }
