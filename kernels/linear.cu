@@ -268,11 +268,17 @@ struct LinearContext::Impl {
 LinearContext::LinearContext() : impl_(std::make_unique<Impl>()) {}
 LinearContext::~LinearContext() = default;
 
+namespace {
+// linear_cuda's choice for FP8 weights: the tensor-core kernel, the GEMV, or the large-m paths.
+enum class Fp8Path { Mma, Gemv, LargeM };
+Fp8Path fp8_path(const LinearParams& p, const LinearContext& ctx) {
+  if (p.m >= 2 && p.m <= ctx.fp8_mma_max_m && linear_fp8_mma_supported(p)) return Fp8Path::Mma;
+  return p.m <= ctx.fp8_gemv_max_m ? Fp8Path::Gemv : Fp8Path::LargeM;
+}
+}  // namespace
+
 bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
-  if (g.count < 2 || !linear_fp8_gemv_group_supported(g)) return false;
-  const int m = g.p[0].m;
-  const bool mma = m >= 2 && m <= ctx.fp8_mma_max_m;  // supported wherever the vector GEMV is
-  return !mma && m <= ctx.fp8_gemv_max_m;
+  return g.count >= 2 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
@@ -294,12 +300,13 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
   LinearContext::Impl& impl = *ctx.impl();
   LinearParams p = params;
   if (p.w_dtype == DType::F8_E4M3) {
-    if (p.m >= 2 && p.m <= ctx.fp8_mma_max_m && linear_fp8_mma_supported(p)) {
+    const Fp8Path path = fp8_path(p, ctx);
+    if (path == Fp8Path::Mma) {
       const size_t elems = size_t(linear_fp8_mma_splits(p)) * p.m * p.n;
       linear_fp8_mma_cuda(p, impl.split_out_for(elems), elems, stream);
       return;
     }
-    if (p.m <= ctx.fp8_gemv_max_m) {
+    if (path == Fp8Path::Gemv) {
       const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n, tiles = linear_fp8_gemv_counters(p);
       float* partial = impl.split_out_for(elems);
       linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles);

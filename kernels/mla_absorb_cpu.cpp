@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/kv_layout.h"
 #include "kernels/mla_absorb.h"
 
 namespace glm5 {
@@ -60,7 +61,7 @@ MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int 
   MlaAbsorbPlan plan;
   plan.tile = tile;
   plan.ctas = H * ((N + tile - 1) / tile);
-  const bool aligned = reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % (dtype == DType::BF16 ? 8 : 4) == 0;
+  const bool aligned = aligned16(kv_b) && L % (dtype == DType::BF16 ? 8 : 4) == 0;
   const int cg = tile / 8;
   auto smem = [&](int groups) {
     const int ks = 256 / cg / groups, kpw = std::max(1, 32 / cg / groups), nred = ks / kpw;
@@ -87,8 +88,7 @@ MlaAbsorbPlan plan_fast(const void* kv_b, DType dtype, int B, int H, int K, int 
 // 16.1 / 25.5; H 64 B 4: 23.2 / 19.3; H 16 B 1: 10.3 / 8.0).
 static void plan_gemv(MlaAbsorbPlan& plan, bool absorb, const void* kv_b, DType dtype, int B, int H, int L,
                       bool activations_aligned) {
-  plan.gemv_eligible = B <= 4 && dtype == DType::BF16 && reinterpret_cast<uintptr_t>(kv_b) % 16 == 0 && L % 8 == 0 &&
-                       activations_aligned;
+  plan.gemv_eligible = B <= 4 && dtype == DType::BF16 && aligned16(kv_b) && L % 8 == 0 && activations_aligned;
   plan.gemv = plan.gemv_eligible && (!absorb || (B == 1 && H > 16));
   if (plan.gemv) plan.fast = false;
 }
@@ -103,7 +103,7 @@ MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p) {
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p) {
   validate_mla_unabsorb_params(p, "plan_mla_unabsorb", true);
   MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32, false);
-  plan_gemv(plan, false, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, reinterpret_cast<uintptr_t>(p.o_latent) % 16 == 0);  // float4 loads
+  plan_gemv(plan, false, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, aligned16(p.o_latent));  // float4 loads
   return plan;
 }
 

@@ -420,27 +420,26 @@ double DecodeEngine::linear_weight_bytes(const Mat& w) {
 void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
   const double bytes = linear_weight_bytes(w) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
-  const bool split = opt_.precision == ActivationPrecision::SplitBf16;
-  LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, split};
+  const LinearParams p = linear_params(x, w, y, m, accumulate);
+  if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
+  else linear_cpu(p);
+}
+
+LinearParams DecodeEngine::linear_params(const float* x, const Mat& w, float* y, int m, bool accumulate) const {
+  LinearParams p{x, w.p, w.dt, y, m, w.n, w.k, accumulate, opt_.precision == ActivationPrecision::SplitBf16};
   p.ldw = w.ld;
   p.w_scale = w.scale;
   p.ld_scale = w.lds;
-  if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
-  else linear_cpu(p);
+  return p;
 }
 
 void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m) {
   LinearGroupParams g;
   g.count = int(projs.size());
   double bytes = 0, flops = 0;
-  const bool split = opt_.precision == ActivationPrecision::SplitBf16;
   for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
     const Mat& w = *projs[i].w;
-    LinearParams& p = g.p[i];
-    p = LinearParams{x, w.p, w.dt, projs[i].y, m, w.n, w.k, false, split};
-    p.ldw = w.ld;
-    p.w_scale = w.scale;
-    p.ld_scale = w.lds;
+    g.p[i] = linear_params(x, w, projs[i].y, m, false);
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
   }

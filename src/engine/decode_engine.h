@@ -14,6 +14,7 @@
 
 #include "common/buffer.h"
 #include "engine/kv_pool.h"
+#include "kernels/linear.h"
 #include "engine/run_spec.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -124,6 +125,8 @@ class DecodeEngine {
   };
   void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m);
   static double linear_weight_bytes(const Mat& w);
+  // The LinearParams of y = x W^T (+ y) for `w` (strides, block scales, the engine's activation precision).
+  LinearParams linear_params(const float* x, const Mat& w, float* y, int m, bool accumulate) const;
   Mat mat(const std::string& name) const;
   const float* vec(const std::string& name) const;
   // [gate; up] rows [row0, row0 + rows) of each, stacked into one [2 rows, hidden] matrix.
