@@ -27,8 +27,7 @@ __device__ __forceinline__ void rmsnorm_part(const NormParams& p, int row) {
 }
 
 __global__ void __launch_bounds__(kThreads) attn_prologue_kernel(AttnPrologueParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   __shared__ float red[kThreads / 32];
   const int B = p.kv_write.B, part = blockIdx.x / B, b = blockIdx.x % B;
   if (part == 0) {
@@ -48,8 +47,7 @@ __global__ void __launch_bounds__(kThreads) attn_prologue_kernel(AttnProloguePar
 }
 
 __global__ void rope2_kernel(Rope2Params p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int na = p.a.rows * p.a.heads;
   const int i = blockIdx.x;
   if (i < na) rope_dev::rope_head(p.a, i / p.a.heads, i % p.a.heads);

@@ -23,8 +23,7 @@ int grid_for(int64_t n) {
 // One block per row: out[r, :] = table[tokens[r], :]. Bytes: rows * dim * (table elt + 4).
 template <typename T>
 __global__ void embedding_kernel(EmbeddingParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int r = blockIdx.x;
   const T* row = static_cast<const T*>(p.table) + size_t(p.tokens[r]) * p.dim;
   float* out = p.out + size_t(r) * p.dim;
@@ -35,15 +34,13 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 }
 
 __global__ void add_inplace_kernel(AddParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < p.n; i += int64_t(gridDim.x) * blockDim.x)
     p.y[i] += p.x[i];
 }
 
 __global__ void silu_mul_kernel(SiluMulParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t n = int64_t(p.rows) * p.inter;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < n; idx += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = idx / p.inter, i = idx % p.inter;
@@ -60,8 +57,7 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
 
 // One block per row; NaN is read as -inf, so a row of NaN/-inf returns 0 (the first index).
 __global__ void argmax_kernel(ArgmaxParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const float* row = p.logits + size_t(blockIdx.x) * p.n;
   float best_v = -INFINITY;
   int best_i = 0x7fffffff;
@@ -88,8 +84,7 @@ __global__ void argmax_kernel(ArgmaxParams p) {
 }
 
 __global__ void f32_to_bf16_kernel(const float* src, uint16_t* dst, int64_t n) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = __bfloat16_as_ushort(__float2bfloat16_rn(src[i]));
 }

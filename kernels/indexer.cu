@@ -38,8 +38,7 @@ size_t score_smem_bytes(int Hi, int D) {
 }
 
 __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerScoreParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float4 smem4[];
   const int D = p.layout.dim, Hi = p.Hi, b = blockIdx.y, page = blockIdx.x, tid = threadIdx.x;
   float* q_s = reinterpret_cast<float*>(smem4);  // [Hi][D]
@@ -121,8 +120,7 @@ size_t score_mma_smem_bytes(int D) {
 }
 
 __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerScoreParams p, int pages_per_block) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   namespace wmma = nvcuda::wmma;
   extern __shared__ __align__(128) float4 mma_smem[];  // WMMA pointers must be 32-byte aligned
   const int D = p.layout.dim, ld = D + 4, ldc = kMmaHeads + 4, tid = threadIdx.x, warp = tid / 32;
@@ -350,8 +348,7 @@ __device__ __forceinline__ void f16_load_tile(const IndexerScoreParams& p, int b
 
 template <int D>
 __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(IndexerScoreParams p, int tiles_per_block) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   constexpr int KS = D / 16;
   __shared__ uint4 qf_s[4 * KS * 32];  // [n tile][k-step][lane]: {hi b0b1, hi b2b3, lo b0b1, lo b2b3}
   __shared__ float w_s[kF16Heads];     // head weight * head_weight_scale
@@ -612,8 +609,7 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // carries no cluster attribute; launch_kernel adds only the PDL one.)
 template <int C_>
 __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ uint32_t topk_smem[];
   unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
   unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's

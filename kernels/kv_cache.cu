@@ -14,22 +14,19 @@ namespace {
 using namespace kv_dev;
 
 __global__ void __launch_bounds__(kThreads) kv_write_kernel(KvWriteParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   __shared__ float red[kThreads / 32];
   kv_write_row(p, blockIdx.x, red);
 }
 
 __global__ void __launch_bounds__(kThreads) indexer_key_write_kernel(IndexerKeyWriteParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   __shared__ float red[kThreads / 32];
   indexer_key_write_row(p, blockIdx.x, red);
 }
 
 __global__ void __launch_bounds__(kThreads) kv_fill_kernel(KvFillParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   __shared__ float red[kThreads / 32];
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, D = p.indexer_layout.dim;
   for (int64_t r = blockIdx.x; r < p.rows; r += gridDim.x) {

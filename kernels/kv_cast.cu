@@ -136,8 +136,7 @@ __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int 
 // contiguous run of tile_rows * row_bytes bytes, 16-byte cp.async per thread) while tile j is cast.
 template <int kStages, bool kStreamingStores>
 __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, TileGeom g) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
   const int stage_bytes = g.tile_rows * l.row_bytes;
@@ -175,8 +174,7 @@ __global__ void __launch_bounds__(kThreads) kv_cast_tile_kernel(KvCastParams p, 
 // of the tile to issue next are loaded one iteration ahead, so their latency is hidden too.
 template <int kStages, bool kStreamingStores>
 __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGatherCastParams p, TileGeom g) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ __align__(16) uint8_t smem[];
   const LatentLayout l = p.layout;
   const int stage_bytes = g.tile_rows * l.row_bytes, in_chunks = l.row_bytes / 16;
@@ -233,8 +231,7 @@ __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGath
 }
 
 __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int lane = threadIdx.x % 32;
   const int64_t W = p.layout.latent_dim + p.layout.rope_dim;
   for (int64_t r = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; r < p.rows; r += int64_t(gridDim.x) * kWarps)
@@ -242,8 +239,7 @@ __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
 }
 
 __global__ void __launch_bounds__(kThreads) kv_gather_cast_kernel(KvGatherCastParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int lane = threadIdx.x % 32;
   const int64_t W = p.layout.latent_dim + p.layout.rope_dim;
   for (int64_t i = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32; i < p.count; i += int64_t(gridDim.x) * kWarps) {

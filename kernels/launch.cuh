@@ -50,6 +50,13 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// The opening of a kernel whose whole body depends on its predecessor: wait for it (pdl_wait), then let
+// the next grid start scheduling (pdl_launch_dependents).
+__device__ __forceinline__ void pdl_begin() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
 // Hints L2 to fetch [p, p + bytes) (cp.async.bulk.prefetch.L2, sm_90; bytes rounded down to 16, p
 // 16-byte aligned). For the weight bytes a CTA streams first, issued before pdl_wait().
 __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {

@@ -51,8 +51,7 @@ struct LinearPlan {
 
 // hi[i] = bf16(x[i]); lo[i] = bf16(x[i] - hi[i]); hi occupies [0, n), lo [n, 2n) of `out`.
 __global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __restrict__ out, int64_t n) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float v = x[i];
     const __nv_bfloat16 hi = __float2bfloat16_rn(v);
@@ -63,8 +62,7 @@ __global__ void split_bf16_kernel(const float* __restrict__ x, __nv_bfloat16* __
 
 // y[r, c] = (accumulate ? y[r, c] : 0) + y2[r, c] + y2[m + r, c]
 __global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __restrict__ y, int64_t mn, bool accumulate) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     const float s = y2[i] + y2[mn + i];
     y[i] = accumulate ? y[i] + s : s;
@@ -74,8 +72,7 @@ __global__ void sum_split_rows_kernel(const float* __restrict__ y2, float* __res
 // y[t, r] = (accumulate ? y[t, r] : 0) + d[r * m + t] (d: BF16, column-major [m, n]).
 __global__ void add_transposed_bf16_kernel(const uint16_t* __restrict__ d, float* __restrict__ y, int m, int n,
                                            bool accumulate) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t mn = int64_t(m) * n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / n, r = i % n;
@@ -282,9 +279,7 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
 }
 
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
-  require(g.count >= 1 && g.count <= kMaxLinearGroup, "linear_group_cuda: LinearGroupParams.count = " +
-                                                          std::to_string(g.count) + ", expected 1.." +
-                                                          std::to_string(kMaxLinearGroup));
+  validate_linear_group(g, "linear_group_cuda", false);
   if (!linear_group_fused(g, ctx)) {
     for (int s = 0; s < g.count; ++s) linear_cuda(g.p[s], ctx, stream);
     return;

@@ -99,6 +99,9 @@ struct LinearGroupParams {
   int count = 0;
   LinearParams p[kMaxLinearGroup] = {};
 };
+// Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup and each used p[s] passes
+// validate_linear_params(p[s], op, allow_f32_weight).
+void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight);
 // linear_cpu on each projection.
 void linear_group_cpu(const LinearGroupParams& g);
 // Whether linear_group_cuda runs the group as ONE launch: at least two projections, all where

@@ -33,13 +33,8 @@ __global__ void __launch_bounds__(kThreads) linear_bf16_gemv_kernel(LinearParams
   // The first step's weights are in flight before the wait for the previous kernel (kernels/launch.cuh).
   int c = (warp * 32 + lane) * 8;
   if (c < p.k) load(c);
-  pdl_wait();
-  pdl_launch_dependents();
-  float acc[kRows][MT];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
+  pdl_begin();
+  float acc[kRows][MT] = {};
   for (; c < p.k; c += kThreads * 8) {
 #pragma unroll
     for (int t = 0; t < MT; ++t) {

@@ -52,10 +52,15 @@ void linear_cpu(const LinearParams& p) {
   }
 }
 
-void linear_group_cpu(const LinearGroupParams& g) {
-  require(g.count >= 1 && g.count <= kMaxLinearGroup, "linear_group_cpu: LinearGroupParams.count = " +
+void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight) {
+  require(g.count >= 1 && g.count <= kMaxLinearGroup, std::string(op) + ": LinearGroupParams.count = " +
                                                           std::to_string(g.count) + ", expected 1.." +
                                                           std::to_string(kMaxLinearGroup));
+  for (int s = 0; s < g.count; ++s) validate_linear_params(g.p[s], op, allow_f32_weight);
+}
+
+void linear_group_cpu(const LinearGroupParams& g) {
+  validate_linear_group(g, "linear_group_cpu", true);
   for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
 }
 

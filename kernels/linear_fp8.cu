@@ -40,9 +40,7 @@ constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM
 // One grid may hold up to kMaxLinearGroup projections of the same x (linear_fp8_gemv_group_cuda):
 // projection s owns the row blocks [first[s], first[s + 1]) of gridDim.y and its partial sums part[s]
 // (null: no split); the tile counters are indexed by the grid's (x, y), so they stay distinct.
-struct GemvGroup {
-  int count = 1;
-  LinearParams p[kMaxLinearGroup];
+struct GemvGroup : LinearGroupParams {
   float* part[kMaxLinearGroup] = {};
   int first[kMaxLinearGroup + 1] = {};
 };
@@ -84,13 +82,8 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? 6 : 1) linear_fp8_gemv_
   // kernel (kernels/launch.cuh): under PDL their DRAM round trip overlaps its tail.
   int base = c_lo + lane * 16;
   if (base < c_hi) load(base);
-  pdl_wait();
-  pdl_launch_dependents();
-  float acc[kRows][MT];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < MT; ++t) acc[r][t] = 0.f;
+  pdl_begin();
+  float acc[kRows][MT] = {};
   for (; base < c_hi; base += 32 * 16 * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -146,8 +139,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? 6 : 1) linear_fp8_gemv_
 
 // y[t, r] (=|+=) sum over z of part[z][t][r], in split order (deterministic).
 __global__ void linear_fp8_reduce_kernel(LinearParams p, const float* __restrict__ part, int S) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t mn = int64_t(p.m) * p.n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < mn; i += int64_t(gridDim.x) * blockDim.x) {
     float s = 0.f;
@@ -158,8 +150,7 @@ __global__ void linear_fp8_reduce_kernel(LinearParams p, const float* __restrict
 
 // Scalar path (any k or alignment): one warp per (row, token), lane-strided over k.
 __global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (warp >= p.n * p.m) return;
   const int row = warp % p.n, t = warp / p.n;
@@ -179,8 +170,7 @@ __global__ void linear_fp8_gemv_scalar_kernel(LinearParams p) {
 }
 
 __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restrict__ out) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int64_t total = int64_t(p.n) * p.k;
   const uint8_t* w = static_cast<const uint8_t*>(p.w);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
@@ -194,8 +184,7 @@ __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restri
 // One warp per (token, 128-column block): amax, then codes (4 per lane per step).
 __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int m, int k, uint8_t* __restrict__ codes,
                                                 float* __restrict__ scales, bool tokens_fastest) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   const int blocks = k / 128;
   if (warp >= m * blocks) return;
@@ -241,8 +230,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) linear_fp8_mma_kernel(LinearPa
   if (aligned16(w) && ldw % 16 == 0)
     for (int r = lane; r < 16 * MT && row0 + r < p.n; r += 32)
       prefetch_l2(w + size_t(row0 + r) * ldw + c_lo, unsigned(min(512, c_hi - c_lo)));
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const float* xrow[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
@@ -448,6 +436,7 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
     return;
   }
   GemvGroup g;
+  g.count = 1;
   g.p[0] = p;
   run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);
 }
@@ -477,16 +466,12 @@ size_t linear_fp8_gemv_group_counters(const LinearGroupParams& g) {
 
 void linear_fp8_gemv_group_cuda(const LinearGroupParams& lg, float* partial, size_t partial_elems, cudaStream_t stream,
                                 int* counters, size_t counter_elems) {
-  require(lg.count >= 1 && lg.count <= kMaxLinearGroup, "linear_fp8_gemv_group_cuda: LinearGroupParams.count = " +
-                                                           std::to_string(lg.count) + ", expected 1.." +
-                                                           std::to_string(kMaxLinearGroup));
-  for (int s = 0; s < lg.count; ++s) validate_linear_params(lg.p[s], "linear_fp8_gemv_group_cuda", false);
+  validate_linear_group(lg, "linear_fp8_gemv_group_cuda", false);
   require(linear_fp8_gemv_group_supported(lg),
           "linear_fp8_gemv_group_cuda: the projections must all be F8_E4M3 with block scales, share x, m and k, and "
           "have k % 16 == 0 and 16-byte aligned x, w and rows");
   GemvGroup g;
-  g.count = lg.count;
-  for (int s = 0; s < lg.count; ++s) g.p[s] = lg.p[s];
+  static_cast<LinearGroupParams&>(g) = lg;
   run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);
 }
 

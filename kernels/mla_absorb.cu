@@ -44,8 +44,7 @@ __device__ __forceinline__ float load_weight(const T* w, size_t i) {
 // Dynamic shared memory: nope floats (q_nope of this (b, h)).
 template <typename T>
 __global__ void mla_absorb_simple_kernel(MlaAbsorbParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float q_nope[];
   const int bh = blockIdx.x, h = bh % p.H;
   const float* q = p.q + size_t(bh) * p.q_head_stride;
@@ -61,8 +60,7 @@ __global__ void mla_absorb_simple_kernel(MlaAbsorbParams p) {
 
 template <typename T>
 __global__ void mla_unabsorb_simple_kernel(MlaUnabsorbParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int bh = blockIdx.x, b = bh / p.H, h = bh % p.H;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int j = blockIdx.y * kUnabsorbWarps + warp;
@@ -108,13 +106,8 @@ __global__ void __launch_bounds__(kGemvThreads) mla_absorb_gemv_kernel(MlaAbsorb
   };
   int d0 = g;
   load(d0);
-  pdl_wait();
-  pdl_launch_dependents();
-  float acc[MB][8];
-#pragma unroll
-  for (int b = 0; b < MB; ++b)
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[b][j] = 0.f;
+  pdl_begin();
+  float acc[MB][8] = {};
   for (; d0 < p.nope; d0 += G * R) {
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -171,13 +164,8 @@ __global__ void __launch_bounds__(kGemvThreads) mla_unabsorb_gemv_kernel(MlaUnab
   };
   int c0 = lane * 8;
   load(c0);
-  pdl_wait();
-  pdl_launch_dependents();
-  float acc[MB][R];
-#pragma unroll
-  for (int b = 0; b < MB; ++b)
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[b][r] = 0.f;
+  pdl_begin();
+  float acc[MB][R] = {};
   for (; c0 < p.L; c0 += 256 * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -272,8 +260,7 @@ __device__ __forceinline__ int xs_index(int k, int bl, int BT) {
 // kTransposed: W is stored [n][k] (unabsorb's W_UV) instead of [k][n] (absorb's W_UK).
 template <typename T, int NT, bool kTransposed>
 __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float4 smem4[];
   float* ws = reinterpret_cast<float*>(smem4);  // [K][NT] fp32
   float* xs = ws + size_t(a.K) * NT;            // [K][BT] stage, then [ks][BT][NT] reduction
@@ -383,11 +370,7 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
     }
     __syncthreads();  // also publishes the W tile on the first pass
 
-    float acc[4][8];
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-      for (int n = 0; n < 8; ++n) acc[m][n] = 0.f;
+    float acc[4][8] = {};
     // Tensor-core candidate (see the file comment): this loop is the [BT x K] x [K x NT] product.
 #pragma unroll 4
     for (int k = ks; k < K; k += ks_n) {

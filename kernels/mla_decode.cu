@@ -124,8 +124,7 @@ __device__ void load_tile(const MlaDecodeParams& p, const int* idx_s, uint16_t* 
 //   acc [B][H][S][L] (unnormalized), then m [B][H][S], then l [B][H][S].
 template <bool kSplit>
 __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p, int chunk) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float4 smem4[];
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R, KS = kv_tile_stride(W);
   float* q_s = reinterpret_cast<float*>(smem4);                      // [kHeads][W]
@@ -267,8 +266,7 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 // 128-thread loop over the partials cost tens of microseconds of round trips.
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
   __shared__ float4 part_s[kCombineGroups - 1][kCombineLanes];

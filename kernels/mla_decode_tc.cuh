@@ -251,8 +251,7 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 // kPipeMode 2 (BF16 rows): three K/V tiles, rows copied two tiles ahead.
 template <int MT, bool kSplit, int kPipeMode = 0>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodeParams p, int chunk) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   constexpr bool kPipe = kPipeMode != 0, kPipe8 = kPipeMode == 1, kPipe16 = kPipeMode == 2;
   static_assert(!kPipe || MT != 2, "the pipelined kernel holds Q in registers (MT = 4 or 1)");
   constexpr int HB = 16 * MT;                  // heads per CTA (padded)

@@ -91,8 +91,7 @@ __device__ float expert_row_dot(const float* x, const void* w, const float* s, i
 // grid (B*k, ceil(inter / (kWarps*kGateUpRowsPerWarp))), block 32*kWarps.
 template <bool kVec, bool kFp8>
 __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int pair = blockIdx.x;  // b * k + j
   const int b = pair / p.k;
   const int e = p.topk_ids[pair] - p.expert_begin;  // local expert; outside [0, E): another rank's
@@ -119,8 +118,7 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // expert_row_dot, so the same bits.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
 __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int pair = blockIdx.x;
   const bool shared = pair >= p.B * p.k;
   const int b = shared ? pair - p.B * p.k : pair / p.k;
@@ -163,8 +161,7 @@ __global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
 // (warp_dots_fp8<8, 1>; a short last group repeats its last slot and drops the copies), summed in slot
 // order as moe_down_kernel does.
 __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
@@ -215,8 +212,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // moe_down_fp8_kernel.
 constexpr int kPairDownRows = 4;
 __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int pair = blockIdx.x;
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
   const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
@@ -251,8 +247,7 @@ __global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
 // atomics and a deterministic sum (slot order, as the CPU twin).
 template <bool kVec, bool kFp8>
 __global__ void moe_down_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int b = blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = (blockIdx.y * kWarps + warp) * kDownRowsPerWarp;
@@ -286,8 +281,7 @@ __device__ void warp_argmax(float& v, int& i) {
 // to the lower index, the weight sum accumulated in pick order.
 constexpr int kRouteThreads = 256;
 __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ float smem[];
   float* score = smem;
   float* choice = smem + p.E;
@@ -378,9 +372,7 @@ constexpr int kGroup = 8;  // pairs per pass of a warp (weights loaded once per 
 template <bool kVec, bool kFp8>
 __device__ void warp_dot_multi(const float* const* xs, int nt, const void* wrow, const float* srow, int n, float* out) {
   const int lane = threadIdx.x % 32;
-  float acc[kGroup];
-#pragma unroll
-  for (int t = 0; t < kGroup; ++t) acc[t] = 0.f;
+  float acc[kGroup] = {};
   if constexpr (kFp8 && kVec) {
     const uint8_t* w = static_cast<const uint8_t*>(wrow);
     for (int i = lane * 16; i < n; i += 32 * 16) {
@@ -445,8 +437,7 @@ __device__ void expert_row(const void* w, const float* s, int e, int rows_per_ex
 
 // One block: bucket the B*k pairs by local expert. group[0..E] = offsets, group[E+1 ..] = pair indices.
 __global__ void moe_group_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   extern __shared__ int counts[];  // [E] counts, then [E] cursors
   int* cursor = counts + p.E;
   const int pairs = p.B * p.k;
@@ -476,8 +467,7 @@ __global__ void moe_group_kernel(MoeExpertsParams p) {
 // grid (E, ceil(inter / (kWarps*kGateUpRowsPerWarp))): act[pair, i] for every pair routed to expert e.
 template <bool kVec, bool kFp8>
 __global__ void moe_gate_up_grouped_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
   if (count == 0) return;
@@ -508,8 +498,7 @@ __global__ void moe_gate_up_grouped_kernel(MoeExpertsParams p) {
 // grid (E, ceil(hidden / (kWarps*kDownRowsPerWarp))): pair_out[pair, d] for every pair routed to e.
 template <bool kVec, bool kFp8>
 __global__ void moe_down_grouped_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
   if (count == 0) return;
@@ -548,8 +537,7 @@ constexpr int kMoeMmaDownTiles = 4;  // down: m-tiles (16 hidden rows each) per 
 // [i0, i0 + 16 kMoeMmaHalfTiles) of expert e; m-tiles 0..H-1 are those gate rows, H..2H-1 the same up
 // rows, so a C fragment holds gate and up of the same (row, pair): act = silu(g) * u in registers.
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   constexpr int H = kMoeMmaHalfTiles;
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
@@ -596,8 +584,7 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_ker
 // grid (E, ceil(hidden / (16 kMoeMmaDownTiles kMoeMmaWarps))): pair_out[pair, d] = down_e[d, :] . act[pair, :]
 // for every pair routed to expert e.
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   constexpr int MT = kMoeMmaDownTiles;
   const int e = blockIdx.x;
   const int begin = p.group[e], count = p.group[e + 1] - begin;
@@ -632,8 +619,7 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel
 
 // out[b, d] = sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
 __global__ void moe_combine_kernel(MoeExpertsParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   const int b = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;
   if (d >= p.hidden) return;

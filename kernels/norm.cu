@@ -16,18 +16,15 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void rmsnorm_kernel(NormParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   norm_dev::rmsnorm_row(p, blockIdx.x);
 }
 __global__ void __launch_bounds__(1024) rmsnorm_vec_kernel(NormParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   norm_dev::rmsnorm_vec_row(p, blockIdx.x, blockDim.x);
 }
 __global__ void layernorm_kernel(NormParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   norm_dev::layernorm_row(p, blockIdx.x);
 }
 

@@ -11,8 +11,7 @@ namespace glm5 {
 namespace {
 
 __global__ void rope_kernel(RopeParams p) {
-  pdl_wait();
-  pdl_launch_dependents();
+  pdl_begin();
   rope_dev::rope_head(p, blockIdx.x / p.heads, blockIdx.x % p.heads);
 }
 
