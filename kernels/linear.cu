@@ -17,6 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/linear_fp8_tma.h"
 #include "kernels/launch.cuh"
 
 // CUBLASLT_CHECK(expr): throws glm5::Error naming the call, file:line and the cuBLASLt status.
@@ -299,6 +300,11 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     if (path == Fp8Path::Mma) {
       const size_t elems = size_t(linear_fp8_mma_splits(p)) * p.m * p.n;
       linear_fp8_mma_cuda(p, impl.split_out_for(elems), elems, stream);
+      return;
+    }
+    if (path == Fp8Path::Gemv && ctx.fp8_tma_gemv && linear_fp8_tma_supported(p)) {
+      const size_t elems = linear_fp8_tma_partial(p), tiles = linear_fp8_tma_counters(p);
+      linear_fp8_tma_cuda(p, impl.split_out_for(elems), elems, impl.counters_for(tiles), tiles, stream);
       return;
     }
     if (path == Fp8Path::Gemv) {

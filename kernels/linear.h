@@ -65,6 +65,9 @@ class LinearContext {
   // BF16 weights, m <= 4, n * k <= 2^24 (the router, the indexer's weights_proj): linear_bf16_gemv_cuda
   // (one launch, fp32 x) instead of x -> BF16 + cuBLASLt. false: always cuBLASLt (tests pin it).
   bool bf16_gemv = true;
+  // FP8 weights, m = 1, a single projection: the TMA-fed GEMV linear_fp8_tma_cuda (kernels/linear_fp8_tma.h)
+  // where it is supported, instead of linear_fp8_gemv. Off by default until the decode step measures it.
+  bool fp8_tma_gemv = false;
   // FP8 weights, m > fp8_gemv_max_m: Dequant = W to a BF16 staging copy + the BF16 cuBLASLt GEMM;
   // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
   // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its

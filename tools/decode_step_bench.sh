@@ -11,7 +11,8 @@
 # "skipped" and the reason, then is run again at the largest of 16384 / 8192 / 4096 tokens that fits.
 # OUT/runs/b<B>-c<C>-w<bf16|fp8>-graph<0|1>/ keeps each run's report.json / report.md / log (trace.json is deleted unless
 # KEEP_TRACES=1). Environment: BATCHES (default "1 8 32 128"), WEIGHTS (default "bf16 fp8"), GRAPHS
-# (default "0 1"), CONTEXT, STEPS=4 WARMUP=2 UNTRACED=3, SKIP ("b32-wbf16-graph0 ..." runs left out).
+# (default "0 1"), CONTEXT, STEPS=4 WARMUP=2 UNTRACED=3, SKIP ("b32-wbf16-graph0 ..." runs left out),
+# EXTRA (more `profile` flags for every run, e.g. "--fp8-gemv tma").
 #
 # Usage: tools/decode_step_bench.sh BIN OUT     (BIN: the glm5prof executable)
 set -u
@@ -45,7 +46,7 @@ run_one() {  # batch context weights graph(0|1) -> 0 ok, 2 did not fit, 1 other 
   mkdir -p "$dir"
   local t0; t0=$(date +%s)
   "$BIN" profile --model "$MODEL" --kv-path all --batch "$b" --context "$ctx" --pool-tokens "$pool" \
-      --weights-dtype "$wd" --steps "$STEPS" --warmup "$WARMUP" --untraced-steps "$UNTRACED" $flag --out "$dir" \
+      --weights-dtype "$wd" --steps "$STEPS" --warmup "$WARMUP" --untraced-steps "$UNTRACED" $flag ${EXTRA:-} --out "$dir" \
       > "$dir/log" 2>&1
   local rc=$?
   echo "batch $b context $ctx weights $wd graph $g: exit $rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/bench.log"

@@ -204,6 +204,11 @@ int main(int argc, char** argv) {
   prof->add_option("--attribution-steps", po.attribution_steps,
                    "with --graph-trace graph: node-level steps after the measured ones for the per-op analysis (default 1)")
       ->check(CLI::Range(1, 100));
+  prof->add_option("--fp8-gemv", po.fp8_gemv,
+                   "regs | tma: how the batch-1 FP8 GEMV streams its weights (default regs; tma: TMA boxes into a "
+                   "shared-memory ring, kernels/linear_fp8_tma.h)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"regs", "tma"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -216,6 +216,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   if (cuda_) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     linear_ctx_ = std::make_unique<LinearContext>();
+    linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
     cs_ = std::make_unique<CudaState>(opt.batch);
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),

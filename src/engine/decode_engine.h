@@ -60,6 +60,9 @@ struct EngineOptions {
   // activation kernel (ops moe.shared.* then do not appear: moe.experts includes it). Needs the shared
   // expert's intermediate size equal to the routed experts' and unsharded weights (--tp 1).
   bool fuse_shared_expert = true;
+  // CUDA, FP8 weights, m = 1: single projections run the TMA-fed GEMV (kernels/linear_fp8_tma.h,
+  // LinearContext::fp8_tma_gemv) instead of the register-fed one; grouped projections are unchanged.
+  bool fp8_tma_gemv = false;
 };
 
 class DecodeEngine {

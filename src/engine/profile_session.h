@@ -36,6 +36,9 @@ struct ProfileOptions {
   //   "":      the default: "graph" with --graph; must stay "" without --graph.
   std::string graph_trace;
   int attribution_steps = -1;     // --attribution-steps K in [1, 100] (graph level only); -1: default 1
+  // How the batch-1 FP8 GEMV is fed (EngineOptions::fp8_tma_gemv): "regs" (the register-fed
+  // linear_fp8_gemv) or "tma" (linear_fp8_tma: TMA boxes into a shared-memory ring). For A/B runs.
+  std::string fp8_gemv = "regs";
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

@@ -1,0 +1,287 @@
+// CUDA kernel of linear_fp8_tma.h: the TMA-fed FP8 GEMV (m = 1).
+//
+// Byte model: n * k weight bytes (+ n * k / 16384 * 4 of scales, + k * 4 of x per CTA from L2, + n * 4 of y,
+// + 2 * S * n * 4 of split partials through L2). Floor: n * k / copy bandwidth (o_proj 6144 x 16384: 100.7 MB,
+// 23.6 us at 4.26 TB/s).
+//
+// Shared memory per CTA: `stages` x 32 KB ring (1024-byte aligned: the 128-byte swizzle repeats every
+// 8 rows x 128 bytes), the CTA's slice of x as fp32 (<= kMaxXFloats), 2 x stages mbarriers.
+// Threads: 8 consumer warps (thread t: row t of the CTA's 256) + 1 producer warp (one elected thread).
+// Swizzle (CU_TENSOR_MAP_SWIZZLE_128B): the 16-byte chunk c of box row r lands at r * 128 + ((c ^ (r % 8)) * 16),
+// so the 8 threads of a quarter-warp (rows r..r+7) reading their chunk c hit 8 different 16-byte bank groups.
+// Pipeline per stage s of the ring (phase = use count & 1):
+//   producer: wait empty[s] (from the second use), arrive.expect_tx(full[s], 32 KB), TMA box -> ring[s].
+//   consumers: wait full[s], 8 x (16-byte load, 16 e4m3 -> fp32, 16 FMAs with x), one lane per warp arrives
+//   on empty[s] (count 8) after __syncwarp.
+// Register budget: __launch_bounds__(288, 2) (2 CTAs per SM with 3 stages: 2 x ~103 KB of shared memory).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "common/error.h"
+#include "kernels/fp8_dot.cuh"
+#include "kernels/launch.cuh"
+#include "kernels/linear_fp8_tma.h"
+
+namespace glm5 {
+namespace {
+
+constexpr int kRowsPerCta = 256;                  // TMA box rows (<= 256)
+constexpr int kBoxCols = 128;                     // TMA box columns = one scale block (128 B: the swizzle span)
+constexpr int kStageBytes = kRowsPerCta * kBoxCols;  // 32 KB
+constexpr int kConsumerWarps = kRowsPerCta / 32;
+constexpr int kThreads = 32 * (kConsumerWarps + 1);
+constexpr int kMaxStages = 4;
+constexpr int kMaxXFloats = 8192;                 // x slice per CTA (32 KB): splits are chosen so it fits
+
+struct TmaGemvArgs {
+  LinearParams p;
+  float* part;       // [S][n] or null (S == 1)
+  int* counters;     // [row blocks] or null (S == 1)
+  int blocks_per_split;  // 128-column blocks per split
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// One 2-D box (columns c0.., rows r0..) of the tensor map into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int r0, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_addr(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(r0), "r"(smem_addr(bar))
+      : "memory");
+}
+
+template <int kStages>
+__global__ void __launch_bounds__(kThreads, 2)
+    linear_fp8_tma_kernel(const __grid_constant__ CUtensorMap wmap, TmaGemvArgs a) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  // The ring must start on a 1024-byte boundary (128-byte swizzle atom); the dynamic allocation asks for 1 KB extra.
+  uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  float* xs = reinterpret_cast<float*>(ring + kStages * kStageBytes);
+  __shared__ uint64_t full[kStages], empty[kStages];
+  const LinearParams& p = a.p;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row0 = blockIdx.x * kRowsPerCta;
+  const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
+  const int kb0 = blockIdx.y * a.blocks_per_split, kb1 = min(kbs, kb0 + a.blocks_per_split);
+  const int nb = max(kb1 - kb0, 0);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumerWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (warp == kConsumerWarps) {
+    // Producer. The weights are not written by any kernel of the step: the ring fills before the PDL wait.
+    // The first `kStages` boxes go out before the wait; then the wait (every thread of the CTA waits
+    // before it may exit, launch.cuh's contract) and the launch of the dependents; the rest of the ring
+    // refills as the consumers free its stages.
+    auto issue = [&](int i) {
+      const int s = i % kStages;
+      if (i >= kStages) mbar_wait(&empty[s], ((i / kStages) - 1) & 1);
+      mbar_expect_tx(&full[s], kStageBytes);
+      tma_load_2d(ring + s * kStageBytes, &wmap, (kb0 + i) * kBoxCols, row0, &full[s]);
+    };
+    if (lane == 0)
+      for (int i = 0; i < min(nb, kStages); ++i) issue(i);
+    pdl_begin();
+    if (lane == 0)
+      for (int i = kStages; i < nb; ++i) issue(i);
+    return;
+  }
+  pdl_begin();
+  // The CTA's slice of x: columns [kb0 * 128, kb1 * 128), zero past k.
+  const int c0 = kb0 * kBoxCols, cols = nb * kBoxCols;
+  for (int i = threadIdx.x * 4; i < cols; i += 32 * kConsumerWarps * 4) {
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (c0 + i + 3 < p.k) {
+      v = *reinterpret_cast<const float4*>(p.x + c0 + i);
+    } else {
+      float t[4] = {0.f, 0.f, 0.f, 0.f};
+      for (int q = 0; q < 4; ++q)
+        if (c0 + i + q < p.k) t[q] = p.x[c0 + i + q];
+      v = make_float4(t[0], t[1], t[2], t[3]);
+    }
+    *reinterpret_cast<float4*>(xs + i) = v;
+  }
+  asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");  // consumers only
+  const int r = threadIdx.x;  // row within the box
+  const int row = row0 + r;
+  const float* srow = p.w_scale + size_t(min(row, p.n - 1) / kFp8WeightBlock) * p.scale_stride();
+  float acc = 0.f;
+  float sc = nb > 0 ? __ldg(srow + kb0) : 0.f;
+  for (int i = 0; i < nb; ++i) {
+    const int s = i % kStages;
+    const float sc_next = i + 1 < nb ? __ldg(srow + kb0 + i + 1) : 0.f;
+    mbar_wait(&full[s], (i / kStages) & 1);
+    const uint8_t* box_row = ring + s * kStageBytes + r * kBoxCols;
+    const float* xb = xs + i * kBoxCols;
+    float part = 0.f;
+#pragma unroll
+    for (int c = 0; c < kBoxCols / 16; ++c) {
+      const uint4 codes = *reinterpret_cast<const uint4*>(box_row + ((c ^ (r & 7)) << 4));
+      part += fp8_dot16(codes, xb + 16 * c);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+    acc = fmaf(sc, part, acc);
+    sc = sc_next;
+  }
+  const bool split = a.part != nullptr;
+  if (!split) {
+    if (row < p.n) p.y[row] = p.accumulate ? p.y[row] + acc : acc;
+    return;
+  }
+  if (row < p.n) a.part[size_t(blockIdx.y) * p.n + row] = acc;
+  __shared__ int last;
+  __threadfence();  // this CTA's partials reach L2 before its count
+  asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");
+  if (threadIdx.x == 0) {
+    int* c = a.counters + blockIdx.x;
+    last = atomicAdd(c, 1) == int(gridDim.y) - 1;
+    if (last) *c = 0;
+  }
+  asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");
+  if (!last || row >= p.n) return;
+  __threadfence();
+  float sum = 0.f;
+  for (int z = 0; z < int(gridDim.y); ++z) sum += __ldcg(a.part + size_t(z) * p.n + row);
+  p.y[row] = p.accumulate ? p.y[row] + sum : sum;
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static thread_local PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (!fn) {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
+    require(q == cudaDriverEntryPointSuccess && f, "linear_fp8_tma_cuda: the driver has no cuTensorMapEncodeTiled");
+    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
+  }
+  return fn;
+}
+
+CUtensorMap weight_map(const LinearParams& p) {
+  CUtensorMap m;
+  std::memset(&m, 0, sizeof(m));
+  const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(p.n)};
+  const cuuint64_t strides[1] = {cuuint64_t(p.w_stride())};  // bytes between rows
+  const cuuint32_t box[2] = {kBoxCols, kRowsPerCta};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUresult rc = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p.w), dims, strides, box,
+                                  estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  require(rc == CUDA_SUCCESS, "linear_fp8_tma_cuda: cuTensorMapEncodeTiled refused the weight (n " +
+                                  std::to_string(p.n) + ", k " + std::to_string(p.k) + ", row stride " +
+                                  std::to_string(p.w_stride()) + " B): error " + std::to_string(int(rc)));
+  return m;
+}
+
+size_t smem_bytes(int stages, int blocks_per_split) {
+  return 1024 + size_t(stages) * kStageBytes + size_t(blocks_per_split) * kBoxCols * 4;
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+template <int S>
+void launch(const CUtensorMap& map, const TmaGemvArgs& a, dim3 grid, cudaStream_t stream) {
+  const size_t smem = smem_bytes(S, a.blocks_per_split);
+  CUDA_CHECK(cudaFuncSetAttribute(linear_fp8_tma_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch_kernel(linear_fp8_tma_kernel<S>, grid, kThreads, smem, stream, map, a);
+}
+
+}  // namespace
+
+bool linear_fp8_tma_supported(const LinearParams& p) {
+  return p.m == 1 && p.n > 0 && p.k > 0 && p.w_dtype == DType::F8_E4M3 && p.w_scale && p.k % 16 == 0 &&
+         p.w_stride() % 16 == 0 && ((reinterpret_cast<uintptr_t>(p.w) | reinterpret_cast<uintptr_t>(p.x)) & 15u) == 0;
+}
+
+// Splits: about two CTAs per SM (the ring's residency at 3 stages) over the row blocks, each split at
+// least 2 column blocks, and the x slice within kMaxXFloats.
+int linear_fp8_tma_splits(const LinearParams& p) {
+  const int row_blocks = (p.n + kRowsPerCta - 1) / kRowsPerCta, kbs = (p.k + kBoxCols - 1) / kBoxCols;
+  const int want = std::max(1, (2 * sm_count()) / row_blocks);
+  int s = std::max(1, std::min(want, kbs / 2));
+  while ((kbs + s - 1) / s * kBoxCols > kMaxXFloats) ++s;
+  return s;
+}
+
+size_t linear_fp8_tma_partial(const LinearParams& p, int splits) {
+  const int s = splits > 0 ? splits : linear_fp8_tma_splits(p);
+  return s > 1 ? size_t(s) * p.n : 0;
+}
+
+size_t linear_fp8_tma_counters(const LinearParams& p) { return size_t((p.n + kRowsPerCta - 1) / kRowsPerCta); }
+
+void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_elems, int* counters,
+                         size_t counter_elems, cudaStream_t stream, int splits, int stages) {
+  validate_linear_params(p, "linear_fp8_tma_cuda", false);
+  require(linear_fp8_tma_supported(p), "linear_fp8_tma_cuda: needs m == 1, F8_E4M3 weights with scales, k % 16 == 0 "
+                                       "and 16-byte aligned x, weight and row stride (m " + std::to_string(p.m) +
+                                           ", k " + std::to_string(p.k) + ")");
+  require(stages >= 2 && stages <= kMaxStages,
+          "linear_fp8_tma_cuda: stages = " + std::to_string(stages) + ", expected 2..4");
+  const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
+  int S = splits > 0 ? std::min(splits, kbs) : linear_fp8_tma_splits(p);
+  const int per = (kbs + S - 1) / S;
+  S = (kbs + per - 1) / per;  // no empty split
+  require(size_t(per) * kBoxCols <= size_t(kMaxXFloats),
+          "linear_fp8_tma_cuda: splits = " + std::to_string(S) + " leaves " + std::to_string(per * kBoxCols) +
+              " columns of x per CTA, more than " + std::to_string(kMaxXFloats));
+  TmaGemvArgs a{p, nullptr, nullptr, per};
+  if (S > 1) {
+    require(partial && partial_elems >= size_t(S) * p.n,
+            "linear_fp8_tma_cuda: partial holds " + std::to_string(partial_elems) + " floats, needs " +
+                std::to_string(size_t(S) * p.n));
+    require(counters && counter_elems >= linear_fp8_tma_counters(p),
+            "linear_fp8_tma_cuda: counters hold " + std::to_string(counter_elems) + " ints, need " +
+                std::to_string(linear_fp8_tma_counters(p)));
+    a.part = partial;
+    a.counters = counters;
+  }
+  const CUtensorMap map = weight_map(p);
+  const dim3 grid((p.n + kRowsPerCta - 1) / kRowsPerCta, S);
+  if (stages == 2) launch<2>(map, a, grid, stream);
+  else if (stages == 3) launch<3>(map, a, grid, stream);
+  else launch<4>(map, a, grid, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace glm5
