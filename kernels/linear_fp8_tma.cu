@@ -244,7 +244,9 @@ int linear_fp8_tma_splits(const LinearParams& p) {
 }
 
 size_t linear_fp8_tma_partial(const LinearParams& p, int splits) {
-  const int s = splits > 0 ? splits : linear_fp8_tma_splits(p);
+  const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
+  const int s = std::max(splits > 0 ? std::min(splits, kbs) : linear_fp8_tma_splits(p),
+                         (kbs * kBoxCols + kMaxXFloats - 1) / kMaxXFloats);
   return s > 1 ? size_t(s) * p.n : 0;
 }
 
@@ -259,12 +261,11 @@ void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_e
   require(stages >= 2 && stages <= kMaxStages,
           "linear_fp8_tma_cuda: stages = " + std::to_string(stages) + ", expected 2..4");
   const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
+  // A requested split count is raised where a CTA's x slice would exceed kMaxXFloats (k > 8192 at splits 1).
   int S = splits > 0 ? std::min(splits, kbs) : linear_fp8_tma_splits(p);
+  S = std::max(S, (kbs * kBoxCols + kMaxXFloats - 1) / kMaxXFloats);
   const int per = (kbs + S - 1) / S;
   S = (kbs + per - 1) / per;  // no empty split
-  require(size_t(per) * kBoxCols <= size_t(kMaxXFloats),
-          "linear_fp8_tma_cuda: splits = " + std::to_string(S) + " leaves " + std::to_string(per * kBoxCols) +
-              " columns of x per CTA, more than " + std::to_string(kMaxXFloats));
   TmaGemvArgs a{p, nullptr, nullptr, per};
   if (S > 1) {
     require(partial && partial_elems >= size_t(S) * p.n,

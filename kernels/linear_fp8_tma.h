@@ -37,7 +37,8 @@ size_t linear_fp8_tma_partial(const LinearParams& p, int splits = 0);   // float
 size_t linear_fp8_tma_counters(const LinearParams& p);                  // ints: ceil(n / 256)
 // y[n] (=|+=) x[k] W^T. `partial` >= linear_fp8_tma_partial(p, splits) floats, `counters` >=
 // linear_fp8_tma_counters(p) ints, zero before the first call (each call leaves them zero); one stream
-// at a time per counter array. splits 0: linear_fp8_tma_splits(p); stages: 2..4 ring stages (tuning).
+// at a time per counter array. splits 0: linear_fp8_tma_splits(p), else at most ceil(k / 128) and at least
+// what keeps a CTA's x slice within 8192 columns; stages: 2..4 ring stages (tuning).
 // Throws glm5::Error when unsupported, on too small buffers, or when the driver refuses the tensor map.
 void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_elems, int* counters,
                          size_t counter_elems, cudaStream_t stream, int splits = 0, int stages = 3);

@@ -940,8 +940,12 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
       out.push_back(r);
     }
     for (bool fp8 : want_mla ? std::vector<bool>{true, false} : std::vector<bool>{}) {
-      for (int H : {64, 16}) {
-        for (int B : batches) {
+      // 128 and 256 query heads per request (FP8, B 64 / 128 even with --quick): FlashMLA's sparse decode
+      // shapes, 128 heads at s_q 1 and s_q 2 (s_q tokens of a request attend to the same rows, so 2 x 128
+      // heads sharing one index row is the same work: tools/flashmla_bench.py times FlashMLA there).
+      for (int H : {64, 16, 128, 256}) {
+        for (int B : H > 64 ? std::vector<int>{64, 128} : batches) {
+          if (H > 64 && !fp8) continue;
           std::vector<int32_t> idx = random_indices(B, kTopk, rows, seed + 7 * B + H);
           MlaInputs in = make_mla_inputs(B, H, kTopk, l, idx, seed + B);
           const LatentLayout kl = fp8 ? l : lb;
