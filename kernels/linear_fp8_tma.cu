@@ -32,10 +32,9 @@
 namespace glm5 {
 namespace {
 
-constexpr int kRowsPerCta = 256;                  // TMA box rows (<= 256)
 constexpr int kBoxCols = 128;                     // TMA box columns = one scale block (128 B: the swizzle span)
-constexpr int kStageBytes = kRowsPerCta * kBoxCols;  // 32 KB
-constexpr int kConsumerWarps = kRowsPerCta / 32;
+constexpr int kStageBytes = 256 * kBoxCols;       // 32 KB per ring stage, whatever the box shape
+constexpr int kConsumerWarps = 8;                 // 256 consumer threads
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
 constexpr int kMaxStages = 4;
 constexpr int kMaxXFloats = 8192;                 // x slice per CTA (32 KB): splits are chosen so it fits
@@ -44,7 +43,7 @@ struct TmaGemvArgs {
   LinearParams p;
   float* part;       // [S][n] or null (S == 1)
   int* counters;     // [row blocks] or null (S == 1)
-  int blocks_per_split;  // 128-column blocks per split
+  int blocks_per_split;  // 128-column blocks per split (a multiple of the boxes per stage, but for the last)
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -79,9 +78,18 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       : "memory");
 }
 
-template <int kStages>
+// kBoxRows (256, 128 or 64) rows per CTA; a ring stage holds kNB = 256 / kBoxRows boxes of [kBoxRows x 128]
+// at adjacent 128-column blocks, so each weight row contributes kNB x 128 contiguous bytes per stage
+// (the DRAM access pattern is the variable under test: 128 B from each of 256 rows, or 512 B from each of 64).
+// Consumer thread t = kNB * r + j owns row r and box j of every stage; its 8 chunk reads run in the
+// order (c + 2j) % 8, so the 8 threads of a quarter-warp (2..8 rows x kNB boxes) hit 8 different 16-byte
+// bank groups (boxes are 8 KB-multiples apart, the swizzle XORs the chunk with r % 8). The kNB partial sums
+// of a row are added by shuffles (adjacent lanes) at the end, in box order.
+template <int kStages, int kBoxRows>
 __global__ void __launch_bounds__(kThreads, 2)
     linear_fp8_tma_kernel(const __grid_constant__ CUtensorMap wmap, TmaGemvArgs a) {
+  constexpr int kNB = 256 / kBoxRows;
+  constexpr int kBoxBytes = kBoxRows * kBoxCols;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   // The ring must start on a 1024-byte boundary (128-byte swizzle atom); the dynamic allocation asks for 1 KB extra.
   uint8_t* ring = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -89,10 +97,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ uint64_t full[kStages], empty[kStages];
   const LinearParams& p = a.p;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int row0 = blockIdx.x * kRowsPerCta;
+  const int row0 = blockIdx.x * kBoxRows;
   const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
   const int kb0 = blockIdx.y * a.blocks_per_split, kb1 = min(kbs, kb0 + a.blocks_per_split);
-  const int nb = max(kb1 - kb0, 0);
+  const int nb = max(kb1 - kb0, 0);          // column blocks of this CTA
+  const int stages_used = (nb + kNB - 1) / kNB;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(&full[s], 1);
@@ -103,20 +112,22 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   if (warp == kConsumerWarps) {
     // Producer. The weights are not written by any kernel of the step: the ring fills before the PDL wait.
-    // The first `kStages` boxes go out before the wait; then the wait (every thread of the CTA waits
+    // The first `kStages` stages go out before the wait; then the wait (every thread of the CTA waits
     // before it may exit, launch.cuh's contract) and the launch of the dependents; the rest of the ring
-    // refills as the consumers free its stages.
+    // refills as the consumers free its stages. Boxes past the CTA's last column block are not issued.
     auto issue = [&](int i) {
       const int s = i % kStages;
       if (i >= kStages) mbar_wait(&empty[s], ((i / kStages) - 1) & 1);
-      mbar_expect_tx(&full[s], kStageBytes);
-      tma_load_2d(ring + s * kStageBytes, &wmap, (kb0 + i) * kBoxCols, row0, &full[s]);
+      const int boxes = min(kNB, nb - i * kNB);
+      mbar_expect_tx(&full[s], unsigned(boxes * kBoxBytes));
+      for (int j = 0; j < boxes; ++j)
+        tma_load_2d(ring + s * kStageBytes + j * kBoxBytes, &wmap, (kb0 + i * kNB + j) * kBoxCols, row0, &full[s]);
     };
     if (lane == 0)
-      for (int i = 0; i < min(nb, kStages); ++i) issue(i);
+      for (int i = 0; i < min(stages_used, kStages); ++i) issue(i);
     pdl_begin();
     if (lane == 0)
-      for (int i = kStages; i < nb; ++i) issue(i);
+      for (int i = kStages; i < stages_used; ++i) issue(i);
     return;
   }
   pdl_begin();
@@ -135,34 +146,44 @@ __global__ void __launch_bounds__(kThreads, 2)
     *reinterpret_cast<float4*>(xs + i) = v;
   }
   asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");  // consumers only
-  const int r = threadIdx.x;  // row within the box
+  const int r = threadIdx.x / kNB, j = threadIdx.x % kNB;  // row within the box, box within the stage
   const int row = row0 + r;
   const float* srow = p.w_scale + size_t(min(row, p.n - 1) / kFp8WeightBlock) * p.scale_stride();
   float acc = 0.f;
-  float sc = nb > 0 ? __ldg(srow + kb0) : 0.f;
-  for (int i = 0; i < nb; ++i) {
-    const int s = i % kStages;
-    const float sc_next = i + 1 < nb ? __ldg(srow + kb0 + i + 1) : 0.f;
+  float sc = j < nb ? __ldg(srow + kb0 + j) : 0.f;
+  for (int i = 0; i < stages_used; ++i) {
+    const int s = i % kStages, b = i * kNB + j;  // b: this thread's column block within the CTA's range
+    const float sc_next = b + kNB < nb ? __ldg(srow + kb0 + b + kNB) : 0.f;
     mbar_wait(&full[s], (i / kStages) & 1);
-    const uint8_t* box_row = ring + s * kStageBytes + r * kBoxCols;
-    const float* xb = xs + i * kBoxCols;
-    float part = 0.f;
+    if (b < nb) {
+      const uint8_t* box_row = ring + s * kStageBytes + j * kBoxBytes + r * kBoxCols;
+      const float* xb = xs + b * kBoxCols;
+      float part = 0.f;
 #pragma unroll
-    for (int c = 0; c < kBoxCols / 16; ++c) {
-      const uint4 codes = *reinterpret_cast<const uint4*>(box_row + ((c ^ (r & 7)) << 4));
-      part += fp8_dot16(codes, xb + 16 * c);
+      for (int q = 0; q < kBoxCols / 16; ++q) {
+        const int c = (q + 2 * j) & 7;
+        const uint4 codes = *reinterpret_cast<const uint4*>(box_row + ((c ^ (r & 7)) << 4));
+        part += fp8_dot16(codes, xb + 16 * c);
+      }
+      acc = fmaf(sc, part, acc);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]);
-    acc = fmaf(sc, part, acc);
     sc = sc_next;
   }
+  // The row's kNB partial sums (adjacent lanes), added in box order by the lane of box 0.
+#pragma unroll
+  for (int o = 1; o < kNB; ++o) {
+    const float v = __shfl_down_sync(0xffffffffu, acc, o);
+    if (j == 0) acc += v;
+  }
+  const bool owner = j == 0 && row < p.n;
   const bool split = a.part != nullptr;
   if (!split) {
-    if (row < p.n) p.y[row] = p.accumulate ? p.y[row] + acc : acc;
+    if (owner) p.y[row] = p.accumulate ? p.y[row] + acc : acc;
     return;
   }
-  if (row < p.n) a.part[size_t(blockIdx.y) * p.n + row] = acc;
+  if (owner) a.part[size_t(blockIdx.y) * p.n + row] = acc;
   __shared__ int last;
   __threadfence();  // this CTA's partials reach L2 before its count
   asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");
@@ -172,7 +193,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (last) *c = 0;
   }
   asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");
-  if (!last || row >= p.n) return;
+  if (!last || !owner) return;
   __threadfence();
   float sum = 0.f;
   for (int z = 0; z < int(gridDim.y); ++z) sum += __ldcg(a.part + size_t(z) * p.n + row);
@@ -192,12 +213,12 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-CUtensorMap weight_map(const LinearParams& p) {
+CUtensorMap weight_map(const LinearParams& p, int box_rows) {
   CUtensorMap m;
   std::memset(&m, 0, sizeof(m));
   const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(p.n)};
   const cuuint64_t strides[1] = {cuuint64_t(p.w_stride())};  // bytes between rows
-  const cuuint32_t box[2] = {kBoxCols, kRowsPerCta};
+  const cuuint32_t box[2] = {kBoxCols, cuuint32_t(box_rows)};
   const cuuint32_t estrides[2] = {1, 1};
   const CUresult rc = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p.w), dims, strides, box,
                                   estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -219,11 +240,43 @@ int sm_count() {
   return sms;
 }
 
-template <int S>
+template <int S, int R>
 void launch(const CUtensorMap& map, const TmaGemvArgs& a, dim3 grid, cudaStream_t stream) {
   const size_t smem = smem_bytes(S, a.blocks_per_split);
-  CUDA_CHECK(cudaFuncSetAttribute(linear_fp8_tma_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  launch_kernel(linear_fp8_tma_kernel<S>, grid, kThreads, smem, stream, map, a);
+  CUDA_CHECK(cudaFuncSetAttribute(linear_fp8_tma_kernel<S, R>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  launch_kernel(linear_fp8_tma_kernel<S, R>, grid, kThreads, smem, stream, map, a);
+}
+template <int R>
+void launch_rows(int stages, const CUtensorMap& map, const TmaGemvArgs& a, dim3 grid, cudaStream_t stream) {
+  if (stages == 2) launch<2, R>(map, a, grid, stream);
+  else if (stages == 3) launch<3, R>(map, a, grid, stream);
+  else launch<4, R>(map, a, grid, stream);
+}
+
+// The split plan: S column ranges of `per` blocks each (a multiple of the boxes per stage, 256 / box_rows,
+// but for the last range), S >= the requested or heuristic count as far as ceil(k / 128) allows and large
+// enough that a CTA's x slice fits kMaxXFloats. Heuristic: about two CTAs per SM (the ring's residency
+// at 3 stages) over the row blocks, each split at least 2 column blocks.
+struct SplitPlan {
+  int S = 1, per = 1;
+};
+SplitPlan split_plan(const LinearParams& p, int splits, int box_rows) {
+  const int kbs = (p.k + kBoxCols - 1) / kBoxCols, nbox = 256 / box_rows;
+  const int row_blocks = (p.n + box_rows - 1) / box_rows;
+  int S = splits > 0 ? std::min(splits, kbs)
+                     : std::max(1, std::min(std::max(1, (2 * sm_count()) / row_blocks), kbs / 2));
+  SplitPlan sp;
+  for (;; ++S) {
+    sp.per = ((kbs + S - 1) / S + nbox - 1) / nbox * nbox;
+    if (sp.per * kBoxCols <= kMaxXFloats || sp.per <= nbox) break;
+  }
+  sp.S = (kbs + sp.per - 1) / sp.per;  // no empty range
+  return sp;
+}
+
+void validate_box_rows(int box_rows) {
+  require(box_rows == 64 || box_rows == 128 || box_rows == 256,
+          "linear_fp8_tma_cuda: box_rows = " + std::to_string(box_rows) + ", expected 64, 128 or 256");
 }
 
 }  // namespace
@@ -233,55 +286,45 @@ bool linear_fp8_tma_supported(const LinearParams& p) {
          p.w_stride() % 16 == 0 && ((reinterpret_cast<uintptr_t>(p.w) | reinterpret_cast<uintptr_t>(p.x)) & 15u) == 0;
 }
 
-// Splits: about two CTAs per SM (the ring's residency at 3 stages) over the row blocks, each split at
-// least 2 column blocks, and the x slice within kMaxXFloats.
-int linear_fp8_tma_splits(const LinearParams& p) {
-  const int row_blocks = (p.n + kRowsPerCta - 1) / kRowsPerCta, kbs = (p.k + kBoxCols - 1) / kBoxCols;
-  const int want = std::max(1, (2 * sm_count()) / row_blocks);
-  int s = std::max(1, std::min(want, kbs / 2));
-  while ((kbs + s - 1) / s * kBoxCols > kMaxXFloats) ++s;
-  return s;
+int linear_fp8_tma_splits(const LinearParams& p, int box_rows) {
+  validate_box_rows(box_rows);
+  return split_plan(p, 0, box_rows).S;
 }
 
-size_t linear_fp8_tma_partial(const LinearParams& p, int splits) {
-  const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
-  const int s = std::max(splits > 0 ? std::min(splits, kbs) : linear_fp8_tma_splits(p),
-                         (kbs * kBoxCols + kMaxXFloats - 1) / kMaxXFloats);
-  return s > 1 ? size_t(s) * p.n : 0;
+size_t linear_fp8_tma_partial(const LinearParams& p, int splits, int box_rows) {
+  validate_box_rows(box_rows);
+  const int S = split_plan(p, splits, box_rows).S;
+  return S > 1 ? size_t(S) * p.n : 0;
 }
 
-size_t linear_fp8_tma_counters(const LinearParams& p) { return size_t((p.n + kRowsPerCta - 1) / kRowsPerCta); }
+size_t linear_fp8_tma_counters(const LinearParams& p) { return size_t((p.n + 63) / 64); }
 
 void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_elems, int* counters,
-                         size_t counter_elems, cudaStream_t stream, int splits, int stages) {
+                         size_t counter_elems, cudaStream_t stream, int splits, int stages, int box_rows) {
   validate_linear_params(p, "linear_fp8_tma_cuda", false);
   require(linear_fp8_tma_supported(p), "linear_fp8_tma_cuda: needs m == 1, F8_E4M3 weights with scales, k % 16 == 0 "
                                        "and 16-byte aligned x, weight and row stride (m " + std::to_string(p.m) +
                                            ", k " + std::to_string(p.k) + ")");
   require(stages >= 2 && stages <= kMaxStages,
           "linear_fp8_tma_cuda: stages = " + std::to_string(stages) + ", expected 2..4");
-  const int kbs = (p.k + kBoxCols - 1) / kBoxCols;
-  // A requested split count is raised where a CTA's x slice would exceed kMaxXFloats (k > 8192 at splits 1).
-  int S = splits > 0 ? std::min(splits, kbs) : linear_fp8_tma_splits(p);
-  S = std::max(S, (kbs * kBoxCols + kMaxXFloats - 1) / kMaxXFloats);
-  const int per = (kbs + S - 1) / S;
-  S = (kbs + per - 1) / per;  // no empty split
-  TmaGemvArgs a{p, nullptr, nullptr, per};
-  if (S > 1) {
-    require(partial && partial_elems >= size_t(S) * p.n,
+  validate_box_rows(box_rows);
+  const SplitPlan sp = split_plan(p, splits, box_rows);
+  TmaGemvArgs a{p, nullptr, nullptr, sp.per};
+  if (sp.S > 1) {
+    require(partial && partial_elems >= size_t(sp.S) * p.n,
             "linear_fp8_tma_cuda: partial holds " + std::to_string(partial_elems) + " floats, needs " +
-                std::to_string(size_t(S) * p.n));
+                std::to_string(size_t(sp.S) * p.n));
     require(counters && counter_elems >= linear_fp8_tma_counters(p),
             "linear_fp8_tma_cuda: counters hold " + std::to_string(counter_elems) + " ints, need " +
                 std::to_string(linear_fp8_tma_counters(p)));
     a.part = partial;
     a.counters = counters;
   }
-  const CUtensorMap map = weight_map(p);
-  const dim3 grid((p.n + kRowsPerCta - 1) / kRowsPerCta, S);
-  if (stages == 2) launch<2>(map, a, grid, stream);
-  else if (stages == 3) launch<3>(map, a, grid, stream);
-  else launch<4>(map, a, grid, stream);
+  const CUtensorMap map = weight_map(p, box_rows);
+  const dim3 grid((p.n + box_rows - 1) / box_rows, sp.S);
+  if (box_rows == 256) launch_rows<256>(stages, map, a, grid, stream);
+  else if (box_rows == 128) launch_rows<128>(stages, map, a, grid, stream);
+  else launch_rows<64>(stages, map, a, grid, stream);
   CUDA_CHECK_LAUNCH();
 }
 

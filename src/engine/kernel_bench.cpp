@@ -508,8 +508,8 @@ namespace {
 // the kernel is checked against its twin linear_fp8_mma_cpu on 64 rows (rel 1e-5 of sum |x w|). Each
 // m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default, and
 // (m <= 16) mt 2 with the register prefetch of the next block's W (linear_fp8_mma_mt2_pf).
-// --- the TMA-fed FP8 GEMV (linear_fp8_tma.h) at m = 1, beside linear_fp8 above: ring depth 2 / 3 / 4 and
-// the default split count or half of it (about one CTA per SM instead of two). Each variant is first
+// --- the TMA-fed FP8 GEMV (linear_fp8_tma.h) at m = 1, beside linear_fp8 above: box rows 256 / 128 / 64
+// (128 / 256 / 512 contiguous bytes of each weight row per stage) x ring depth 2 / 3 / 4, default splits. Each variant is first
 // checked against linear_cpu on the first 64 rows (rel 1e-3, as linear_fp8 above), then timed.
 void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& codes, const std::vector<float>& scales,
                           cudaStream_t stream, Timer& timer, const Ceilings& c, std::vector<KernelBenchRecord>& out) {
@@ -523,16 +523,18 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& cod
   h.n = 64;
   h.ld_scale = (p.k + 127) / 128;
   linear_cpu(h);
-  const int S0 = linear_fp8_tma_splits(p);
-  Buffer part(Where::Device, std::max<size_t>(1, linear_fp8_tma_partial(p, S0)) * 4, "tma partial");
+  size_t part_elems = 1;
+  for (int rows : {256, 128, 64}) part_elems = std::max(part_elems, linear_fp8_tma_partial(p, 0, rows));
+  Buffer part(Where::Device, part_elems * 4, "tma partial");
   Buffer counters(Where::Device, linear_fp8_tma_counters(p) * 4, "tma counters");
   CUDA_CHECK(cudaMemset(counters.data(), 0, counters.bytes()));
   const size_t nk = size_t(p.n) * p.k, nb = size_t((p.n + 127) / 128) * ((p.k + 127) / 128);
   const double bytes = double(nk) + double(nb) * 4 + double(p.k) * 4 + double(p.n) * 4;
-  for (int stages : {2, 3, 4})
-    for (int S : {S0, std::max(1, S0 / 2)}) {
+  for (int rows : {256, 128, 64})
+    for (int stages : {2, 3, 4}) {
+      const int S = linear_fp8_tma_splits(p, rows);
       auto run = [&] { linear_fp8_tma_cuda(p, part.as<float>(), part.bytes() / 4, counters.as<int>(),
-                                           counters.bytes() / 4, stream, S, stages); };
+                                           counters.bytes() / 4, stream, S, stages, rows); };
       CUDA_CHECK(cudaMemsetAsync(p.y, 0xff, size_t(p.n) * 4, stream));
       run();
       CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -542,7 +544,8 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& cod
       for (int r = 0; r < 64; ++r)
         err = std::max(err, std::fabs(double(got[r]) - ref[r]) / (1e-3 + std::fabs(double(ref[r]))));
       require(err < 1e-3, "bench kernels: linear_fp8_tma disagrees with linear_cpu (max rel err " + sci(err) + ")");
-      KernelBenchRecord r = make_record("linear_fp8_tma_s" + std::to_string(stages) + "_k" + std::to_string(S),
+      KernelBenchRecord r = make_record("linear_fp8_tma_r" + std::to_string(rows) + "_s" + std::to_string(stages) +
+                                            "_k" + std::to_string(S),
                                         timer.time(run), bytes, 2.0 * double(nk), c);
       r.batch = 1;
       r.n = p.n;

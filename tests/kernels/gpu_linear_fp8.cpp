@@ -427,23 +427,26 @@ TEST(GpuLinearFp8Tma, MatchesExactArithmetic) {
     p.w_scale = W.dscales.as<float>() + c.c0 / 128;
     p.ld_scale = (c.K + 127) / 128;
     ASSERT_TRUE(linear_fp8_tma_supported(p));
-    for (int splits : {0, 1, 7})
-      for (int stages : {2, 3, 4}) {
-        if (stages != 3 && splits != 0) continue;
+    struct Config {
+      int splits, stages, box_rows;
+    };
+    const Config configs[] = {{0, 3, 256}, {1, 3, 256}, {7, 3, 256}, {0, 2, 256}, {0, 4, 256},
+                              {0, 3, 128}, {0, 3, 64},  {5, 4, 64},  {1, 2, 128}};
+    for (const auto [splits, stages, box_rows] : configs) {
         SCOPED_TRACE("n " + std::to_string(c.n) + " k " + std::to_string(c.k) + " splits " + std::to_string(splits) +
-                     " stages " + std::to_string(stages));
+                     " stages " + std::to_string(stages) + " box_rows " + std::to_string(box_rows));
         if (c.acc) dy.upload(y0.data(), dy.bytes());
         else CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
         linear_fp8_tma_cuda(p, part.as<float>(), part.bytes() / 4, counters.as<int>(), counters.bytes() / 4, nullptr,
-                            splits, stages);
+                            splits, stages, box_rows);
         CUDA_CHECK(cudaDeviceSynchronize());
         std::vector<float> got(c.n);
         dy.download(got.data(), dy.bytes());
         const double err = max_rel_err(W, x, 1, c.k, c.c0, c.acc ? &y0 : nullptr, got);
         EXPECT_LT(err, 1e-5);
         if (splits == 0 && stages == 3)
-          std::printf("tma gemv n=%d k=%d c0=%d acc=%d splits %d: max rel err %.3g\n", c.n, c.k, c.c0, int(c.acc),
-                      linear_fp8_tma_splits(p), err);
+          std::printf("tma gemv n=%d k=%d c0=%d acc=%d box_rows %d splits %d: max rel err %.3g\n", c.n, c.k, c.c0,
+                      int(c.acc), box_rows, linear_fp8_tma_splits(p, box_rows), err);
       }
   }
   std::vector<int> left(counters.bytes() / 4);
@@ -459,6 +462,7 @@ TEST(GpuLinearFp8Tma, MatchesExactArithmetic) {
   p.m = 1;
   EXPECT_THROW(linear_fp8_tma_cuda(p, nullptr, 0, nullptr, 0, nullptr, 0, 5), Error);
   EXPECT_THROW(linear_fp8_tma_cuda(p, nullptr, 0, nullptr, 0, nullptr, 2, 3), Error);  // split without buffers
+  EXPECT_THROW(linear_fp8_tma_cuda(p, nullptr, 0, nullptr, 0, nullptr, 1, 3, 32), Error);  // box_rows
 }
 
 TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {
