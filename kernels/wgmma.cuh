@@ -1,0 +1,117 @@
+// Hopper warpgroup matrix products (PTX ISA "Asynchronous Warpgroup Level Matrix Multiply-Accumulate",
+// wgmma.mma_async, sm_90a only) for BF16 operands in shared memory: the building block of the next
+// MLA decode kernel (reports/2026-11-29-h200-kv-kernels.md, session 5: FlashMLA's wgmma kernel takes
+// 0.37-0.50x our mma.sync kernel's time at batch 64 / 128). Checked on its own by
+// tests/kernels/gpu_wgmma.cu before any kernel relies on it.
+//
+// Operand layout ("K-major, 128-byte swizzle", PTX ISA "Shared Memory Matrix Layout"): a matrix of R rows x
+// K bf16 columns (K contiguous) is stored as K / 64 panels of [R rows x 64 columns]; a panel is R rows of
+// 128 bytes, 1024-byte aligned, and the 16-byte chunk c (columns 8c..8c+7) of row r sits at byte
+// r * 128 + ((c ^ (r % 8)) * 16) of its panel (the pattern TMA's CU_TENSOR_MAP_SWIZZLE_128B writes).
+// The 16-column k-step s (0..3) of a panel is addressed by advancing the descriptor's start address by
+// 32 * s bytes inside the swizzle atom; 8-row groups are 1024 bytes apart (the stride byte offset).
+// The same bytes read as an MN-major B operand (transposed B: rows = the k dimension, 64 n-columns per
+// panel; CUTLASS's canonical "MN-major, 128B" layout: 8-row x 128-byte atoms 1024 B apart along k) give
+// O = P . V straight from V's stored rows: k-step s starts 16 rows (2048 B) further.
+//
+// Accumulators of m64nNk16 with fp32 D (N / 2 registers per thread; thread t of the 128 in the warpgroup,
+// warp w = t / 32, lane l = t % 32): register 4i + e holds row 16 w + l / 4 + 8 (e / 2), column
+// 8 i + 2 (l % 4) + (e % 2) (the mma.sync m16n8 C layout, repeated over the n8 blocks): wgmma_acc_row/col.
+#pragma once
+#include <cstdint>
+
+namespace glm5 {
+namespace wgmma {
+
+// Byte offset of element (row, col) in a K-major 128-byte-swizzled bf16 operand of `rows` rows
+// (K / 64 panels of rows x 128 bytes).
+__host__ __device__ __forceinline__ uint32_t sw128_offset(int row, int col, int rows) {
+  const int panel = col / 64, c = col % 64;
+  return uint32_t(panel * rows * 128 + row * 128 + ((((c * 2) >> 4) ^ (row & 7)) << 4) + ((c * 2) & 15));
+}
+
+// Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits
+// 0-13, leading-dimension byte offset >> 4 in 16-29 (not used by the swizzled K-major layout: 1),
+// stride-dimension byte offset >> 4 in 32-45 (1024 B between 8-row groups), base offset 0 in 49-51
+// (panels are 1024-byte aligned), swizzle mode in 62-63 (1: 128-byte).
+__device__ __forceinline__ uint64_t desc_sw128(const void* smem) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// Orders this thread's earlier register / shared-memory writes before the warpgroup's next wgmma.
+__device__ __forceinline__ void fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+// Waits until at most N committed groups of this warpgroup are pending.
+template <int N>
+__device__ __forceinline__ void wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+#endif
+}
+// Makes generic-proxy writes to shared memory (st.shared) visible to wgmma's operand reads (async proxy).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// D[64 x 64] (+)= A[64 x 16] . B, fp32 D, operands from shared memory (descriptors above). kTransB false:
+// B is [64 x 16] K-major (D = A . B^T: S = Q . K^T with K's rows as they are stored); kTransB true: B is
+// [16 x 64] MN-major (D = A . B: O = P . V with V's rows as they are stored, n = value dims contiguous;
+// the PTX "transpose" of a 16-bit B operand). accumulate false: D = the product. All 128 threads of the
+// warpgroup call it with the same descriptors.
+template <bool kTransB>
+__device__ __forceinline__ void m64n64k16_bf16_ss(float (&d)[32], uint64_t da, uint64_t db, bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, %35;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(int(accumulate)), "n"(kTransB ? 1 : 0));
+#else
+  (void)d, (void)da, (void)db, (void)accumulate;
+  __trap();  // wgmma needs sm_90a code (CUDA_ARCHITECTURES 90a-real)
+#endif
+}
+
+// D[64 x 64] (+)= A[64 x K] . B[64 x K]^T over K / 16 k-steps: A and B K-major 128-byte-swizzled (64 rows each:
+// element (r, k) at sw128_offset(r, k, 64)); one commit group is left to the caller (commit(), wait<0>()).
+__device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,
+                                               bool accumulate) {
+  for (int k = 0; k < K; k += 16) {
+    const uint32_t off = uint32_t((k / 64) * 64 * 128 + ((k % 64) / 16) * 32);
+    m64n64k16_bf16_ss<false>(d, desc_sw128(a + off), desc_sw128(b + off), accumulate || k > 0);
+  }
+}
+
+// D[64 x 64] (+)= A[64 x K] . B[K x 64] with A K-major as above and B MN-major, stored as a swizzled
+// operand of K rows and 64 columns (element (k, n) at sw128_offset(k, n, K): one 64-column panel, the
+// 8-row atoms of 1024 B along K). k-step s starts 2048 B (16 rows) further into B; A advances as above.
+__device__ __forceinline__ void m64n64_bf16_ss_tb(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,
+                                                  bool accumulate) {
+  for (int k = 0; k < K; k += 16) {
+    const uint32_t off_a = uint32_t((k / 64) * 64 * 128 + ((k % 64) / 16) * 32);
+    m64n64k16_bf16_ss<true>(d, desc_sw128(a + off_a), desc_sw128(b + uint32_t(k) * 128), accumulate || k > 0);
+  }
+}
+
+// Row and column of accumulator register i of thread t (0..127) in an m64nN fp32 tile.
+__host__ __device__ __forceinline__ int acc_row(int i, int t) { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i % 4) / 2); }
+__host__ __device__ __forceinline__ int acc_col(int i, int t) { return 8 * (i / 4) + 2 * (t % 4) + (i % 2); }
+
+}  // namespace wgmma
+}  // namespace glm5
