@@ -38,6 +38,9 @@ constexpr int kConsumerWarps = 8;                 // 256 consumer threads
 constexpr int kThreads = 32 * (kConsumerWarps + 1);
 constexpr int kMaxStages = 4;
 constexpr int kMaxXFloats = 8192;                 // x slice per CTA (32 KB): splits are chosen so it fits
+// x is staged with each 128-column block padded to 132 floats (528 B = 33 x 16 B): the kNB boxes a quarter-warp
+// reads at once then hit different 16-byte bank groups (unpadded, 512 B apart, they collide kNB ways).
+constexpr int kXBlockFloats = kBoxCols + 4;
 
 struct TmaGemvArgs {
   LinearParams p;
@@ -82,8 +85,9 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // at adjacent 128-column blocks, so each weight row contributes kNB x 128 contiguous bytes per stage
 // (the DRAM access pattern is the variable under test: 128 B from each of 256 rows, or 512 B from each of 64).
 // Consumer thread t = kNB * r + j owns row r and box j of every stage; its 8 chunk reads run in the
-// order (c + 2j) % 8, so the 8 threads of a quarter-warp (2..8 rows x kNB boxes) hit 8 different 16-byte
-// bank groups (boxes are 8 KB-multiples apart, the swizzle XORs the chunk with r % 8). The kNB partial sums
+// order (q + (8 / kNB) j) % 8, so the 8 threads of a quarter-warp (8 / kNB rows x kNB boxes) hit 8
+// different 16-byte bank groups (boxes are 8 KB-multiples apart, the swizzle XORs the chunk with r % 8;
+// a shared-memory bank model of the three shapes, review of session 5). The kNB partial sums
 // of a row are added by shuffles (adjacent lanes) at the end, in box order.
 template <int kStages, int kBoxRows>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -143,7 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (c0 + i + q < p.k) t[q] = p.x[c0 + i + q];
       v = make_float4(t[0], t[1], t[2], t[3]);
     }
-    *reinterpret_cast<float4*>(xs + i) = v;
+    *reinterpret_cast<float4*>(xs + (i / kBoxCols) * kXBlockFloats + i % kBoxCols) = v;
   }
   asm volatile("bar.sync 1, %0;" ::"r"(32 * kConsumerWarps) : "memory");  // consumers only
   const int r = threadIdx.x / kNB, j = threadIdx.x % kNB;  // row within the box, box within the stage
@@ -157,11 +161,11 @@ __global__ void __launch_bounds__(kThreads, 2)
     mbar_wait(&full[s], (i / kStages) & 1);
     if (b < nb) {
       const uint8_t* box_row = ring + s * kStageBytes + j * kBoxBytes + r * kBoxCols;
-      const float* xb = xs + b * kBoxCols;
+      const float* xb = xs + b * kXBlockFloats;
       float part = 0.f;
 #pragma unroll
       for (int q = 0; q < kBoxCols / 16; ++q) {
-        const int c = (q + 2 * j) & 7;
+        const int c = (q + (8 / kNB) * j) & 7;
         const uint4 codes = *reinterpret_cast<const uint4*>(box_row + ((c ^ (r & 7)) << 4));
         part += fp8_dot16(codes, xb + 16 * c);
       }
@@ -230,7 +234,7 @@ CUtensorMap weight_map(const LinearParams& p, int box_rows) {
 }
 
 size_t smem_bytes(int stages, int blocks_per_split) {
-  return 1024 + size_t(stages) * kStageBytes + size_t(blocks_per_split) * kBoxCols * 4;
+  return 1024 + size_t(stages) * kStageBytes + size_t(blocks_per_split) * kXBlockFloats * 4;
 }
 
 int sm_count() {
@@ -254,21 +258,26 @@ void launch_rows(int stages, const CUtensorMap& map, const TmaGemvArgs& a, dim3 
 }
 
 // The split plan: S column ranges of `per` blocks each (a multiple of the boxes per stage, 256 / box_rows,
-// but for the last range), S >= the requested or heuristic count as far as ceil(k / 128) allows and large
-// enough that a CTA's x slice fits kMaxXFloats. Heuristic: about two CTAs per SM (the ring's residency
-// at 3 stages) over the row blocks, each split at least 2 column blocks.
+// but for the last range). CTAs per SM: 2 with 2-3 ring stages (each CTA within half of the 227 KB of shared
+// memory, which bounds its x slice), 1 with 4 stages (128 KB of ring). S >= the requested or heuristic count as
+// far as ceil(k / 128) allows, and large enough that the x slice fits. Heuristic: one wave of those CTAs over
+// the row blocks, each split at least 2 column blocks.
 struct SplitPlan {
   int S = 1, per = 1;
 };
-SplitPlan split_plan(const LinearParams& p, int splits, int box_rows) {
+SplitPlan split_plan(const LinearParams& p, int splits, int box_rows, int stages) {
   const int kbs = (p.k + kBoxCols - 1) / kBoxCols, nbox = 256 / box_rows;
   const int row_blocks = (p.n + box_rows - 1) / box_rows;
+  const int per_sm = stages <= 3 ? 2 : 1;
+  const size_t budget = size_t(227 * 1024) / per_sm - 1024;  // static shared memory: barriers, `last`
+  const size_t x_room = budget - std::min(budget, smem_bytes(stages, 0));
+  const int max_per = std::max(nbox, int(std::min<size_t>(kMaxXFloats / kBoxCols, x_room / (kXBlockFloats * 4))));
   int S = splits > 0 ? std::min(splits, kbs)
-                     : std::max(1, std::min(std::max(1, (2 * sm_count()) / row_blocks), kbs / 2));
+                     : std::max(1, std::min(std::max(1, (per_sm * sm_count()) / row_blocks), kbs / 2));
   SplitPlan sp;
   for (;; ++S) {
     sp.per = ((kbs + S - 1) / S + nbox - 1) / nbox * nbox;
-    if (sp.per * kBoxCols <= kMaxXFloats || sp.per <= nbox) break;
+    if (sp.per <= max_per || sp.per <= nbox) break;
   }
   sp.S = (kbs + sp.per - 1) / sp.per;  // no empty range
   return sp;
@@ -286,14 +295,14 @@ bool linear_fp8_tma_supported(const LinearParams& p) {
          p.w_stride() % 16 == 0 && ((reinterpret_cast<uintptr_t>(p.w) | reinterpret_cast<uintptr_t>(p.x)) & 15u) == 0;
 }
 
-int linear_fp8_tma_splits(const LinearParams& p, int box_rows) {
+int linear_fp8_tma_splits(const LinearParams& p, int box_rows, int stages) {
   validate_box_rows(box_rows);
-  return split_plan(p, 0, box_rows).S;
+  return split_plan(p, 0, box_rows, stages).S;
 }
 
-size_t linear_fp8_tma_partial(const LinearParams& p, int splits, int box_rows) {
+size_t linear_fp8_tma_partial(const LinearParams& p, int splits, int box_rows, int stages) {
   validate_box_rows(box_rows);
-  const int S = split_plan(p, splits, box_rows).S;
+  const int S = split_plan(p, splits, box_rows, stages).S;
   return S > 1 ? size_t(S) * p.n : 0;
 }
 
@@ -308,7 +317,7 @@ void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_e
   require(stages >= 2 && stages <= kMaxStages,
           "linear_fp8_tma_cuda: stages = " + std::to_string(stages) + ", expected 2..4");
   validate_box_rows(box_rows);
-  const SplitPlan sp = split_plan(p, splits, box_rows);
+  const SplitPlan sp = split_plan(p, splits, box_rows, stages);
   TmaGemvArgs a{p, nullptr, nullptr, sp.per};
   if (sp.S > 1) {
     require(partial && partial_elems >= size_t(sp.S) * p.n,

@@ -38,13 +38,15 @@ bool linear_fp8_tma_supported(const LinearParams& p);
 // [box_rows x 128 columns] at adjacent column blocks, i.e. 128 x 256 / box_rows contiguous bytes of each
 // weight row per stage (256: the first design; 64: 512 B per row, the DRAM pattern of the register GEMV).
 // Split count the launcher uses for `p` (splits = 0) and the partial / counter sizes it needs.
-int linear_fp8_tma_splits(const LinearParams& p, int box_rows = 256);
-size_t linear_fp8_tma_partial(const LinearParams& p, int splits = 0, int box_rows = 256);  // floats: S * n (0 when S == 1)
+int linear_fp8_tma_splits(const LinearParams& p, int box_rows = 256, int stages = 3);
+// floats: S * n (0 when S == 1)
+size_t linear_fp8_tma_partial(const LinearParams& p, int splits = 0, int box_rows = 256, int stages = 3);
 size_t linear_fp8_tma_counters(const LinearParams& p);  // ints: ceil(n / 64) (any box_rows)
-// y[n] (=|+=) x[k] W^T. `partial` >= linear_fp8_tma_partial(p, splits, box_rows) floats, `counters` >=
+// y[n] (=|+=) x[k] W^T. `partial` >= linear_fp8_tma_partial(p, splits, box_rows, stages) floats, `counters` >=
 // linear_fp8_tma_counters(p) ints, zero before the first call (each call leaves them zero); one stream
-// at a time per counter array. splits 0: linear_fp8_tma_splits(p, box_rows), else at most ceil(k / 128) and
-// at least what keeps a CTA's x slice within 8192 columns; stages: 2..4 ring stages (tuning).
+// at a time per counter array. splits 0: linear_fp8_tma_splits(p, box_rows, stages), else at most ceil(k / 128)
+// and at least what keeps a CTA's x slice within its shared memory (2 CTAs per SM at 2-3 stages);
+// stages: 2..4 ring stages (tuning).
 // Throws glm5::Error when unsupported, on a bad stages / box_rows, on too small buffers, or when the
 // driver refuses the tensor map.
 void linear_fp8_tma_cuda(const LinearParams& p, float* partial, size_t partial_elems, int* counters,

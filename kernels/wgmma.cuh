@@ -16,7 +16,7 @@
 //
 // Accumulators of m64nNk16 with fp32 D (N / 2 registers per thread; thread t of the 128 in the warpgroup,
 // warp w = t / 32, lane l = t % 32): register 4i + e holds row 16 w + l / 4 + 8 (e / 2), column
-// 8 i + 2 (l % 4) + (e % 2) (the mma.sync m16n8 C layout, repeated over the n8 blocks): wgmma_acc_row/col.
+// 8 i + 2 (l % 4) + (e % 2) (the mma.sync m16n8 C layout, repeated over the n8 blocks): acc_row / acc_col.
 #pragma once
 #include <cstdint>
 
@@ -31,12 +31,14 @@ __host__ __device__ __forceinline__ uint32_t sw128_offset(int row, int col, int 
 }
 
 // Shared-memory matrix descriptor (PTX ISA "Matrix Descriptor Format"): start address >> 4 in bits
-// 0-13, leading-dimension byte offset >> 4 in 16-29 (not used by the swizzled K-major layout: 1),
-// stride-dimension byte offset >> 4 in 32-45 (1024 B between 8-row groups), base offset 0 in 49-51
-// (panels are 1024-byte aligned), swizzle mode in 62-63 (1: 128-byte).
-__device__ __forceinline__ uint64_t desc_sw128(const void* smem) {
+// 0-13, leading-dimension byte offset >> 4 in 16-29, stride-dimension byte offset >> 4 in 32-45 (1024 B
+// between 8-row groups), base offset 0 in 49-51 (panels are 1024-byte aligned), swizzle mode in 62-63
+// (1: 128-byte). The leading byte offset is not used by the swizzled K-major layout (16 B); for an MN-major B
+// wider than one 64-column panel (N > 64) it is the panel stride (K x 128 B): pass `lbo`.
+__device__ __forceinline__ uint64_t desc_sw128(const void* smem, uint32_t lbo = 16) {
   const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
 }
 
 // Orders this thread's earlier register / shared-memory writes before the warpgroup's next wgmma.
@@ -98,7 +100,8 @@ __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], const uint8_t* a,
   }
 }
 
-// D[64 x 64] (+)= A[64 x K] . B[K x 64] with A K-major as above and B MN-major, stored as a swizzled
+// D[64 x 64] (+)= A[64 x K] . B[K x 64] (N = 64: one panel, so the leading byte offset is unused) with A
+// K-major as above and B MN-major, stored as a swizzled
 // operand of K rows and 64 columns (element (k, n) at sw128_offset(k, n, K): one 64-column panel, the
 // 8-row atoms of 1024 B along K). k-step s starts 2048 B (16 rows) further into B; A advances as above.
 __device__ __forceinline__ void m64n64_bf16_ss_tb(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,

@@ -524,7 +524,8 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& cod
   h.ld_scale = (p.k + 127) / 128;
   linear_cpu(h);
   size_t part_elems = 1;
-  for (int rows : {256, 128, 64}) part_elems = std::max(part_elems, linear_fp8_tma_partial(p, 0, rows));
+  for (int rows : {256, 128, 64})
+    for (int stages : {2, 3, 4}) part_elems = std::max(part_elems, linear_fp8_tma_partial(p, 0, rows, stages));
   Buffer part(Where::Device, part_elems * 4, "tma partial");
   Buffer counters(Where::Device, linear_fp8_tma_counters(p) * 4, "tma counters");
   CUDA_CHECK(cudaMemset(counters.data(), 0, counters.bytes()));
@@ -532,7 +533,7 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& cod
   const double bytes = double(nk) + double(nb) * 4 + double(p.k) * 4 + double(p.n) * 4;
   for (int rows : {256, 128, 64})
     for (int stages : {2, 3, 4}) {
-      const int S = linear_fp8_tma_splits(p, rows);
+      const int S = linear_fp8_tma_splits(p, rows, stages);
       auto run = [&] { linear_fp8_tma_cuda(p, part.as<float>(), part.bytes() / 4, counters.as<int>(),
                                            counters.bytes() / 4, stream, S, stages, rows); };
       CUDA_CHECK(cudaMemsetAsync(p.y, 0xff, size_t(p.n) * 4, stream));

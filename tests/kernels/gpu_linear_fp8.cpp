@@ -446,7 +446,7 @@ TEST(GpuLinearFp8Tma, MatchesExactArithmetic) {
         EXPECT_LT(err, 1e-5);
         if (splits == 0 && stages == 3)
           std::printf("tma gemv n=%d k=%d c0=%d acc=%d box_rows %d splits %d: max rel err %.3g\n", c.n, c.k, c.c0,
-                      int(c.acc), box_rows, linear_fp8_tma_splits(p, box_rows), err);
+                      int(c.acc), box_rows, linear_fp8_tma_splits(p, box_rows, stages), err);
       }
   }
   std::vector<int> left(counters.bytes() / 4);
