@@ -82,8 +82,7 @@ static_assert(kMaxTileRows % kWarps == 0, "gather loads: whole rows per warp");
 // 16-byte asynchronous global -> shared copy (sm_80+ cp.async, L1 bypassed); src_bytes 0 writes 16
 // zero bytes and reads nothing (the gather's -1 rows).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_bytes) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem), "r"(src_bytes) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>

@@ -24,6 +24,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include <utility>
 
 #include "common/error.h"
@@ -55,6 +57,12 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 __device__ __forceinline__ void pdl_begin() {
   pdl_wait();
   pdl_launch_dependents();
+}
+
+// The 32-bit shared-state-space address of a generic pointer into shared memory (the operand form of
+// cp.async, mbarrier, TMA and wgmma descriptors).
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // Hints L2 to fetch [p, p + bytes) (cp.async.bulk.prefetch.L2, sm_90; bytes rounded down to 16, p

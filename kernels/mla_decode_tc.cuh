@@ -76,9 +76,6 @@ __device__ __forceinline__ const float* q_rope_row(const MlaDecodeParams& p, int
   return p.q_rope + bt * p.q_rope_row_stride + int64_t(hq % p.H) * p.q_rope_head_stride;
 }
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
 }

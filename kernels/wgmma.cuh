@@ -20,6 +20,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/launch.cuh"
+
 namespace glm5 {
 namespace wgmma {
 
@@ -36,7 +38,7 @@ __host__ __device__ __forceinline__ uint32_t sw128_offset(int row, int col, int 
 // (1: 128-byte). The leading byte offset is not used by the swizzled K-major layout (16 B); for an MN-major B
 // wider than one 64-column panel (N > 64) it is the panel stride (K x 128 B): pass `lbo`.
 __device__ __forceinline__ uint64_t desc_sw128(const void* smem, uint32_t lbo = 16) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t a = smem_u32(smem);
   return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t((lbo >> 4) & 0x3FFF) << 16) | (uint64_t(1024 >> 4) << 32) |
          (uint64_t(1) << 62);
 }

@@ -501,28 +501,12 @@ std::string check_indexer(cudaStream_t stream) {
 
 namespace {
 
-// --- FP8 projections on the tensor cores (linear_fp8_mma, kernels/linear_fp8.h) against the GEMV
-// (linear_fp8), the dequantize + cuBLASLt path (linear_fp8_dequant, m > 16) and cuBLASLt BF16, for
-// m = 1 .. 64 at o_proj 6144x16384, one expert's gate+up 4096x6144 and down 6144x2048, kv_a 576x6144.
-// Bytes: W once (n k) + scales (n k / 16384 * 4) + x (m k 4) + y (m n 4); FLOPs 2 m n k. Before timing,
-// the kernel is checked against its twin linear_fp8_mma_cpu on 64 rows (rel 1e-5 of sum |x w|). Each
-// m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default, and
-// (m <= 16) mt 2 with the register prefetch of the next block's W (linear_fp8_mma_mt2_pf).
 // --- the TMA-fed FP8 GEMV (linear_fp8_tma.h) at m = 1, beside linear_fp8 above: box rows 256 / 128 / 64
 // (128 / 256 / 512 contiguous bytes of each weight row per stage) x ring depth 2 / 3 / 4, default splits. Each variant is first
-// checked against linear_cpu on the first 64 rows (rel 1e-3, as linear_fp8 above), then timed.
-void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& codes, const std::vector<float>& scales,
-                          cudaStream_t stream, Timer& timer, const Ceilings& c, std::vector<KernelBenchRecord>& out) {
-  std::vector<float> x(p.k), ref(64);
-  CUDA_CHECK(cudaMemcpy(x.data(), p.x, size_t(p.k) * 4, cudaMemcpyDeviceToHost));
-  LinearParams h = p;
-  h.x = x.data();
-  h.w = codes.data();
-  h.w_scale = scales.data();
-  h.y = ref.data();
-  h.n = 64;
-  h.ld_scale = (p.k + 127) / 128;
-  linear_cpu(h);
+// checked against the caller's linear_cpu rows (the first 64; rel 1e-3, as linear_fp8), then timed.
+// `ref`: linear_cpu's y for the first 64 rows of `p` (the caller's check of linear_fp8).
+void bench_linear_fp8_tma(const LinearParams& p, const std::vector<float>& ref, cudaStream_t stream, Timer& timer,
+                          const Ceilings& c, std::vector<KernelBenchRecord>& out) {
   size_t part_elems = 1;
   for (int rows : {256, 128, 64})
     for (int stages : {2, 3, 4}) part_elems = std::max(part_elems, linear_fp8_tma_partial(p, 0, rows, stages));
@@ -557,6 +541,13 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<uint8_t>& cod
     }
 }
 
+// --- FP8 projections on the tensor cores (linear_fp8_mma, kernels/linear_fp8.h) against the GEMV
+// (linear_fp8), the dequantize + cuBLASLt path (linear_fp8_dequant, m > 16) and cuBLASLt BF16, for
+// m = 1 .. 64 at o_proj 6144x16384, one expert's gate+up 4096x6144 and down 6144x2048, kv_a 576x6144.
+// Bytes: W once (n k) + scales (n k / 16384 * 4) + x (m k 4) + y (m n 4); FLOPs 2 m n k. Before timing,
+// the kernel is checked against its twin linear_fp8_mma_cpu on 64 rows (rel 1e-5 of sum |x w|). Each
+// m also times the other m-tile width (linear_fp8_mma_mt2 / _mt4) where it differs from the default, and
+// (m <= 16) mt 2 with the register prefetch of the next block's W (linear_fp8_mma_mt2_pf).
 void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
   std::fprintf(stderr, "bench kernels: linear_fp8_mma (vs linear_fp8 GEMV, dequant + cuBLASLt, linear_bf16)\n");
@@ -1133,7 +1124,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           progress(r);
           out.push_back(r);
         }
-        if (m == 1 && linear_fp8_tma_supported(p)) bench_linear_fp8_tma(p, codes, scales, stream, timer, c, out);
+        if (m == 1 && linear_fp8_tma_supported(p)) bench_linear_fp8_tma(p, ref, stream, timer, c, out);
       }
     }
   }
