@@ -24,6 +24,7 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_decode_tc.cuh"
+#include "kernels/sm90a/mla_decode_wgmma.h"
 #include "kernels/launch.cuh"
 
 namespace glm5 {
@@ -388,7 +389,8 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   validate_mla_decode_params(p);
   const int L = p.layout.latent_dim, R = p.layout.rope_dim;
   if (p.B == 0 || p.H == 0) return;
-  const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p) : p.kernel != MlaDecodeKernel::Fp32;
+  const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p)
+                                                    : p.kernel != MlaDecodeKernel::Fp32 && p.kernel != MlaDecodeKernel::Wgmma;
   require(!tc || tc_supported(p), "mla_decode_cuda: kernel = TensorCore(Pipelined) needs L = 512, R % 16 == 0, R <= 64 and "
                                   "16-byte aligned kv rows; got L = " + std::to_string(L) + ", R = " +
                                   std::to_string(R) + ", row_bytes = " + std::to_string(p.layout.row_bytes));
@@ -417,6 +419,26 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
             "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
     const int tiles = (p.topk + kRows - 1) / kRows;
     chunk = (tiles + S - 1) / S * kRows;
+  }
+  if (p.kernel == MlaDecodeKernel::Wgmma) {
+    require(mla_decode_wgmma_supported(p),
+            "mla_decode_cuda: kernel = Wgmma needs L = 512, R = 64, G = 128 (FP8 rows), 16-byte aligned kv and "
+            "q_latent, and a compute capability 9.0 GPU; got L = " + std::to_string(L) + ", R = " + std::to_string(R));
+    // 64-row tiles: at most ceil(topk / 64) chunks, each a whole number of tiles (p.splits, when set, caps S).
+    int chunk_w = p.topk;
+    const int S_w = mla_decode_wgmma_splits(p.workspace ? (p.splits > 0 ? p.splits : S_max) : 1, p.topk, &chunk_w);
+    if (S_w > 1) {
+      const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
+      require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
+                                             ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
+                                             std::to_string(need));
+    }
+    mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
+    if (S_w > 1) {
+      launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S_w, stream, p, S_w);
+      CUDA_CHECK_LAUNCH();
+    }
+    return;
   }
   if (tc) {
     if (S <= 1) launch_tc_heads<false>(p, 1, chunk, stream);

@@ -21,7 +21,10 @@ namespace glm5 {
 // TensorCorePipelined (what Auto runs for FP8 rows): TensorCore with FP8 rows fetched two tiles ahead
 // and dequantized during the previous tile's P . V; bitwise the same results; for BF16 rows or 17..32
 // query heads per request it runs TensorCore.
-enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined };
+// Wgmma: the warp-specialized sm_90a kernel (kernels/sm90a/mla_decode_wgmma.cu: a producer warpgroup
+// dequantizes 64-row tiles, two consumer warpgroups run wgmma; one CTA per (request, 64 heads, chunk), chunks
+// of 64 rows); L = 512, R = 64 on a compute capability 9.0 GPU, else glm5::Error. Same precision contract.
+enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined, Wgmma };
 
 struct MlaDecodeParams {
   const float* q_latent;  // [B, H, L]

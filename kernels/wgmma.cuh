@@ -114,6 +114,40 @@ __device__ __forceinline__ void m64n64_bf16_ss_tb(float (&d)[32], const uint8_t*
   }
 }
 
+// Tells the compiler that wgmma may write the accumulator registers up to this point: wgmma.mma_async
+// writes them asynchronously, after the asm statement that names them, so reads must not be hoisted above
+// wait() and earlier writes must not sink below the next issue (CUTLASS's warpgroup_fence_operand idea).
+template <int N>
+__device__ __forceinline__ void fence_operand(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// Register budget of this warpgroup from here on (PTX ISA setmaxnreg, sm_90a): the producer warpgroup of a
+// warp-specialized kernel gives registers back, the consumers take them. N: a multiple of 8 in 24..256;
+// all warps of the warpgroup execute it.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+#endif
+}
+
+// Named barriers (PTX bar.sync / bar.arrive with an id in 1..15; 0 is __syncthreads) between warpgroups:
+// `threads` counts every thread that arrives or syncs, a multiple of 32.
+__device__ __forceinline__ void bar_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Row and column of accumulator register i of thread t (0..127) in an m64nN fp32 tile.
 __host__ __device__ __forceinline__ int acc_row(int i, int t) { return 16 * (t / 32) + (t % 32) / 4 + 8 * ((i % 4) / 2); }
 __host__ __device__ __forceinline__ int acc_col(int i, int t) { return 8 * (i / 4) + 2 * (t % 4) + (i % 2); }

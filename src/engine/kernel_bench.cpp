@@ -28,6 +28,7 @@
 #include "kernels/moe.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
+#include "kernels/sm90a/mla_decode_wgmma.h"
 
 namespace glm5 {
 namespace {
@@ -382,9 +383,12 @@ std::string check_mla(cudaStream_t stream) {
     Buffer d_pool = to_device(pool, "check pool");
     Buffer d_bf16(Where::Device, size_t(rows) * 2 * (l.latent_dim + l.rope_dim), "check bf16 pool");
     kv_cast_cuda({d_pool.as<uint8_t>(), l, d_bf16.as<uint16_t>(), rows}, stream);
-    for (bool fp8 : {true, false}) {
+    for (int v = 0; v < 4; ++v) {  // fp8 / bf16 rows x the default kernel / the sm_90a wgmma kernel
+      const bool fp8 = v % 2 == 0, wg = v >= 2;
       const LatentLayout kl = fp8 ? l : bf16_layout_of(l);
       MlaDecodeParams p = mla_params(in, fp8 ? d_pool.as<uint8_t>() : d_bf16.as<uint8_t>(), kl, B, H, topk);
+      if (wg && !mla_decode_wgmma_supported(p)) continue;
+      if (wg) p.kernel = MlaDecodeKernel::Wgmma;
       mla_decode_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       std::vector<float> got = to_host<float>(in.out, want.size()), got_lse = to_host<float>(in.lse, want_lse.size());
@@ -396,14 +400,15 @@ std::string check_mla(cudaStream_t stream) {
       for (size_t i = 0; i < want_lse.size(); ++i) max_lse = std::max(max_lse, double(std::fabs(got_lse[i] - want_lse[i])));
       const double rel = max_abs / std::max(1.0, max_v);
       require(rel <= tol_rel && max_lse <= 1e-4,
-              std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + " H=" + std::to_string(H) +
+              std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + (wg ? " wgmma" : "") + " H=" + std::to_string(H) +
                   ": max abs error " + sci(max_abs) + " (max |V| " + sci(max_v) + ", max |out| " + sci(max_ref) +
                   "), lse error " + sci(max_lse) + " vs the CPU twin with bf16 Q, expected <= " +
                   sci(tol_rel * std::max(1.0, max_v)) + " and 1e-4 (seed " + std::to_string(seed) + "); not timed");
       worst = std::max(worst, std::max(rel, max_lse));
     }
   }
-  return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64 and 16)";
+  return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64 and 16; "
+         "default and wgmma kernels)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -961,21 +966,27 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
               if (s16 < s_auto) sweep.push_back({16, std::min(s_auto, 2 * s16)});  // two waves of 16-head CTAs
             }
           }
+          // The sm_90a wgmma kernel at its default split (heads_per_cta -1 marks it in the sweep).
+          if (mla_decode_wgmma_supported(p)) sweep.push_back({-1, 0});
           for (auto [hpc, sp] : sweep) {
-            p.heads_per_cta = hpc;
+            const bool wg = hpc < 0;
+            p.kernel = wg ? MlaDecodeKernel::Wgmma : MlaDecodeKernel::Auto;
+            p.heads_per_cta = wg ? 0 : hpc;
             p.splits = sp;
             std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
             const double L = l.latent_dim, R = l.rope_dim;
             const double bytes = double(B) * kTopk * (kl.row_bytes + 4) + double(B) * H * (L + R) * 4 +
                                  double(B) * H * (L + 1) * 4;
             const double flops = 2.0 * B * H * kTopk * (2 * L + R);
-            KernelBenchRecord r = make_record(fp8 ? "mla_decode_fp8" : "mla_decode_bf16", us, bytes, flops, c);
+            KernelBenchRecord r = make_record(std::string(fp8 ? "mla_decode_fp8" : "mla_decode_bf16") + (wg ? "_wgmma" : ""),
+                                              us, bytes, flops, c);
             r.batch = B;
             r.heads = H;
             r.topk = kTopk;
             r.pool_tokens = rows;
-            r.heads_per_cta = mla_decode_heads_per_cta(p);
+            r.heads_per_cta = wg ? 64 : mla_decode_heads_per_cta(p);
             r.splits = sp > 0 ? sp
+                       : wg   ? mla_decode_wgmma_splits(s_auto, kTopk)
                               : std::min(s_auto, mla_decode_num_splits(B, H, kTopk, r.heads_per_cta));
             r.check = mla_check + "; split-K workspace " + std::to_string(p.workspace_bytes) + " B" +
                       (sp > 0 ? "; splits " + std::to_string(sp) + " (tuning, default " + std::to_string(s_auto) + ")"

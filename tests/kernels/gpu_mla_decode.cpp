@@ -28,6 +28,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
 #include "kernels/mla_decode.h"
+#include "kernels/sm90a/mla_decode_wgmma.h"
 #include "kernel_test_util.h"
 
 using namespace glm5;
@@ -266,6 +267,30 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
       EXPECT_EQ(0, std::memcmp(g8.lse.data(), g.lse.data(), n_lse * 4));
       EXPECT_EQ(g16.out, g.out) << "TensorCorePipelined (bf16 rows) differs from the fp8 path";
       EXPECT_EQ(0, std::memcmp(g16.lse.data(), g.lse.data(), n_lse * 4));
+    }
+    if (tc && hpc == 0 && c.R == 64) {  // the sm_90a wgmma kernel: same bounds against the twin
+      MlaDecodeParams probe = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
+                                     nullptr, nullptr);
+      if (mla_decode_wgmma_supported(probe)) {
+        const GpuResult w8 = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
+                                     MlaDecodeKernel::Wgmma, splits, 0);
+        double w_abs = 0, w_lse = 0;
+        for (size_t i = 0; i < n_out; ++i) w_abs = std::max(w_abs, double(std::fabs(w8.out[i] - out[i])));
+        for (size_t i = 0; i < n_lse; ++i) {
+          if (std::isinf(lse[i])) ASSERT_EQ(w8.lse[i], lse[i]) << "wgmma lse " << i;
+          else w_lse = std::max(w_lse, double(std::fabs(w8.lse[i] - lse[i])));
+        }
+        std::printf("  wgmma kernel: max abs err %.3g (tol %.3g), max lse err %.3g (tol %.3g)\n", w_abs, tol_out, w_lse,
+                    tol_lse);
+        EXPECT_LE(w_abs, tol_out) << "Wgmma kernel";
+        EXPECT_LE(w_lse, tol_lse) << "Wgmma kernel";
+        for (size_t i = 0; i < n_out; ++i) ASSERT_TRUE(std::isfinite(w8.out[i])) << "wgmma out " << i;
+        // BF16 rows (cast path) through the same kernel: the same K / V values in the same order.
+        const GpuResult w16 = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
+                                      MlaDecodeKernel::Wgmma, splits, 0);
+        EXPECT_EQ(w16.out, w8.out) << "Wgmma kernel: bf16 rows differ from fp8 rows";
+        EXPECT_EQ(0, std::memcmp(w16.lse.data(), w8.lse.data(), n_lse * 4));
+      }
     }
   }
 }

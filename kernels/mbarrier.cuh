@@ -1,0 +1,40 @@
+// Shared-memory transaction barriers (PTX ISA "mbarrier"), sm_90: the producer / consumer handshake of
+// the TMA-fed GEMV (linear_fp8_tma.cu) and the warp-specialized MLA decode (sm90a/mla_decode_wgmma.cu).
+// A barrier completes a phase when `count` arrivals (and, with expect_tx, the announced bytes) are in;
+// waiters name the phase by its parity (0, 1, 0, ...). The first wait of a fresh barrier on parity 1
+// returns at once (the "previous" phase counts as complete), the usual way to start a ring of empty slots.
+#pragma once
+#include <cstdint>
+
+#include "kernels/launch.cuh"
+
+namespace glm5 {
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (TMA) and to the other threads' mbarrier ops;
+// follow with __syncthreads().
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+// One arrival (release semantics: this thread's earlier writes are visible to the thread whose wait sees
+// the phase complete).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// Spins until the phase of parity `parity` has completed (acquire semantics).
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+
+}  // namespace glm5

@@ -1,0 +1,460 @@
+// Warp-specialized wgmma sparse MLA decode (sm_90a), the successor of the mma.sync kernel
+// (mla_decode_tc.cuh) for batches that fill the GPU. Why: on the H200 the mma.sync kernel reaches
+// 145-149 TFLOP/s at batch 64 / 128 (19% of the measured BF16 peak), FlashMLA's warp-specialized wgmma
+// kernel 397 TFLOP/s on the same rows (reports/2026-11-29-h200-kv-kernels.md, S5b); our BF16-row variant
+// is only 4% faster than FP8 rows, so the matrix-product structure, not the dequantization, is the gap.
+// The design follows the one FlashMLA's source describes (written here from our notes, no code taken):
+//
+// CTA = 3 warpgroups (384 threads, one CTA per SM: 226 KB of shared memory), 64 query heads of one
+// request, one chunk of its top-k rows, tiles of 64 rows:
+//   WG2 (producer): gathers the tile's 64 rows with 16-byte ld.global.nc into registers (the next
+//       tile's while the consumers compute), dequantizes FP8 codes exactly as kv_cast does
+//       (round_bf16(e4m3 * scale)) or copies BF16 rows, and writes the 64 x 576 bf16 K tile in the
+//       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
+//       (index -1 or past the chunk) are zeros with a -inf score bias. Signals `full[buf]`.
+//   WG0: S = Q . K^T (64 heads x 64 rows over 576 dims: 36 wgmma m64n64k16, Q and K from shared
+//       memory), the online softmax in fp32 (base-2, prescaled), P rounded to bf16 into shared memory
+//       with the per-row rescale factors, then O[:, 0:256] += P . V (16 wgmma m64n64k16; V = the first
+//       512 dims of the same K tile read as an MN-major B operand: no second copy).
+//   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
+//       overlaps WG0's Q . K^T of tile i + 1.
+// Handshakes: mbarriers full[2] (128 producer arrivals) / empty[2] (256 consumer arrivals) for the K
+// buffers; named barriers S_ready (WG0 -> WG1: P and factors written) and S_free (WG1 -> WG0: done
+// reading P). Registers: setmaxnreg 192 / 160 / 152 (sum 504 = 3 x 168, the launch allocation).
+// Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
+#include "kernels/sm90a/mla_decode_wgmma.h"
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/kv_cast.cuh"
+#include "kernels/launch.cuh"
+#include "kernels/mbarrier.cuh"
+#include "kernels/mla_decode_tc.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace glm5 {
+namespace mla_wg {
+
+constexpr int kThreads = 384;
+constexpr int kHeads = 64;  // query heads per CTA: wgmma M
+constexpr int kTile = kMlaWgmmaTile;
+constexpr int kL = 512, kR = 64, kW = kL + kR;
+constexpr int kPanelBytes = 64 * 128;              // 64 rows x 64 bf16 columns, 128-byte swizzled
+constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9 panels)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3 };
+
+// Byte offsets from the 1024-byte-aligned base of dynamic shared memory.
+struct Smem {
+  static constexpr int q = 0;
+  static constexpr int kv = q + kOpBytes;           // 2 K tiles
+  static constexpr int p = kv + 2 * kOpBytes;       // P [64 heads x 64 rows] bf16, swizzled: one panel
+  static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
+  static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
+  static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2]
+  static constexpr int end = bars + 4 * 8;
+  static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
+};
+static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
+
+// Q of query heads [h0, h0 + 64) of request b (zeros past HQ), rounded to bf16, into the swizzled
+// K-major operand: 16-byte chunks of 8 dims, four chunks' loads in flight per thread.
+__device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
+  constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks;
+  for (int c0 = tid; c0 < kChunks; c0 += 4 * kThreads) {
+    float v[4][8];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int c = c0 + u * kThreads, r = c / kRowChunks, d = (c % kRowChunks) * 8, h = h0 + r;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) v[u][k] = 0.f;
+      if (c < kChunks && h < HQ) {
+        if (d < kL) {
+          const float4* src = reinterpret_cast<const float4*>(p.q_latent + (int64_t(b) * HQ + h) * kL + d);
+          const float4 x = __ldg(src), y = __ldg(src + 1);
+          v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
+          v[u][4] = y.x, v[u][5] = y.y, v[u][6] = y.z, v[u][7] = y.w;
+        } else {
+          const float* src = mla_tc::q_rope_row(p, b, h) + (d - kL);  // rope rows: any alignment
+#pragma unroll
+          for (int k = 0; k < 8; ++k) v[u][k] = __ldg(src + k);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int c = c0 + u * kThreads;
+      if (c >= kChunks) continue;
+      uint32_t w[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const __nv_bfloat162 two = __float22bfloat162_rn(make_float2(v[u][2 * k], v[u][2 * k + 1]));
+        w[k] = *reinterpret_cast<const uint32_t*>(&two);
+      }
+      *reinterpret_cast<uint4*>(q_s + wgmma::sw128_offset(c / kRowChunks, (c % kRowChunks) * 8, kHeads)) =
+          make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+}
+
+// Byte offset of 16-byte chunk `chunk` (dims 8 chunk .. 8 chunk + 7) of row t in a swizzled K tile.
+__device__ __forceinline__ int tile_chunk_offset(int t, int chunk) {
+  return (chunk >> 3) * kPanelBytes + t * 128 + (((chunk & 7) ^ (t & 7)) << 4);
+}
+
+// Producer warpgroup (thread pt = 0..127): lane % 8 picks a row of each 8-row round (a quarter-warp
+// writes 8 rows' chunks: distinct 16-byte bank groups under the swizzle), slice = pt / 8 picks 32 latent
+// dims (FP8: 32 codes = two 16-byte loads, BF16: four) and, for slice < 8, 8 rope dims.
+template <bool kFp8>
+__device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
+                                        float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
+  constexpr int kRounds = kTile / 8;            // 8 rows per round
+  constexpr int kBatch = kFp8 ? kRounds : 4;    // rounds whose loads are in flight together
+  const int tok8 = pt & 7, slice = pt >> 3;
+  const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
+  const int32_t* ind = p.indices + int64_t(b) * p.topk;
+  int next[kRounds];
+#pragma unroll
+  for (int r = 0; r < kRounds; ++r) {
+    const int j = j0 + 8 * r + tok8;
+    next[r] = j < j_end ? __ldg(ind + j) : -1;
+  }
+  for (int i = 0; i < n; ++i) {
+    const int buf = i & 1;
+    int idx[kRounds];
+#pragma unroll
+    for (int r = 0; r < kRounds; ++r) idx[r] = next[r];
+    if (i + 1 < n) {  // the next tile's indices: their latency hides behind this tile
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int j = j0 + (i + 1) * kTile + 8 * r + tok8;
+        next[r] = j < j_end ? __ldg(ind + j) : -1;
+      }
+    }
+    uint8_t* dst = kv_s + buf * kOpBytes;
+#pragma unroll
+    for (int r0 = 0; r0 < kRounds; r0 += kBatch) {
+      uint4 lat[kBatch][kFp8 ? 2 : 4], rope[kBatch];
+      float sc[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int t = idx[r0 + u];
+        const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int k = 0; k < (kFp8 ? 2 : 4); ++k)
+          lat[u][k] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + (kFp8 ? 32 : 64) * slice) + k) : zero;
+        rope[u] = t >= 0 && slice < 8 ? __ldg(reinterpret_cast<const uint4*>(row + ro) + slice) : zero;
+        sc[u] = kFp8 && t >= 0 ? __ldg(reinterpret_cast<const float*>(row + kL) + slice / 4) : 0.f;
+      }
+      if (r0 == 0 && i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int t = 8 * (r0 + u) + tok8;
+        uint4 out[4];
+        if constexpr (kFp8) {
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            const uint2 a = dequant4_bf16(lat[u][k].x, sc[u]), b2 = dequant4_bf16(lat[u][k].y, sc[u]);
+            const uint2 c2 = dequant4_bf16(lat[u][k].z, sc[u]), d2 = dequant4_bf16(lat[u][k].w, sc[u]);
+            out[2 * k] = make_uint4(a.x, a.y, b2.x, b2.y);
+            out[2 * k + 1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+          }
+        } else {
+#pragma unroll
+          for (int k = 0; k < 4; ++k) out[k] = lat[u][k];
+        }
+#pragma unroll
+        for (int k = 0; k < 4; ++k) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 4 * slice + k)) = out[k];
+        if (slice < 8) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + slice)) = rope[u];
+        if (slice == 0) bias_s[buf * kTile + t] = idx[r0 + u] >= 0 ? 0.f : -INFINITY;
+      }
+    }
+    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's async-proxy operand reads
+    mbar_arrive(&full[buf]);
+  }
+}
+
+// Writes rows r0 = 16 w + lane / 4 and r0 + 8 of this warpgroup's O half (value dims [256 g, 256 g + 256))
+// times inv0 / inv1, to out (unsplit) or the workspace (split).
+template <bool kSplit>
+__device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&o)[4][32], int b, int h0, int HQ,
+                                       int g, int r0, float inv0, float inv1, int lane) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int h = h0 + r0 + 8 * half;
+    if (h >= HQ) continue;
+    const float inv = half ? inv1 : inv0;
+    float* dst = kSplit ? p.workspace + ((int64_t(b) * HQ + h) * gridDim.z + blockIdx.z) * kL
+                        : p.out + (int64_t(b) * HQ + h) * kL;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int d = 256 * g + 64 * j + 8 * q + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(dst + d) = make_float2(o[j][4 * q + 2 * half] * inv, o[j][4 * q + 2 * half + 1] * inv);
+      }
+  }
+}
+
+template <bool kFp8, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* q_s = base + Smem::q;
+  uint8_t* kv_s = base + Smem::kv;
+  uint8_t* p_s = base + Smem::p;
+  float* alpha_s = reinterpret_cast<float*>(base + Smem::alpha);
+  float* bias_s = reinterpret_cast<float*>(base + Smem::bias);
+  float* ml_s = reinterpret_cast<float*>(base + Smem::ml);
+  uint64_t* full = reinterpret_cast<uint64_t*>(base + Smem::bars);
+  uint64_t* empty = full + 2;
+
+  const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
+  const int j0 = kSplit ? blockIdx.z * chunk : 0;
+  const int j_end = kSplit ? min(p.topk, j0 + chunk) : p.topk;
+  const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
+
+  if (tid == 0) {
+    mbar_init(&full[0], 128);
+    mbar_init(&full[1], 128);
+    mbar_init(&empty[0], 256);
+    mbar_init(&empty[1], 256);
+    mbar_init_fence();
+  }
+  pdl_begin();  // q, kv and the indices come from earlier kernels of the step
+  load_q(p, b, h0, HQ, q_s, tid);
+  wgmma::fence_proxy_async();
+  __syncthreads();
+
+  const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
+  if (wg == 2) {
+    wgmma::setmaxnreg_dec<152>();
+    produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
+    return;
+  }
+
+  float o[4][32];
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[j][i] = 0.f;
+  const uint64_t dq = wgmma::desc_sw128(q_s), dp = wgmma::desc_sw128(p_s);
+  const uint64_t dk0 = wgmma::desc_sw128(kv_s), dk1 = wgmma::desc_sw128(kv_s + kOpBytes);
+
+  if (wg == 0) {
+    wgmma::setmaxnreg_inc<192>();
+    const float sl2 = p.scale * kLog2e;
+    float m0 = kNegBig, m1 = kNegBig, l0 = 0.f, l1 = 0.f;  // rows r0, r0 + 8 (l: this thread's columns)
+    for (int i = 0; i < n; ++i) {
+      const int buf = i & 1;
+      const uint64_t dk = buf ? dk1 : dk0;
+      mbar_wait(&full[buf], (i >> 1) & 1);
+      float s[32];
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < kW / 16; ++kk) {
+        const uint64_t off = uint64_t(((kk >> 2) * kPanelBytes + (kk & 3) * 32) >> 4);
+        wgmma::m64n64k16_bf16_ss<false>(s, dq + off, dk + off, kk > 0);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operand(s);
+
+      // Online softmax over this tile's 64 columns: thread holds columns 8 q + 2 (lane % 4) + {0, 1} of
+      // rows r0 (registers 4 q, 4 q + 1) and r0 + 8 (4 q + 2, 4 q + 3); 4 threads share a row.
+      const float* bias = bias_s + buf * kTile;
+      float mx0 = m0, mx1 = m1;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int c = 8 * q + 2 * (lane & 3);
+        const float b0 = bias[c], b1 = bias[c + 1];
+        s[4 * q] = fmaf(s[4 * q], sl2, b0);
+        s[4 * q + 1] = fmaf(s[4 * q + 1], sl2, b1);
+        s[4 * q + 2] = fmaf(s[4 * q + 2], sl2, b0);
+        s[4 * q + 3] = fmaf(s[4 * q + 3], sl2, b1);
+        mx0 = fmaxf(mx0, fmaxf(s[4 * q], s[4 * q + 1]));
+        mx1 = fmaxf(mx1, fmaxf(s[4 * q + 2], s[4 * q + 3]));
+      }
+#pragma unroll
+      for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o2));
+      }
+      const float a0 = exp2f(m0 - mx0), a1 = exp2f(m1 - mx1);
+      m0 = mx0;
+      m1 = mx1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        s[4 * q] = exp2f(s[4 * q] - mx0);
+        s[4 * q + 1] = exp2f(s[4 * q + 1] - mx0);
+        s[4 * q + 2] = exp2f(s[4 * q + 2] - mx1);
+        s[4 * q + 3] = exp2f(s[4 * q + 3] - mx1);
+        sum0 += s[4 * q] + s[4 * q + 1];
+        sum1 += s[4 * q + 2] + s[4 * q + 3];
+      }
+      l0 = fmaf(l0, a0, sum0);
+      l1 = fmaf(l1, a1, sum1);
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          o[j][4 * q] *= a0;
+          o[j][4 * q + 1] *= a0;
+          o[j][4 * q + 2] *= a1;
+          o[j][4 * q + 3] *= a1;
+        }
+      if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const __nv_bfloat162 top = __float22bfloat162_rn(make_float2(s[4 * q], s[4 * q + 1]));
+        const __nv_bfloat162 bot = __float22bfloat162_rn(make_float2(s[4 * q + 2], s[4 * q + 3]));
+        const int r1 = r0 + 8, cb = 4 * (lane & 3);
+        *reinterpret_cast<__nv_bfloat162*>(p_s + r0 * 128 + ((q ^ (r0 & 7)) << 4) + cb) = top;
+        *reinterpret_cast<__nv_bfloat162*>(p_s + r1 * 128 + ((q ^ (r1 & 7)) << 4) + cb) = bot;
+      }
+      if ((lane & 3) == 0) {
+        alpha_s[r0] = a0;
+        alpha_s[r0 + 8] = a1;
+      }
+      wgmma::fence_proxy_async();
+      wgmma::bar_arrive(kBarSReady, 256);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
+                                         dk + uint64_t((j * kPanelBytes + 2048 * ks) >> 4), true);
+      wgmma::commit();
+      // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
+      // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
+      wgmma::wait<0>();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+      mbar_arrive(&empty[buf]);
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+      l0 += __shfl_xor_sync(0xffffffffu, l0, o2);
+      l1 += __shfl_xor_sync(0xffffffffu, l1, o2);
+    }
+    if ((lane & 3) == 0) {
+      ml_s[r0] = m0;
+      ml_s[r0 + 8] = m1;
+      ml_s[64 + r0] = l0;
+      ml_s[64 + r0 + 8] = l1;
+    }
+    wgmma::bar_sync(kBarEpilogue, 256);
+    store_o<kSplit>(p, o, b, h0, HQ, 0, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
+                    kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
+    if ((lane & 3) == 0) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = h0 + r0 + 8 * half;
+        const float m = half ? m1 : m0, l = half ? l1 : l0;
+        if (h >= HQ) continue;
+        if constexpr (kSplit) {
+          const int S = gridDim.z;
+          const int64_t n_part = int64_t(p.B) * HQ * S, k = (int64_t(b) * HQ + h) * S + blockIdx.z;
+          p.workspace[n_part * kL + k] = l > 0.f ? m * kLn2 : -INFINITY;
+          p.workspace[n_part * (kL + 1) + k] = l;
+        } else if (p.lse) {
+          p.lse[int64_t(b) * HQ + h] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+        }
+      }
+    }
+  } else {  // wg == 1: O[:, 256:512]
+    wgmma::setmaxnreg_dec<160>();
+    for (int i = 0; i < n; ++i) {
+      const int buf = i & 1;
+      const uint64_t dk = buf ? dk1 : dk0;
+      mbar_wait(&full[buf], (i >> 1) & 1);
+      wgmma::bar_sync(kBarSReady, 256);
+      const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int q = 0; q < 8; ++q) {
+          o[j][4 * q] *= a0;
+          o[j][4 * q + 1] *= a0;
+          o[j][4 * q + 2] *= a1;
+          o[j][4 * q + 3] *= a1;
+        }
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
+                                         dk + uint64_t(((4 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+      wgmma::commit();
+      wgmma::wait<0>();
+#pragma unroll
+      for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+      mbar_arrive(&empty[buf]);
+      if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
+    }
+    wgmma::bar_sync(kBarEpilogue, 256);
+    const float l0 = ml_s[64 + r0], l1 = ml_s[64 + r0 + 8];
+    store_o<kSplit>(p, o, b, h0, HQ, 1, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
+                    kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
+  }
+}
+
+template <bool kFp8, bool kSplit>
+void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
+  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mla_wg
+
+bool mla_decode_wgmma_supported(const MlaDecodeParams& p) {
+  const LatentLayout& l = p.layout;
+  const bool rows = l.latent_dim == mla_wg::kL && l.rope_dim == mla_wg::kR && (!l.fp8 || l.group == 128) &&
+                    l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0;
+  const bool aligned = (reinterpret_cast<uintptr_t>(p.kv) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.q_latent) & 15u) == 0;
+  if (!rows || !aligned) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return false;
+  return major == 9 && minor == 0;
+}
+
+int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
+  const int tiles = (topk + kMlaWgmmaTile - 1) / kMlaWgmmaTile;
+  int S = std::max(1, std::min(S_cap, tiles));
+  const int c = (tiles + S - 1) / S * kMlaWgmmaTile;
+  S = S > 1 ? (topk + c - 1) / c : 1;
+  if (chunk) *chunk = S > 1 ? c : topk;
+  return S;
+}
+
+void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
+  require(S == 1 || chunk % kMlaWgmmaTile == 0,
+          "mla_decode_wgmma_launch: chunk = " + std::to_string(chunk) + ", expected a multiple of 64 when split");
+  if (p.layout.fp8) {
+    if (S > 1) mla_wg::launch<true, true>(p, S, chunk, stream);
+    else mla_wg::launch<true, false>(p, S, chunk, stream);
+  } else {
+    if (S > 1) mla_wg::launch<false, true>(p, S, chunk, stream);
+    else mla_wg::launch<false, false>(p, S, chunk, stream);
+  }
+}
+
+}  // namespace glm5

@@ -1,0 +1,30 @@
+// Warp-specialized wgmma sparse MLA decode (sm_90a): MlaDecodeKernel::Wgmma of mla_decode_cuda.
+// Built only as sm_90a machine code (kernels/sm90a/, CMakeLists.txt); mla_decode_cuda calls it only
+// when mla_decode_wgmma_supported(p) holds, which includes a compute capability 9.0 device.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/mla_decode.h"
+
+namespace glm5 {
+
+// Selected rows per tile of the wgmma kernel: split-K chunks are multiples of it.
+constexpr int kMlaWgmmaTile = 64;
+
+// Whether the wgmma kernel handles p: L = 512, R = 64, FP8 rows with G = 128 scales or BF16 rows, kv and
+// q_latent 16-byte aligned, and the current device is compute capability 9.0 (H100 / H200: sm_90a code).
+bool mla_decode_wgmma_supported(const MlaDecodeParams& p);
+
+// Split-K chunks the wgmma kernel uses when at most S_cap are allowed: chunks are whole 64-row tiles, so
+// S = ceil(topk / chunk) with chunk = 64 * ceil(tiles / min(S_cap, tiles)) (1 when S_cap <= 1 or topk <= 64).
+// *chunk (optional) receives the chunk length in rows (topk when S == 1).
+int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
+
+// Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
+// [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
+// kMlaWgmmaTile when S > 1). S > 1: unnormalized partials to p.workspace in mla_decode_cuda's split-K
+// layout (the caller runs the combine kernel); S == 1: out and lse. Same arithmetic contract as the
+// mma.sync kernel (mla_decode.h): Q and P rounded to bf16, fp32 accumulation and softmax.
+void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream);
+
+}  // namespace glm5
