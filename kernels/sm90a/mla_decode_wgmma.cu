@@ -50,7 +50,23 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4 };
+
+// Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
+// the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
+#ifdef GLM5_MLA_WGMMA_PROBE
+__device__ unsigned long long g_probe[32];
+#define PROBE_T0 long long probe_t = clock64()
+#define PROBE(slot)                                                        \
+  do {                                                                     \
+    const long long now = clock64();                                       \
+    if ((threadIdx.x & 127) == 0) atomicAdd(&g_probe[slot], now - probe_t); \
+    probe_t = now;                                                         \
+  } while (0)
+#else
+#define PROBE_T0
+#define PROBE(slot)
+#endif
 
 // Byte offsets from the 1024-byte-aligned base of dynamic shared memory.
 struct Smem {
@@ -67,14 +83,14 @@ struct Smem {
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
 
 // Q of query heads [h0, h0 + 64) of request b (zeros past HQ), rounded to bf16, into the swizzled
-// K-major operand: 16-byte chunks of 8 dims, four chunks' loads in flight per thread.
+// K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, six chunks' loads in flight per thread.
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
-  constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks;
-  for (int c0 = tid; c0 < kChunks; c0 += 4 * kThreads) {
-    float v[4][8];
+  constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 2;
+  for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 3 x 6 x 256
+    float v[kUnroll][8];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int c = c0 + u * kThreads, r = c / kRowChunks, d = (c % kRowChunks) * 8, h = h0 + r;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStagers, r = c / kRowChunks, d = (c % kRowChunks) * 8, h = h0 + r;
 #pragma unroll
       for (int k = 0; k < 8; ++k) v[u][k] = 0.f;
       if (c < kChunks && h < HQ) {
@@ -91,8 +107,8 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
       }
     }
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int c = c0 + u * kThreads;
+    for (int u = 0; u < kUnroll; ++u) {
+      const int c = c0 + u * kStagers;
       if (c >= kChunks) continue;
       uint32_t w[4];
 #pragma unroll
@@ -111,76 +127,107 @@ __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) {
   return (chunk >> 3) * kPanelBytes + t * 128 + (((chunk & 7) ^ (t & 7)) << 4);
 }
 
-// Producer warpgroup (thread pt = 0..127): lane % 8 picks a row of each 8-row round (a quarter-warp
-// writes 8 rows' chunks: distinct 16-byte bank groups under the swizzle), slice = pt / 8 picks 32 latent
-// dims (FP8: 32 codes = two 16-byte loads, BF16: four) and, for slice < 8, 8 rope dims.
+// Producer warpgroup (thread pt = 0..127, warp pw = pt / 32). Warp pw handles tile rows t = pw + 4 u
+// (u = 0..15), four rows per quarter; lane u < 16 holds row u's index (broadcast with shuffles). Each
+// row is read contiguously: lane l loads 16 bytes of codes (FP8: codes 16 l..16 l + 15; BF16: 32 bytes,
+// dims 16 l..), lanes 0..7 16 bytes of rope, and (FP8) each lane its group's fp32 scale; so one warp
+// instruction covers 512 contiguous bytes (measured in S6c: the earlier 8-rows-per-instruction mapping
+// spent ~2100 cycles per tile just issuing its loads). Lane l writes dims 16 l..16 l + 15 = chunks 2 l and
+// 2 l + 1 of panel l / 4; lanes of odd panels write their odd chunk first, so a quarter-warp's eight
+// 16-byte stores hit eight distinct bank groups. Two quarters are in flight in registers (quarter
+// q + 2's loads are issued as quarter q is stored), and the rows of tile i + 2 are prefetched into L2
+// when tile i starts.
+template <bool kFp8>
+struct RowQuarter {
+  uint4 lat[4][kFp8 ? 1 : 2];
+  uint4 rope[4];
+  float scale[4];
+  int index[4];
+};
+
+template <bool kFp8>
+__device__ __forceinline__ void load_quarter(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowQuarter<kFp8>& r) {
+  const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int t = __shfl_sync(0xffffffffu, idx_lane, 4 * q + k);
+    r.index[k] = t;
+    const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int m = 0; m < (kFp8 ? 1 : 2); ++m)
+      r.lat[k][m] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row) + (kFp8 ? 1 : 2) * lane + m) : zero;
+    r.rope[k] = t >= 0 && lane < 8 ? __ldg(reinterpret_cast<const uint4*>(row + ro) + lane) : zero;
+    r.scale[k] = kFp8 && t >= 0 ? __ldg(reinterpret_cast<const float*>(row + kL) + lane / 8) : 0.f;
+  }
+}
+
+template <bool kFp8>
+__device__ __forceinline__ void store_quarter(const RowQuarter<kFp8>& r, int q, int pw, int lane, uint8_t* dst,
+                                              float* bias) {
+  const int odd = (lane >> 2) & 1;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const int t = pw + 4 * (4 * q + k);
+    uint4 out[2];
+    if constexpr (kFp8) {
+      const uint2 a = dequant4_bf16(r.lat[k][0].x, r.scale[k]), b2 = dequant4_bf16(r.lat[k][0].y, r.scale[k]);
+      const uint2 c2 = dequant4_bf16(r.lat[k][0].z, r.scale[k]), d2 = dequant4_bf16(r.lat[k][0].w, r.scale[k]);
+      out[0] = make_uint4(a.x, a.y, b2.x, b2.y);
+      out[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+    } else {
+      out[0] = r.lat[k][0];
+      out[1] = r.lat[k][1];
+    }
+    *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + odd)) = odd ? out[1] : out[0];
+    *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + 1 - odd)) = odd ? out[0] : out[1];
+    if (lane < 8) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + lane)) = r.rope[k];
+    if (lane == 0) bias[t] = r.index[k] >= 0 ? 0.f : -INFINITY;
+  }
+}
+
 template <bool kFp8>
 __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
                                         float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
-  constexpr int kRounds = kTile / 8;            // 8 rows per round
-  constexpr int kBatch = kFp8 ? kRounds : 4;    // rounds whose loads are in flight together
-  const int tok8 = pt & 7, slice = pt >> 3;
-  const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
+  const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
-  int next[kRounds];
-#pragma unroll
-  for (int r = 0; r < kRounds; ++r) {
-    const int j = j0 + 8 * r + tok8;
-    next[r] = j < j_end ? __ldg(ind + j) : -1;
-  }
+  // This lane's row (u = lane < 16) of tile `tile`: its index, or -1.
+  auto index_of = [&](int tile) {
+    const int j = j0 + tile * kTile + pw + 4 * lane;
+    return lane < 16 && tile < n && j < j_end ? __ldg(ind + j) : -1;
+  };
+  auto prefetch_rows = [&](int index) {
+    if (index >= 0) prefetch_l2(p.kv + int64_t(index) * p.layout.row_bytes, unsigned(p.layout.row_bytes));
+  };
+  int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
+  prefetch_rows(idx_cur);
+  prefetch_rows(idx_nxt);
+  RowQuarter<kFp8> A, B;
+  load_quarter<kFp8>(p, idx_cur, 0, lane, A);
+  load_quarter<kFp8>(p, idx_cur, 1, lane, B);
+  PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
-    int idx[kRounds];
-#pragma unroll
-    for (int r = 0; r < kRounds; ++r) idx[r] = next[r];
-    if (i + 1 < n) {  // the next tile's indices: their latency hides behind this tile
-#pragma unroll
-      for (int r = 0; r < kRounds; ++r) {
-        const int j = j0 + (i + 1) * kTile + 8 * r + tok8;
-        next[r] = j < j_end ? __ldg(ind + j) : -1;
-      }
-    }
     uint8_t* dst = kv_s + buf * kOpBytes;
-#pragma unroll
-    for (int r0 = 0; r0 < kRounds; r0 += kBatch) {
-      uint4 lat[kBatch][kFp8 ? 2 : 4], rope[kBatch];
-      float sc[kBatch];
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int t = idx[r0 + u];
-        const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-#pragma unroll
-        for (int k = 0; k < (kFp8 ? 2 : 4); ++k)
-          lat[u][k] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + (kFp8 ? 32 : 64) * slice) + k) : zero;
-        rope[u] = t >= 0 && slice < 8 ? __ldg(reinterpret_cast<const uint4*>(row + ro) + slice) : zero;
-        sc[u] = kFp8 && t >= 0 ? __ldg(reinterpret_cast<const float*>(row + kL) + slice / 4) : 0.f;
-      }
-      if (r0 == 0 && i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
-#pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        const int t = 8 * (r0 + u) + tok8;
-        uint4 out[4];
-        if constexpr (kFp8) {
-#pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            const uint2 a = dequant4_bf16(lat[u][k].x, sc[u]), b2 = dequant4_bf16(lat[u][k].y, sc[u]);
-            const uint2 c2 = dequant4_bf16(lat[u][k].z, sc[u]), d2 = dequant4_bf16(lat[u][k].w, sc[u]);
-            out[2 * k] = make_uint4(a.x, a.y, b2.x, b2.y);
-            out[2 * k + 1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
-          }
-        } else {
-#pragma unroll
-          for (int k = 0; k < 4; ++k) out[k] = lat[u][k];
-        }
-#pragma unroll
-        for (int k = 0; k < 4; ++k) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 4 * slice + k)) = out[k];
-        if (slice < 8) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + slice)) = rope[u];
-        if (slice == 0) bias_s[buf * kTile + t] = idx[r0 + u] >= 0 ? 0.f : -INFINITY;
-      }
-    }
+    float* bias = bias_s + buf * kTile;
+    prefetch_rows(idx_far);  // tile i + 2
+    PROBE(20);  // producer: L2 prefetch issue
+    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
+    PROBE(21);  // producer: wait for an empty buffer
+    store_quarter<kFp8>(A, 0, pw, lane, dst, bias);
+    load_quarter<kFp8>(p, idx_cur, 2, lane, A);
+    store_quarter<kFp8>(B, 1, pw, lane, dst, bias);
+    load_quarter<kFp8>(p, idx_cur, 3, lane, B);
+    idx_cur = idx_nxt;
+    idx_nxt = idx_far;
+    idx_far = index_of(i + 3);
+    store_quarter<kFp8>(A, 2, pw, lane, dst, bias);
+    if (i + 1 < n) load_quarter<kFp8>(p, idx_cur, 0, lane, A);
+    store_quarter<kFp8>(B, 3, pw, lane, dst, bias);
+    if (i + 1 < n) load_quarter<kFp8>(p, idx_cur, 1, lane, B);
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's async-proxy operand reads
     mbar_arrive(&full[buf]);
+    PROBE(22);  // producer: load latency + dequantize + store
   }
 }
 
@@ -231,17 +278,19 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
     mbar_init(&empty[1], 256);
     mbar_init_fence();
   }
-  pdl_begin();  // q, kv and the indices come from earlier kernels of the step
-  load_q(p, b, h0, HQ, q_s, tid);
-  wgmma::fence_proxy_async();
-  __syncthreads();
-
+  __syncthreads();  // barriers initialized
+  pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
-  if (wg == 2) {
+  if (wg == 2) {  // the producer starts gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<152>();
     produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
+  PROBE_T0;
+  load_q(p, b, h0, HQ, q_s, tid);
+  wgmma::fence_proxy_async();
+  wgmma::bar_sync(kBarQ, 256);
+  PROBE(0);  // prologue: Q staging (counted by both consumer warpgroups)
 
   float o[4][32];
 #pragma unroll
@@ -259,6 +308,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
+      PROBE(1);  // WG0: wait for a full buffer
       float s[32];
       wgmma::fence();
 #pragma unroll
@@ -269,6 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operand(s);
+      PROBE(2);  // WG0: Q . K^T
 
       // Online softmax over this tile's 64 columns: thread holds columns 8 q + 2 (lane % 4) + {0, 1} of
       // rows r0 (registers 4 q, 4 q + 1) and r0 + 8 (4 q + 2, 4 q + 3); 4 threads share a row.
@@ -305,6 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       }
       l0 = fmaf(l0, a0, sum0);
       l1 = fmaf(l1, a1, sum1);
+      
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -314,7 +366,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
           o[j][4 * q + 2] *= a1;
           o[j][4 * q + 3] *= a1;
         }
+      PROBE(3);  // WG0: softmax + O rescale
       if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
+      PROBE(4);  // WG0: wait for S_free
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         const __nv_bfloat162 top = __float22bfloat162_rn(make_float2(s[4 * q], s[4 * q + 1]));
@@ -343,6 +397,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
+      PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
     for (int o2 = 1; o2 <= 2; o2 <<= 1) {
@@ -381,7 +436,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
+      PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
+      
 #pragma unroll
       for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -404,6 +461,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
+      PROBE(11);  // WG1: rescale + P . V
     }
     wgmma::bar_sync(kBarEpilogue, 256);
     const float l0 = ml_s[64 + r0], l1 = ml_s[64 + r0 + 8];

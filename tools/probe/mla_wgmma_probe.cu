@@ -1,0 +1,101 @@
+// Phase timing of the sm_90a wgmma MLA decode kernel (kernels/sm90a/mla_decode_wgmma.cu compiled with
+// GLM5_MLA_WGMMA_PROBE): for each shape, the median of 10 timed launches, then the clock64() cycles each
+// warpgroup's thread 0 spent per phase, averaged over CTAs and tiles. A diagnostic, not a test: inputs are
+// random bytes (codes masked to finite e4m3), correctness is gpu_mla_decode's job.
+// Build (here, no GPU needed): tools/probe/build.sh; run on the device: .device/bin/mla_wgmma_probe
+#define GLM5_MLA_WGMMA_PROBE 1
+#include "kernels/sm90a/mla_decode_wgmma.cu"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+using namespace glm5;
+
+int main() {
+  const LatentLayout l = make_latent_layout(512, 64, true);
+  const int rows = 495000, topk = 2048;
+  uint8_t* pool;
+  CUDA_CHECK(cudaMalloc(&pool, size_t(rows) * l.row_bytes));
+  {
+    std::vector<uint8_t> h(size_t(rows) * l.row_bytes);
+    std::mt19937 g(1);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = uint8_t(g()) & 0x77;
+    for (int r = 0; r < rows; ++r)
+      for (int k = 0; k < 4; ++k) {
+        const float one = 0.01f;
+        std::memcpy(&h[size_t(r) * l.row_bytes + 512 + 4 * k], &one, 4);
+      }
+    CUDA_CHECK(cudaMemcpy(pool, h.data(), h.size(), cudaMemcpyHostToDevice));
+  }
+  struct Shape { int B, H; };
+  for (Shape sh : {Shape{64, 64}, Shape{128, 64}, Shape{128, 128}, Shape{64, 256}}) {
+    const int B = sh.B, H = sh.H;
+    std::vector<float> hq(size_t(B) * H * 576);
+    std::vector<int32_t> hi(size_t(B) * topk);
+    std::mt19937 g(B * 1000 + H);
+    std::normal_distribution<float> nd;
+    for (float& x : hq) x = nd(g);
+    for (int32_t& x : hi) x = int32_t(g() % rows);
+    float *q, *out, *lse, *ws;
+    int32_t* idx;
+    CUDA_CHECK(cudaMalloc(&q, hq.size() * 4));
+    CUDA_CHECK(cudaMalloc(&idx, hi.size() * 4));
+    CUDA_CHECK(cudaMalloc(&out, size_t(B) * H * 512 * 4));
+    CUDA_CHECK(cudaMalloc(&lse, size_t(B) * H * 4));
+    const size_t wsb = std::max<size_t>(mla_decode_workspace_bytes(B, H, topk, 512), 16);
+    CUDA_CHECK(cudaMalloc(&ws, wsb));
+    CUDA_CHECK(cudaMemcpy(q, hq.data(), hq.size() * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(idx, hi.data(), hi.size() * 4, cudaMemcpyHostToDevice));
+    MlaDecodeParams p;
+    p.q_latent = q;  // latent part only is read from here; rope below (same buffer, any values)
+    p.q_rope = q;
+    p.q_rope_row_stride = H * 64;
+    p.q_rope_head_stride = 64;
+    p.kv = pool;
+    p.layout = l;
+    p.indices = idx;
+    p.out = out;
+    p.lse = lse;
+    p.B = B;
+    p.H = H;
+    p.topk = topk;
+    p.scale = 0.04f;
+    p.workspace = ws;
+    p.workspace_bytes = wsb;
+    int chunk = topk;
+    const int S = mla_decode_wgmma_splits(mla_decode_num_splits(B, H, topk), topk, &chunk);
+    cudaEvent_t e0, e1;
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
+    std::vector<float> ms;
+    for (int it = 0; it < 12; ++it) {
+      if (it == 11) {
+        unsigned long long zero[32] = {};
+        CUDA_CHECK(cudaMemcpyToSymbol(mla_wg::g_probe, zero, sizeof(zero)));
+      }
+      CUDA_CHECK(cudaEventRecord(e0));
+      mla_decode_wgmma_launch(p, S, chunk, nullptr);
+      CUDA_CHECK(cudaEventRecord(e1));
+      CUDA_CHECK(cudaEventSynchronize(e1));
+      float t = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+      if (it >= 1 && it < 11) ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    unsigned long long pr[32];
+    CUDA_CHECK(cudaMemcpyFromSymbol(pr, mla_wg::g_probe, sizeof(pr)));
+    const double ctas = double((H + 63) / 64) * B * S, tiles = double((H + 63) / 64) * B * topk / 64;
+    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (no combine), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
+                1e3 * ms[ms.size() / 2], int(ctas), tiles / ctas);
+    std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
+    std::printf("  WG0 per tile: wait full %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
+                pr[1] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
+    std::printf("  WG1 per tile: wait P %.0f | PV %.0f\n", pr[10] / tiles, pr[11] / tiles);
+    std::printf("  producer per tile: issue loads %.0f | wait empty %.0f | latency+dequant+store %.0f\n", pr[20] / tiles,
+                pr[21] / tiles, pr[22] / tiles);
+    cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
+  }
+  return 0;
+}
