@@ -5,9 +5,9 @@
 // is only 4% faster than FP8 rows, so the matrix-product structure, not the dequantization, is the gap.
 // The design follows the one FlashMLA's source describes (written here from our notes, no code taken):
 //
-// CTA = 3 warpgroups (384 threads, one CTA per SM: 226 KB of shared memory), 64 query heads of one
+// CTA = 4 warpgroups (512 threads, one CTA per SM: 226 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 (producer): gathers the tile's 64 rows with 16-byte ld.global.nc into registers (the next
+//   WG2 + WG3 (producers): gather the tile's 64 rows with 16-byte ld.global.nc into registers (the next
 //       tile's while the consumers compute), dequantizes FP8 codes exactly as kv_cast does
 //       (round_bf16(e4m3 * scale)) or copies BF16 rows, and writes the 64 x 576 bf16 K tile in the
 //       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
@@ -18,9 +18,9 @@
 //       512 dims of the same K tile read as an MN-major B operand: no second copy).
 //   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
 //       overlaps WG0's Q . K^T of tile i + 1.
-// Handshakes: mbarriers full[2] (128 producer arrivals) / empty[2] (256 consumer arrivals) for the K
+// Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
 // buffers; named barriers S_ready (WG0 -> WG1: P and factors written) and S_free (WG1 -> WG0: done
-// reading P). Registers: setmaxnreg 192 / 160 / 152 (sum 504 = 3 x 168, the launch allocation).
+// reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
 // Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
@@ -41,7 +41,7 @@
 namespace glm5 {
 namespace mla_wg {
 
-constexpr int kThreads = 384;
+constexpr int kThreads = 512;
 constexpr int kHeads = 64;  // query heads per CTA: wgmma M
 constexpr int kTile = kMlaWgmmaTile;
 constexpr int kL = 512, kR = 64, kW = kL + kR;
@@ -127,31 +127,51 @@ __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) {
   return (chunk >> 3) * kPanelBytes + t * 128 + (((chunk & 7) ^ (t & 7)) << 4);
 }
 
-// Producer warpgroup (thread pt = 0..127, warp pw = pt / 32). Warp pw handles tile rows t = pw + 4 u
-// (u = 0..15), four rows per quarter; lane u < 16 holds row u's index (broadcast with shuffles). Each
-// row is read contiguously: lane l loads 16 bytes of codes (FP8: codes 16 l..16 l + 15; BF16: 32 bytes,
-// dims 16 l..), lanes 0..7 16 bytes of rope, and (FP8) each lane its group's fp32 scale; so one warp
-// instruction covers 512 contiguous bytes (measured in S6c: the earlier 8-rows-per-instruction mapping
-// spent ~2100 cycles per tile just issuing its loads). Lane l writes dims 16 l..16 l + 15 = chunks 2 l and
-// 2 l + 1 of panel l / 4; lanes of odd panels write their odd chunk first, so a quarter-warp's eight
-// 16-byte stores hit eight distinct bank groups. Two quarters are in flight in registers (quarter
-// q + 2's loads are issued as quarter q is stored), and the rows of tile i + 2 are prefetched into L2
-// when tile i starts.
+// Producer warpgroups 2 and 3 (thread pt = 0..255, warp pw = pt / 32 = 0..7). Warp pw handles tile rows
+// t = pw + 8 u (u = 0..7), one row per slot; lane u < 8 holds row u's index (broadcast with shuffles).
+// Each row is read contiguously: lane l loads 16 bytes of codes (FP8: codes 16 l..16 l + 15; BF16: 32
+// bytes, dims 16 l..), lanes 0..7 16 bytes of rope, and (FP8) each lane its group's fp32 scale; so one
+// warp instruction covers 512 contiguous bytes (S6c: an 8-rows-per-instruction mapping spent ~2100 cycles
+// per tile issuing its loads). Lane l writes dims 16 l..16 l + 15 = chunks 2 l and 2 l + 1 of panel l / 4;
+// lanes of odd panels write their odd chunk first, so a quarter-warp's eight 16-byte stores hit eight
+// distinct bank groups. Two slots are in flight in registers (slot q + 2's loads are issued as slot q is
+// stored), and the rows of tile i + 2 are prefetched into L2 when tile i starts. Why two warpgroups: S6d's
+// phase probe showed one producer warpgroup (one warp per SM sub-partition) needing ~9.9k cycles per tile
+// for the gather + dequantization (3 instructions per code, latency-bound with one warp per scheduler),
+// more than twice the consumers' ~4.3k.
+constexpr int kProducerWarps = 8;
+constexpr int kSlotRows = 1;
+// Slots (rows) each producer warp keeps in flight, and whether it prefetches tile i + 2's rows into L2;
+// macros only so tools/probe can build variants side by side.
+#ifndef GLM5_MLA_WG_INFLIGHT
+#define GLM5_MLA_WG_INFLIGHT 2
+#endif
+#ifndef GLM5_MLA_WG_PREFETCH
+#define GLM5_MLA_WG_PREFETCH 1
+#endif
+constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
+constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
+
 template <bool kFp8>
-struct RowQuarter {
-  uint4 lat[4][kFp8 ? 1 : 2];
-  uint4 rope[4];
-  float scale[4];
-  int index[4];
+struct RowSlot {
+  uint4 lat[kSlotRows][kFp8 ? 1 : 2];
+  uint4 rope[kSlotRows];
+  float scale[kSlotRows];
+  int index[kSlotRows];
 };
 
 template <bool kFp8>
-__device__ __forceinline__ void load_quarter(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowQuarter<kFp8>& r) {
+__device__ __forceinline__ void load_slot(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowSlot<kFp8>& r) {
   const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int t = __shfl_sync(0xffffffffu, idx_lane, 4 * q + k);
+  for (int k = 0; k < kSlotRows; ++k) {
+#ifdef GLM5_MLA_WG_NOLOAD  // probe only: no global loads (the producer's compute and stores alone)
+    const int t = -1;
+    r.index[k] = __shfl_sync(0xffffffffu, idx_lane, kSlotRows * q + k);
+#else
+    const int t = __shfl_sync(0xffffffffu, idx_lane, kSlotRows * q + k);
     r.index[k] = t;
+#endif
     const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
     const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
@@ -163,12 +183,11 @@ __device__ __forceinline__ void load_quarter(const MlaDecodeParams& p, int idx_l
 }
 
 template <bool kFp8>
-__device__ __forceinline__ void store_quarter(const RowQuarter<kFp8>& r, int q, int pw, int lane, uint8_t* dst,
-                                              float* bias) {
+__device__ __forceinline__ void store_slot(const RowSlot<kFp8>& r, int q, int pw, int lane, uint8_t* dst, float* bias) {
   const int odd = (lane >> 2) & 1;
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int t = pw + 4 * (4 * q + k);
+  for (int k = 0; k < kSlotRows; ++k) {
+    const int t = pw + kProducerWarps * (kSlotRows * q + k);
     uint4 out[2];
     if constexpr (kFp8) {
       const uint2 a = dequant4_bf16(r.lat[k][0].x, r.scale[k]), b2 = dequant4_bf16(r.lat[k][0].y, r.scale[k]);
@@ -189,42 +208,47 @@ __device__ __forceinline__ void store_quarter(const RowQuarter<kFp8>& r, int q, 
 template <bool kFp8>
 __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
                                         float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
+  constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 = 4 slots
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
-  // This lane's row (u = lane < 16) of tile `tile`: its index, or -1.
+  // This lane's row (u = lane < 8) of tile `tile`: its index, or -1.
   auto index_of = [&](int tile) {
-    const int j = j0 + tile * kTile + pw + 4 * lane;
-    return lane < 16 && tile < n && j < j_end ? __ldg(ind + j) : -1;
+    const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
+    return lane < kRowsPerWarp && tile < n && j < j_end ? __ldg(ind + j) : -1;
   };
-  auto prefetch_rows = [&](int index) {
+  auto prefetch_row = [&](int index) {
     if (index >= 0) prefetch_l2(p.kv + int64_t(index) * p.layout.row_bytes, unsigned(p.layout.row_bytes));
   };
   int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
-  prefetch_rows(idx_cur);
-  prefetch_rows(idx_nxt);
-  RowQuarter<kFp8> A, B;
-  load_quarter<kFp8>(p, idx_cur, 0, lane, A);
-  load_quarter<kFp8>(p, idx_cur, 1, lane, B);
+  if (kPrefetchL2) {
+    prefetch_row(idx_cur);
+    prefetch_row(idx_nxt);
+  }
+  constexpr int kSlots = kRowsPerWarp / kSlotRows;  // per tile
+  static_assert(kSlots % kInFlight == 0, "slot q lives in R[q % kInFlight] across tiles");
+  RowSlot<kFp8> R[kInFlight];
+#pragma unroll
+  for (int q = 0; q < kInFlight; ++q) load_slot<kFp8>(p, idx_cur, q, lane, R[q]);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
     float* bias = bias_s + buf * kTile;
-    prefetch_rows(idx_far);  // tile i + 2
+    if (kPrefetchL2) prefetch_row(idx_far);  // tile i + 2
     PROBE(20);  // producer: L2 prefetch issue
     if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
     PROBE(21);  // producer: wait for an empty buffer
-    store_quarter<kFp8>(A, 0, pw, lane, dst, bias);
-    load_quarter<kFp8>(p, idx_cur, 2, lane, A);
-    store_quarter<kFp8>(B, 1, pw, lane, dst, bias);
-    load_quarter<kFp8>(p, idx_cur, 3, lane, B);
-    idx_cur = idx_nxt;
-    idx_nxt = idx_far;
-    idx_far = index_of(i + 3);
-    store_quarter<kFp8>(A, 2, pw, lane, dst, bias);
-    if (i + 1 < n) load_quarter<kFp8>(p, idx_cur, 0, lane, A);
-    store_quarter<kFp8>(B, 3, pw, lane, dst, bias);
-    if (i + 1 < n) load_quarter<kFp8>(p, idx_cur, 1, lane, B);
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      store_slot<kFp8>(R[q % kInFlight], q, pw, lane, dst, bias);
+      if (q == kSlots - kInFlight) {  // every slot of tile i is loaded: move the index window on
+        idx_cur = idx_nxt;
+        idx_nxt = idx_far;
+        idx_far = index_of(i + 3);
+      }
+      if (q + kInFlight < kSlots) load_slot<kFp8>(p, idx_cur, q + kInFlight, lane, R[q % kInFlight]);
+      else if (i + 1 < n) load_slot<kFp8>(p, idx_cur, q + kInFlight - kSlots, lane, R[q % kInFlight]);
+    }
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's async-proxy operand reads
     mbar_arrive(&full[buf]);
     PROBE(22);  // producer: load latency + dequantize + store
@@ -272,8 +296,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
 
   if (tid == 0) {
-    mbar_init(&full[0], 128);
-    mbar_init(&full[1], 128);
+    mbar_init(&full[0], 32 * kProducerWarps);
+    mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
     mbar_init_fence();
@@ -281,8 +305,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   __syncthreads();  // barriers initialized
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
-  if (wg == 2) {  // the producer starts gathering while the consumers stage Q
-    wgmma::setmaxnreg_dec<152>();
+  if (wg >= 2) {  // the producers start gathering while the consumers stage Q
+    wgmma::setmaxnreg_dec<80>();
     produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
@@ -430,7 +454,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       }
     }
   } else {  // wg == 1: O[:, 256:512]
-    wgmma::setmaxnreg_dec<160>();
+    wgmma::setmaxnreg_inc<160>();
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
