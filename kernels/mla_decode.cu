@@ -385,6 +385,12 @@ void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t st
 
 }  // namespace
 
+bool mla_decode_auto_wgmma(const MlaDecodeParams& p) {
+  if (p.kernel != MlaDecodeKernel::Auto || p.heads_per_cta != 0) return false;
+  const int64_t ctas = int64_t(p.B) * ((int64_t(p.H) * p.s_q + 63) / 64);
+  return ctas >= kMlaWgmmaAutoMinCtas && mla_decode_wgmma_supported(p);
+}
+
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   validate_mla_decode_params(p);
   const int L = p.layout.latent_dim, R = p.layout.rope_dim;
@@ -420,7 +426,7 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     const int tiles = (p.topk + kRows - 1) / kRows;
     chunk = (tiles + S - 1) / S * kRows;
   }
-  if (p.kernel == MlaDecodeKernel::Wgmma) {
+  if (p.kernel == MlaDecodeKernel::Wgmma || mla_decode_auto_wgmma(p)) {
     require(mla_decode_wgmma_supported(p),
             "mla_decode_cuda: kernel = Wgmma needs L = 512, R = 64, G = 128 (FP8 rows), 16-byte aligned kv and "
             "q_latent, and a compute capability 9.0 GPU; got L = " + std::to_string(L) + ", R = " + std::to_string(R));

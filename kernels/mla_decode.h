@@ -13,7 +13,8 @@
 
 namespace glm5 {
 
-// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: TensorCore(Pipelined) where it handles
+// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: Wgmma where
+// mla_decode_auto_wgmma says so, else TensorCore(Pipelined) where it handles
 // the shapes (L = 512, R % 16 == 0, R <= 64, 16-byte aligned kv and rows: GLM-5, DeepSeek), else
 // Fp32. TensorCore: BF16 mma.sync, one CTA per (request, 64 heads, chunk) (kernels/mla_decode_tc.cuh);
 // throws glm5::Error on other shapes. Fp32: the FMA kernel, one block per (request, 16 heads, chunk),
@@ -76,6 +77,12 @@ struct MlaDecodeParams {
 // Throws glm5::Error on null pointers, B/H/topk < 0, s_q < 1, a layout not from make_latent_layout, or (CUDA)
 // L > 512, R > 128 (the kernel's register tile; GLM-5 and DeepSeek use L = 512, R = 64).
 void validate_mla_decode_params(const MlaDecodeParams& p);
+// Whether kernel = Auto runs the wgmma kernel for p: heads_per_cta 0 (auto), at least
+// kMlaWgmmaAutoMinCtas (request, 64-head block) pairs, and mla_decode_wgmma_supported (L = 512, R = 64, an
+// sm_90 device). Measured on the H200 (reports/2026-11-30-h200-kv-kernels.md): faster than the mma.sync
+// kernels from batch 8 at 64 heads; at batch 1 the mma.sync kernel's 16-head slices and deeper split-K win.
+constexpr int kMlaWgmmaAutoMinCtas = 8;
+bool mla_decode_auto_wgmma(const MlaDecodeParams& p);
 // Number of top-k chunks the split-K path uses for (B, H, topk): S = min(132 / (B * ceil(H / 64)),
 // tiles of 32 rows), so the grid is at most one wave of an H200 (132 SMs, one CTA each), chunks a
 // multiple of 32 rows; 1 = no split (the workspace is then not used).

@@ -969,8 +969,10 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           // The sm_90a wgmma kernel at its default split (heads_per_cta -1 marks it in the sweep).
           if (mla_decode_wgmma_supported(p)) sweep.push_back({-1, 0});
           for (auto [hpc, sp] : sweep) {
+            // Records named mla_decode_* are the mma.sync kernels (what Auto ran before the wgmma kernel),
+            // *_wgmma the wgmma kernel: the two side by side whatever Auto now picks.
             const bool wg = hpc < 0;
-            p.kernel = wg ? MlaDecodeKernel::Wgmma : MlaDecodeKernel::Auto;
+            p.kernel = wg ? MlaDecodeKernel::Wgmma : fp8 ? MlaDecodeKernel::TensorCorePipelined : MlaDecodeKernel::TensorCore;
             p.heads_per_cta = wg ? 0 : hpc;
             p.splits = sp;
             std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });

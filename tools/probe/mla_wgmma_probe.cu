@@ -93,7 +93,7 @@ int main() {
     std::printf("  WG0 per tile: wait full %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
                 pr[1] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
     std::printf("  WG1 per tile: wait P %.0f | PV %.0f\n", pr[10] / tiles, pr[11] / tiles);
-    std::printf("  producer per tile (sum of 2 WGs): wait staged rows %.0f | wait K tile %.0f | unpack + next copies %.0f\n", pr[20] / tiles,
+    std::printf("  producer per tile: issue loads %.0f | wait empty %.0f | latency+dequant+store %.0f\n", pr[20] / tiles,
                 pr[21] / tiles, pr[22] / tiles);
     cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
   }
