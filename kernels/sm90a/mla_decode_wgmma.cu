@@ -5,22 +5,23 @@
 // is only 4% faster than FP8 rows, so the matrix-product structure, not the dequantization, is the gap.
 // The design follows the one FlashMLA's source describes (written here from our notes, no code taken):
 //
-// CTA = 4 warpgroups (512 threads, one CTA per SM: 219 KB of shared memory), 64 query heads of one
+// CTA = 4 warpgroups (512 threads, one CTA per SM: 226 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 + WG3 (producers): copy the next tile's 64 rows by cp.async into a staging buffer (zero-filled for
-//       index -1 or past the chunk) while the consumers work, then, once the consumers release the K
-//       tile, dequantize FP8 codes exactly as kv_cast does (round_bf16(e4m3 * scale)) or copy BF16 rows
-//       into the 64 x 576 bf16 K tile in the 128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh);
-//       invalid rows get a -inf score bias. Signal `full`.
+//   WG2 + WG3 (producers): gather the tile's 64 rows with 16-byte ld.global.nc into registers (the next
+//       tile's while the consumers compute), dequantizes FP8 codes exactly as kv_cast does
+//       (round_bf16(e4m3 * scale)) or copies BF16 rows, and writes the 64 x 576 bf16 K tile in the
+//       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
+//       (index -1 or past the chunk) are zeros with a -inf score bias. Signals `full[buf]`.
 //   WG0: S = Q . K^T (64 heads x 64 rows over 576 dims: 36 wgmma m64n64k16, Q and K from shared
 //       memory), the online softmax in fp32 (base-2, prescaled), P rounded to bf16 into shared memory
 //       with the per-row rescale factors, then O[:, 0:256] += P . V (16 wgmma m64n64k16; V = the first
 //       512 dims of the same K tile read as an MN-major B operand: no second copy).
-//   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims.
-// Handshakes: mbarriers full (256 producer arrivals) / empty (256 consumer arrivals) for the K tile; named
-// barriers S_ready (WG0 -> WG1: P and factors written), S_free (WG1 -> WG0: done reading P), and one
-// among the producers. Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
-// Shared memory: Q 72 KB + K tile 72 KB + staging 41 KB + P 8 KB + stats 1 KB.
+//   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
+//       overlaps WG0's Q . K^T of tile i + 1.
+// Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
+// buffers; named barriers S_ready (WG0 -> WG1: P and factors written) and S_free (WG1 -> WG0: done
+// reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
+// Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
 #include <cuda_bf16.h>
@@ -46,7 +47,6 @@ constexpr int kTile = kMlaWgmmaTile;
 constexpr int kL = 512, kR = 64, kW = kL + kR;
 constexpr int kPanelBytes = 64 * 128;              // 64 rows x 64 bf16 columns, 128-byte swizzled
 constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9 panels)
-constexpr int kMaxRowBytes = 656;                  // FP8 rows (GLM-5 / DeepSeek: 512 + 16 + 128); BF16 rows are staged in halves
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
@@ -71,15 +71,14 @@ __device__ unsigned long long g_probe[32];
 // Byte offsets from the 1024-byte-aligned base of dynamic shared memory.
 struct Smem {
   static constexpr int q = 0;
-  static constexpr int kv = q + kOpBytes;             // the bf16 K tile (one: see the producer)
-  static constexpr int raw = kv + kOpBytes;           // the next tile's rows as stored (cp.async)
-  static constexpr int p = raw + kTile * kMaxRowBytes;  // P [64 heads x 64 rows] bf16, swizzled: one panel
-  static constexpr int alpha = p + kPanelBytes;       // [64] fp32 per-row rescale of O for this tile
-  static constexpr int bias = alpha + 64 * 4;         // [64] fp32 score bias: 0 or -inf (invalid row)
-  static constexpr int ml = bias + 64 * 4;            // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;        // full, empty
-  static constexpr int end = bars + 2 * 8;
-  static constexpr int total = end + 1024;            // + slack to align the base to 1024 bytes
+  static constexpr int kv = q + kOpBytes;           // 2 K tiles
+  static constexpr int p = kv + 2 * kOpBytes;       // P [64 heads x 64 rows] bf16, swizzled: one panel
+  static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
+  static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
+  static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2]
+  static constexpr int end = bars + 4 * 8;
+  static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
 
@@ -129,104 +128,130 @@ __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) {
 }
 
 // Producer warpgroups 2 and 3 (thread pt = 0..255, warp pw = pt / 32 = 0..7). Warp pw handles tile rows
-// t = pw + 8 u (u = 0..7); lane u < 8 holds row u's index (broadcast with shuffles).
-// Why this shape (phase probes, tools/probe/mla_wgmma_probe, S6c-S6f): gathering rows into registers
-// bounded the kernel. With one register-fed producer warpgroup a 64-row tile took ~9.9k cycles against the
-// consumers' ~4.4k; with two, ~8.8k: 16-32 rows in flight per SM are all the registers allow, and every
-// tile paid several ~1.5k-cycle round trips (with no global loads the kernel ran 195 us instead of 342 us
-// at B 128, H 128). Now the rows of tile i + 1 travel by cp.async (no registers, zero-filled for invalid
-// rows) into a raw staging buffer while the consumers work on tile i; the producers then dequantize from
-// shared memory into the one K tile as soon as the consumers release it. Shared memory holds Q, one K
-// tile and one raw tile (a second K tile does not fit beside the staging buffer).
-// Dequantization: each row is read contiguously (lane l: 16 bytes of codes, lanes 0..17 8 bytes of the
-// [scales | rope] tail), lane l writes dims 16 l..16 l + 15 = chunks 2 l and 2 l + 1 of panel l / 4; lanes of
-// odd panels write their odd chunk first, so a quarter-warp's eight 16-byte stores hit eight distinct bank
-// groups. BF16 rows (1152 bytes) are staged and copied in two halves of 32 rows.
+// t = pw + 8 u (u = 0..7), one row per slot; lane u < 8 holds row u's index (broadcast with shuffles).
+// Each row is read contiguously: lane l loads 16 bytes of codes (FP8: codes 16 l..16 l + 15; BF16: 32
+// bytes, dims 16 l..), lanes 0..7 16 bytes of rope, and (FP8) each lane its group's fp32 scale; so one
+// warp instruction covers 512 contiguous bytes (S6c: an 8-rows-per-instruction mapping spent ~2100 cycles
+// per tile issuing its loads). Lane l writes dims 16 l..16 l + 15 = chunks 2 l and 2 l + 1 of panel l / 4;
+// lanes of odd panels write their odd chunk first, so a quarter-warp's eight 16-byte stores hit eight
+// distinct bank groups. Two slots are in flight in registers (slot q + 2's loads are issued as slot q is
+// stored), and the rows of tile i + 2 are prefetched into L2 when tile i starts. Why two warpgroups: S6d's
+// phase probe showed one producer warpgroup (one warp per SM sub-partition) needing ~9.9k cycles per tile
+// for the gather + dequantization (3 instructions per code, latency-bound with one warp per scheduler),
+// more than twice the consumers' ~4.3k.
 constexpr int kProducerWarps = 8;
-constexpr int kProducerThreads = 32 * kProducerWarps;
-enum : int { kBarProducers = 5 };
+constexpr int kSlotRows = 1;
+// Slots (rows) each producer warp keeps in flight, and whether it prefetches tile i + 2's rows into L2;
+// macros only so tools/probe can build variants side by side.
+#ifndef GLM5_MLA_WG_INFLIGHT
+#define GLM5_MLA_WG_INFLIGHT 2
+#endif
+#ifndef GLM5_MLA_WG_PREFETCH
+#define GLM5_MLA_WG_PREFETCH 1
+#endif
+constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
+constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
 
-// Issues the cp.async copies of rows [r0, r0 + rows) of the tile (row t's index from lane (t - pw) / 8 of
-// idx_lane) into `raw` (row t - r0 at (t - r0) * row_bytes), one commit group.
-__device__ __forceinline__ void stage_rows(const MlaDecodeParams& p, int idx_lane, int r0, int rows, int pw, int lane,
-                                           uint8_t* raw) {
-  const int rb = p.layout.row_bytes, chunks = rb / 16;
-  const uint32_t raw_s = smem_u32(raw);
+template <bool kFp8>
+struct RowSlot {
+  uint4 lat[kSlotRows][kFp8 ? 1 : 2];
+  uint4 rope[kSlotRows];
+  float scale[kSlotRows];
+  int index[kSlotRows];
+};
+
+template <bool kFp8>
+__device__ __forceinline__ void load_slot(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowSlot<kFp8>& r) {
+  const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
 #pragma unroll
-  for (int u = 0; u < kTile / kProducerWarps; ++u) {
-    const int t = pw + kProducerWarps * u;
-    const int index = __shfl_sync(0xffffffffu, idx_lane, u);
-    if (t < r0 || t >= r0 + rows) continue;
-    const uint8_t* row = p.kv + int64_t(index < 0 ? 0 : index) * rb;
-    for (int c = lane; c < chunks; c += 32)
-      mla_tc::cp_async16(raw_s + (t - r0) * rb + 16 * c, row + 16 * c, index >= 0 ? 16 : 0);
+  for (int k = 0; k < kSlotRows; ++k) {
+#ifdef GLM5_MLA_WG_NOLOAD  // probe only: no global loads (the producer's compute and stores alone)
+    const int t = -1;
+    r.index[k] = __shfl_sync(0xffffffffu, idx_lane, kSlotRows * q + k);
+#else
+    const int t = __shfl_sync(0xffffffffu, idx_lane, kSlotRows * q + k);
+    r.index[k] = t;
+#endif
+    const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int m = 0; m < (kFp8 ? 1 : 2); ++m)
+      r.lat[k][m] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row) + (kFp8 ? 1 : 2) * lane + m) : zero;
+    r.rope[k] = t >= 0 && lane < 8 ? __ldg(reinterpret_cast<const uint4*>(row + ro) + lane) : zero;
+    r.scale[k] = kFp8 && t >= 0 ? __ldg(reinterpret_cast<const float*>(row + kL) + lane / 8) : 0.f;
   }
-  mla_tc::cp_async_commit();
 }
 
-// Dequantizes (FP8) or copies (BF16) staged rows [r0, r0 + rows) into the swizzled K tile.
 template <bool kFp8>
-__device__ __forceinline__ void unpack_rows(const MlaDecodeParams& p, const uint8_t* raw, int r0, int rows, int pw,
-                                            int lane, uint8_t* dst) {
-  const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
+__device__ __forceinline__ void store_slot(const RowSlot<kFp8>& r, int q, int pw, int lane, uint8_t* dst, float* bias) {
   const int odd = (lane >> 2) & 1;
-#pragma unroll 2  // more rows at once only adds register pressure (the producers run at 80 registers)
-  for (int u = 0; u < kTile / kProducerWarps; ++u) {
-    const int t = pw + kProducerWarps * u;
-    if (t < r0 || t >= r0 + rows) continue;
-    const uint8_t* row = raw + (t - r0) * rb;
+#pragma unroll
+  for (int k = 0; k < kSlotRows; ++k) {
+    const int t = pw + kProducerWarps * (kSlotRows * q + k);
     uint4 out[2];
     if constexpr (kFp8) {
-      const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * lane);
-      const float sc = *reinterpret_cast<const float*>(row + kL + 4 * (lane >> 3));
-      const uint2 a = dequant4_bf16(codes.x, sc), b2 = dequant4_bf16(codes.y, sc);
-      const uint2 c2 = dequant4_bf16(codes.z, sc), d2 = dequant4_bf16(codes.w, sc);
+      const uint2 a = dequant4_bf16(r.lat[k][0].x, r.scale[k]), b2 = dequant4_bf16(r.lat[k][0].y, r.scale[k]);
+      const uint2 c2 = dequant4_bf16(r.lat[k][0].z, r.scale[k]), d2 = dequant4_bf16(r.lat[k][0].w, r.scale[k]);
       out[0] = make_uint4(a.x, a.y, b2.x, b2.y);
       out[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
     } else {
-      out[0] = *reinterpret_cast<const uint4*>(row + 32 * lane);
-      out[1] = *reinterpret_cast<const uint4*>(row + 32 * lane + 16);
+      out[0] = r.lat[k][0];
+      out[1] = r.lat[k][1];
     }
     *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + odd)) = odd ? out[1] : out[0];
     *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + 1 - odd)) = odd ? out[0] : out[1];
-    if (lane < 16)  // rope: 8 bytes per lane, half a 16-byte chunk
-      *reinterpret_cast<uint2*>(dst + tile_chunk_offset(t, kL / 8 + lane / 2) + 8 * (lane & 1)) =
-          *reinterpret_cast<const uint2*>(row + ro + 8 * lane);
+    if (lane < 8) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + lane)) = r.rope[k];
+    if (lane == 0) bias[t] = r.index[k] >= 0 ? 0.f : -INFINITY;
   }
 }
 
 template <bool kFp8>
 __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
-                                        uint8_t* raw_s, float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
-  constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8
-  constexpr int kPart = kFp8 ? kTile : kTile / 2;      // rows staged at once (BF16 rows: halves)
+                                        float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
+  constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 = 4 slots
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
-  auto index_of = [&](int tile) {  // this lane's row (u = lane < 8) of `tile`, or -1
+  // This lane's row (u = lane < 8) of tile `tile`: its index, or -1.
+  auto index_of = [&](int tile) {
     const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
     return lane < kRowsPerWarp && tile < n && j < j_end ? __ldg(ind + j) : -1;
   };
-  int idx_cur = index_of(0), idx_nxt = index_of(1);
-  stage_rows(p, idx_cur, 0, kPart, pw, lane, raw_s);
+  auto prefetch_row = [&](int index) {
+    if (index >= 0) prefetch_l2(p.kv + int64_t(index) * p.layout.row_bytes, unsigned(p.layout.row_bytes));
+  };
+  int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
+  if (kPrefetchL2) {
+    prefetch_row(idx_cur);
+    prefetch_row(idx_nxt);
+  }
+  constexpr int kSlots = kRowsPerWarp / kSlotRows;  // per tile
+  static_assert(kSlots % kInFlight == 0, "slot q lives in R[q % kInFlight] across tiles");
+  RowSlot<kFp8> R[kInFlight];
+#pragma unroll
+  for (int q = 0; q < kInFlight; ++q) load_slot<kFp8>(p, idx_cur, q, lane, R[q]);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
-    for (int r0 = 0; r0 < kTile; r0 += kPart) {
-      mla_tc::cp_async_wait_all();
-      wgmma::bar_sync(kBarProducers, kProducerThreads);  // every producer's copies landed
-      PROBE(20);  // producer: wait for the staged rows
-      if (r0 == 0 && i >= 1) mbar_wait(empty, (i - 1) & 1);  // the consumers are done with tile i - 1
-      PROBE(21);  // producer: wait for the K tile
-      unpack_rows<kFp8>(p, raw_s, r0, kPart, pw, lane, kv_s);
-      wgmma::bar_sync(kBarProducers, kProducerThreads);  // every producer is done reading the staging buffer
-      if (r0 + kPart < kTile) stage_rows(p, idx_cur, r0 + kPart, kPart, pw, lane, raw_s);
-      else if (i + 1 < n) stage_rows(p, idx_nxt, 0, kPart, pw, lane, raw_s);
-      PROBE(22);  // producer: unpack + next copies issued
+    const int buf = i & 1;
+    uint8_t* dst = kv_s + buf * kOpBytes;
+    float* bias = bias_s + buf * kTile;
+    if (kPrefetchL2) prefetch_row(idx_far);  // tile i + 2
+    PROBE(20);  // producer: L2 prefetch issue
+    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
+    PROBE(21);  // producer: wait for an empty buffer
+#pragma unroll
+    for (int q = 0; q < kSlots; ++q) {
+      store_slot<kFp8>(R[q % kInFlight], q, pw, lane, dst, bias);
+      if (q == kSlots - kInFlight) {  // every slot of tile i is loaded: move the index window on
+        idx_cur = idx_nxt;
+        idx_nxt = idx_far;
+        idx_far = index_of(i + 3);
+      }
+      if (q + kInFlight < kSlots) load_slot<kFp8>(p, idx_cur, q + kInFlight, lane, R[q % kInFlight]);
+      else if (i + 1 < n) load_slot<kFp8>(p, idx_cur, q + kInFlight - kSlots, lane, R[q % kInFlight]);
     }
-    if (lane < kRowsPerWarp) bias_s[pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's async-proxy operand reads
-    mbar_arrive(full);
-    idx_cur = idx_nxt;
-    idx_nxt = index_of(i + 2);
+    mbar_arrive(&full[buf]);
+    PROBE(22);  // producer: load latency + dequantize + store
   }
 }
 
@@ -258,13 +283,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
   uint8_t* kv_s = base + Smem::kv;
-  uint8_t* raw_s = base + Smem::raw;
   uint8_t* p_s = base + Smem::p;
   float* alpha_s = reinterpret_cast<float*>(base + Smem::alpha);
   float* bias_s = reinterpret_cast<float*>(base + Smem::bias);
   float* ml_s = reinterpret_cast<float*>(base + Smem::ml);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + Smem::bars);
-  uint64_t* empty = full + 1;
+  uint64_t* empty = full + 2;
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -272,8 +296,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
 
   if (tid == 0) {
-    mbar_init(full, kProducerThreads);
-    mbar_init(empty, 256);
+    mbar_init(&full[0], 32 * kProducerWarps);
+    mbar_init(&full[1], 32 * kProducerWarps);
+    mbar_init(&empty[0], 256);
+    mbar_init(&empty[1], 256);
     mbar_init_fence();
   }
   __syncthreads();  // barriers initialized
@@ -281,7 +307,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    produce<kFp8>(p, b, j0, j_end, n, kv_s, raw_s, bias_s, full, empty, tid - 256);
+    produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
   PROBE_T0;
@@ -296,14 +322,16 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
 #pragma unroll
     for (int i = 0; i < 32; ++i) o[j][i] = 0.f;
   const uint64_t dq = wgmma::desc_sw128(q_s), dp = wgmma::desc_sw128(p_s);
-  const uint64_t dk = wgmma::desc_sw128(kv_s);
+  const uint64_t dk0 = wgmma::desc_sw128(kv_s), dk1 = wgmma::desc_sw128(kv_s + kOpBytes);
 
   if (wg == 0) {
     wgmma::setmaxnreg_inc<192>();
     const float sl2 = p.scale * kLog2e;
     float m0 = kNegBig, m1 = kNegBig, l0 = 0.f, l1 = 0.f;  // rows r0, r0 + 8 (l: this thread's columns)
     for (int i = 0; i < n; ++i) {
-      mbar_wait(full, i & 1);
+      const int buf = i & 1;
+      const uint64_t dk = buf ? dk1 : dk0;
+      mbar_wait(&full[buf], (i >> 1) & 1);
       PROBE(1);  // WG0: wait for a full buffer
       float s[32];
       wgmma::fence();
@@ -319,7 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
 
       // Online softmax over this tile's 64 columns: thread holds columns 8 q + 2 (lane % 4) + {0, 1} of
       // rows r0 (registers 4 q, 4 q + 1) and r0 + 8 (4 q + 2, 4 q + 3); 4 threads share a row.
-      const float* bias = bias_s;
+      const float* bias = bias_s + buf * kTile;
       float mx0 = m0, mx1 = m1;
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
@@ -392,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
-      mbar_arrive(empty);
+      mbar_arrive(&empty[buf]);
       PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
@@ -428,7 +456,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   } else {  // wg == 1: O[:, 256:512]
     wgmma::setmaxnreg_inc<160>();
     for (int i = 0; i < n; ++i) {
-      mbar_wait(full, i & 1);
+      const int buf = i & 1;
+      const uint64_t dk = buf ? dk1 : dk0;
+      mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
@@ -453,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
-      mbar_arrive(empty);
+      mbar_arrive(&empty[buf]);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
     }
