@@ -255,6 +255,33 @@ __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0,
   }
 }
 
+// Multiplies this thread's rows r0 (registers 4q, 4q + 1 of each n8 block) by a0 and r0 + 8 (4q + 2, 4q + 3) by
+// a1: the online softmax's rescale of an O half when the running maxima move.
+__device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      o[j][4 * q] *= a0;
+      o[j][4 * q + 1] *= a0;
+      o[j][4 * q + 2] *= a1;
+      o[j][4 * q + 3] *= a1;
+    }
+}
+
+// O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows x 4 value panels of
+// 64 dims (V = panels panel0.. of the K tile read as MN-major B), one commit group; the caller waits.
+__device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dk, int panel0) {
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < kTile / 16; ++ks)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
+                                     dk + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+  wgmma::commit();
+}
+
 // Writes rows r0 = 16 w + lane / 4 and r0 + 8 of this warpgroup's O half (value dims [256 g, 256 g + 256))
 // times inv0 / inv1, to out (unsplit) or the workspace (split).
 template <bool kSplit>
@@ -380,16 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       }
       l0 = fmaf(l0, a0, sum0);
       l1 = fmaf(l1, a1, sum1);
-      
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          o[j][4 * q] *= a0;
-          o[j][4 * q + 1] *= a0;
-          o[j][4 * q + 2] *= a1;
-          o[j][4 * q + 3] *= a1;
-        }
+      scale_rows(o, a0, a1);
       PROBE(3);  // WG0: softmax + O rescale
       if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
       PROBE(4);  // WG0: wait for S_free
@@ -407,14 +425,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       }
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
-      wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < kTile / 16; ++ks)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
-                                         dk + uint64_t((j * kPanelBytes + 2048 * ks) >> 4), true);
-      wgmma::commit();
+      issue_pv(o, dp, dk, 0);
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
       wgmma::wait<0>();
@@ -462,24 +473,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
-      
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          o[j][4 * q] *= a0;
-          o[j][4 * q + 1] *= a0;
-          o[j][4 * q + 2] *= a1;
-          o[j][4 * q + 3] *= a1;
-        }
-      wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < kTile / 16; ++ks)
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
-                                         dk + uint64_t(((4 + j) * kPanelBytes + 2048 * ks) >> 4), true);
-      wgmma::commit();
+      scale_rows(o, a0, a1);
+      issue_pv(o, dp, dk, 4);
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
