@@ -387,6 +387,7 @@ void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t st
 
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p) {
   if (p.kernel != MlaDecodeKernel::Auto || p.heads_per_cta != 0) return false;
+  if (int64_t(p.H) * p.s_q < kMlaWgmmaAutoMinHeads) return false;  // 8 heads (TP8) not measured: 56 of 64 rows idle
   const int64_t ctas = int64_t(p.B) * ((int64_t(p.H) * p.s_q + 63) / 64);
   return ctas >= kMlaWgmmaAutoMinCtas && mla_decode_wgmma_supported(p);
 }

@@ -78,10 +78,14 @@ struct MlaDecodeParams {
 // L > 512, R > 128 (the kernel's register tile; GLM-5 and DeepSeek use L = 512, R = 64).
 void validate_mla_decode_params(const MlaDecodeParams& p);
 // Whether kernel = Auto runs the wgmma kernel for p: heads_per_cta 0 (auto), at least
-// kMlaWgmmaAutoMinCtas (request, 64-head block) pairs, and mla_decode_wgmma_supported (L = 512, R = 64, an
-// sm_90 device). Measured on the H200 (reports/2026-11-30-h200-kv-kernels.md): faster than the mma.sync
-// kernels from batch 8 at 64 heads; at batch 1 the mma.sync kernel's 16-head slices and deeper split-K win.
+// kMlaWgmmaAutoMinHeads query heads per request (s_q H), at least kMlaWgmmaAutoMinCtas (request, 64-head block)
+// pairs, and mla_decode_wgmma_supported (L = 512, R = 64, an sm_90 device). Measured on the H200
+// (reports/2026-11-30-h200-kv-kernels.md, S6k): from batch 8 it is 1.29-1.44x faster with FP8 rows at 64 heads,
+// 1.05-1.10x at 16, 1.15-1.53x with BF16 rows at 64 heads (3-4% slower with BF16 rows at 16 heads, batch 8-32);
+// at batch 1 the two are level with FP8 rows and the mma.sync kernel is faster with BF16 rows (17.2 vs 19.8 us),
+// hence the block threshold; 8 heads per GPU (TP8) is not measured, hence the head threshold.
 constexpr int kMlaWgmmaAutoMinCtas = 8;
+constexpr int kMlaWgmmaAutoMinHeads = 16;
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p);
 // Number of top-k chunks the split-K path uses for (B, H, topk): S = min(132 / (B * ceil(H / 64)),
 // tiles of 32 rows), so the grid is at most one wave of an H200 (132 SMs, one CTA each), chunks a
