@@ -428,17 +428,33 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     chunk = (tiles + S - 1) / S * kRows;
   }
   if (p.kernel == MlaDecodeKernel::Wgmma || mla_decode_auto_wgmma(p)) {
-    require(mla_decode_wgmma_supported(p),
-            "mla_decode_cuda: kernel = Wgmma needs L = 512, R = 64, G = 128 (FP8 rows), 16-byte aligned kv and "
-            "q_latent, and a compute capability 9.0 GPU; got L = " + std::to_string(L) + ", R = " + std::to_string(R));
+    if (!mla_decode_wgmma_supported(p)) {  // explicit Wgmma only (Auto checked it): say which condition failed
+      const LatentLayout& lw = p.layout;
+      int dev = 0, major = 0, minor = 0;
+      const bool have = cudaGetDevice(&dev) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+      const bool sm90 = have && major == 9 && minor == 0;
+      const std::string why =
+          !sm90 ? "a compute capability 9.0 GPU (found " +
+                      (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")"
+          : L != 512 || R != 64 ? "L = 512 and R = 64 (got L = " + std::to_string(L) + ", R = " + std::to_string(R) + ")"
+          : lw.fp8 && lw.group != 128 ? "G = 128 scales for FP8 rows (got G = " + std::to_string(lw.group) + ")"
+                                     : std::string("16-byte aligned kv, q_latent and rows");
+      throw Error("mla_decode_cuda: MlaDecodeParams.kernel = Wgmma needs " + why);
+    }
     // 64-row tiles: at most ceil(topk / 64) chunks, each a whole number of tiles (p.splits, when set, caps S).
     int chunk_w = p.topk;
     const int S_w = mla_decode_wgmma_splits(p.workspace ? (p.splits > 0 ? p.splits : S_max) : 1, p.topk, &chunk_w);
+    require((reinterpret_cast<uintptr_t>(p.out) & 7u) == 0,
+            "mla_decode_cuda: MlaDecodeParams.out must be 8-byte aligned for kernel = Wgmma (float2 stores)");
     if (S_w > 1) {
       const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
       require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
                                              ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
                                              std::to_string(need));
+      require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0,
+              "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
     }
     mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
     if (S_w > 1) {

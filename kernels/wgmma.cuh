@@ -139,13 +139,16 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 #endif
 }
 
-// Named barriers (PTX bar.sync / bar.arrive with an id in 1..15; 0 is __syncthreads) between warpgroups:
-// `threads` counts every thread that arrives or syncs, a multiple of 32.
+// Named barriers (PTX barrier.sync / barrier.arrive with an id in 1..15; 0 is __syncthreads) between
+// warpgroups: `threads` counts every thread that arrives or syncs, a multiple of 32. The non-.aligned forms:
+// bar.sync is barrier.sync.aligned, which requires each warp to arrive converged, and compute-sanitizer
+// synccheck (S6m) found warps still divergent at the MLA kernel's epilogue barrier after a lane-predicated
+// store; the non-aligned forms are correct for divergent callers too.
 __device__ __forceinline__ void bar_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void bar_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  asm volatile("barrier.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // Row and column of accumulator register i of thread t (0..127) in an m64nN fp32 tile.

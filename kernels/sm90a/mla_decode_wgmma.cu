@@ -5,7 +5,7 @@
 // is only 4% faster than FP8 rows, so the matrix-product structure, not the dequantization, is the gap.
 // The design follows the one FlashMLA's source describes (written here from our notes, no code taken):
 //
-// CTA = 4 warpgroups (512 threads, one CTA per SM: 226 KB of shared memory), 64 query heads of one
+// CTA = 4 warpgroups (512 threads, one CTA per SM: 226.3 of the 227 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
 //   WG2 + WG3 (producers): gather the tile's 64 rows with 16-byte ld.global.nc into registers (the next
 //       tile's while the consumers compute), dequantizes FP8 codes exactly as kv_cast does
@@ -50,7 +50,7 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5 };
 
 // Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
 // the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
@@ -83,7 +83,7 @@ struct Smem {
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
 
 // Q of query heads [h0, h0 + 64) of request b (zeros past HQ), rounded to bf16, into the swizzled
-// K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, six chunks' loads in flight per thread.
+// K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, two chunks' loads in flight per thread.
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
   constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 2;
   for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 3 x 6 x 256
@@ -272,6 +272,8 @@ __device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1
 // O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows x 4 value panels of
 // 64 dims (V = panels panel0.. of the K tile read as MN-major B), one commit group; the caller waits.
 __device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dk, int panel0) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);  // the rescale's multiplies stay before the fence
   wgmma::fence();
 #pragma unroll
   for (int ks = 0; ks < kTile / 16; ++ks)
@@ -425,6 +427,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       }
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
+      wgmma::bar_sync(kBarPWritten, 128);  // every WG0 warp's P rows are stored before WG0's own wgmma reads them
       issue_pv(o, dp, dk, 0);
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
@@ -523,8 +526,14 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
 }
 
 void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  require(S == 1 || chunk % kMlaWgmmaTile == 0,
-          "mla_decode_wgmma_launch: chunk = " + std::to_string(chunk) + ", expected a multiple of 64 when split");
+  require(S >= 1 && S <= 65535 && p.B <= 65535,
+          "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", B = " + std::to_string(p.B) + ", expected 1..65535");
+  require(S == 1 || (chunk > 0 && chunk % kMlaWgmmaTile == 0 && int64_t(S) * chunk >= p.topk && p.workspace),
+          "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", chunk = " + std::to_string(chunk) +
+              ": a split launch needs chunks of whole 64-row tiles covering topk = " + std::to_string(p.topk) +
+              " and a workspace");
+  require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
+                                        " < " + std::to_string(p.topk) + ")");
   if (p.layout.fp8) {
     if (S > 1) mla_wg::launch<true, true>(p, S, chunk, stream);
     else mla_wg::launch<true, false>(p, S, chunk, stream);

@@ -332,6 +332,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMlaDecode,
                                            Case{512, 64, 4, 64, 2048, 30000, 1900, 2},  // 128 query heads
                                            Case{512, 64, 1, 16, 2048, 30000, -1, 2},
                                            Case{512, 64, 3, 8, 500, 3000, 450, 3},      // 24 query heads
+                                           Case{512, 64, 3, 48, 700, 3000, 650, 2},     // 96: a partial second block
                                            Case{64, 32, 3, 4, 16, 40, 12, 2}));         // fp32 kernel
 
 TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
