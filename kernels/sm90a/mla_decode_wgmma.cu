@@ -294,8 +294,9 @@ __device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&
     const int h = h0 + r0 + 8 * half;
     if (h >= HQ) continue;
     const float inv = half ? inv1 : inv0;
-    float* dst = kSplit ? p.workspace + ((int64_t(b) * HQ + h) * gridDim.z + blockIdx.z) * kL
-                        : p.out + (int64_t(b) * HQ + h) * kL;
+    // One address expression for both variants (single-pass: gridDim.z = 1, blockIdx.z = 0): with a separate
+    // out-row expression ptxas kept more registers live across the tile loop and spilled 164 bytes.
+    float* dst = (kSplit ? p.workspace : p.out) + ((int64_t(b) * HQ + h) * gridDim.z + blockIdx.z) * kL;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
@@ -457,13 +458,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
         const int h = h0 + r0 + 8 * half;
         const float m = half ? m1 : m0, l = half ? l1 : l0;
         if (h >= HQ) continue;
+        const int S = gridDim.z;
+        const int64_t k = (int64_t(b) * HQ + h) * S + blockIdx.z;  // single-pass: the (b, h) index of lse
         if constexpr (kSplit) {
-          const int S = gridDim.z;
-          const int64_t n_part = int64_t(p.B) * HQ * S, k = (int64_t(b) * HQ + h) * S + blockIdx.z;
+          const int64_t n_part = int64_t(p.B) * HQ * S;
           p.workspace[n_part * kL + k] = l > 0.f ? m * kLn2 : -INFINITY;
           p.workspace[n_part * (kL + 1) + k] = l;
         } else if (p.lse) {
-          p.lse[int64_t(b) * HQ + h] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+          p.lse[k] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
         }
       }
     }
