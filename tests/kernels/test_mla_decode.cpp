@@ -14,6 +14,7 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
 #include "kernels/mla_decode.h"
+#include "kernels/sm90a/mla_decode_wgmma.h"
 #include "kernel_test_util.h"
 
 using namespace glm5;
@@ -250,6 +251,53 @@ TEST(MlaDecodeSplit, NumSplitsAndWorkspaceBytes) {
         ASSERT_GE(int64_t(chunk_tiles) * s, tiles) << B << " " << H << " " << topk;
         ASSERT_EQ(mla_decode_workspace_bytes(B, H, topk, 512), s == 1 ? 0 : size_t(B) * H * s * 514 * 4);
       }
+}
+
+// The wgmma kernel's split-K sizing (host code of kernels/sm90a/): whole 64-row tiles per chunk, chunks
+// covering top-k with the last one non-empty, at most S_cap (the workspace's S) and at most the tile count;
+// and the explicit kernel choice on a machine without an sm_90 GPU is one clear error, not a launch.
+TEST(MlaDecodeSplit, WgmmaSplitsCoverTopkInWholeTiles) {
+  int chunk = -1;
+  EXPECT_EQ(mla_decode_wgmma_splits(64, 2048, &chunk), 32);  // B = 1: 32 tiles of 64 rows, one per CTA
+  EXPECT_EQ(chunk, 64);
+  EXPECT_EQ(mla_decode_wgmma_splits(2, 2048, &chunk), 2);
+  EXPECT_EQ(chunk, 1024);
+  EXPECT_EQ(mla_decode_wgmma_splits(1, 2048, &chunk), 1);
+  EXPECT_EQ(chunk, 2048);
+  EXPECT_EQ(mla_decode_wgmma_splits(5, 2048, &chunk), 5);  // 32 tiles / 5 -> 7 tiles per chunk, 5 chunks
+  EXPECT_EQ(chunk, 448);
+  EXPECT_EQ(mla_decode_wgmma_splits(64, 0, &chunk), 1);
+  EXPECT_EQ(chunk, 0);
+  for (int cap : {0, 1, 2, 3, 4, 7, 16, 33, 64, 132})
+    for (int topk : {0, 1, 63, 64, 65, 100, 2047, 2048, 4096}) {
+      const int s = mla_decode_wgmma_splits(cap, topk, &chunk), tiles = (topk + 63) / 64;
+      SCOPED_TRACE("cap " + std::to_string(cap) + " topk " + std::to_string(topk));
+      ASSERT_GE(s, 1);
+      ASSERT_LE(s, std::max({cap, 1}));
+      ASSERT_LE(s, std::max(tiles, 1));
+      if (s == 1) {
+        ASSERT_EQ(chunk, topk);
+      } else {
+        ASSERT_EQ(chunk % 64, 0);
+        ASSERT_GE(int64_t(chunk) * s, topk);
+        ASSERT_LT(int64_t(chunk) * (s - 1), topk);  // the last chunk has rows
+      }
+    }
+  if (!cuda_available()) {
+    Case c{512, 64, 2, 64, 128, 200, 0};
+    Inputs in = make_inputs(c, 3);
+    std::vector<float> out(size_t(c.B) * c.H * c.L), lse(size_t(c.B) * c.H);
+    MlaDecodeParams p = params_for(c, in, in.pool.data(), in.layout, in.indices.data(), out.data(), lse.data());
+    p.kernel = MlaDecodeKernel::Wgmma;
+    try {
+      mla_decode_cuda(p, nullptr);
+      ADD_FAILURE() << "kernel = Wgmma without a GPU did not throw";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("compute capability 9.0"), std::string::npos) << e.what();
+    }
+    p.kernel = MlaDecodeKernel::Auto;
+    EXPECT_FALSE(mla_decode_auto_wgmma(p));  // no sm_90 device: Auto keeps the mma.sync kernel
+  }
 }
 
 // MTP (s_q > 1): the s_q query tokens of a request attend to its one index list; the result equals
