@@ -385,6 +385,19 @@ void launch_tc_heads(const MlaDecodeParams& p, int S, int chunk, cudaStream_t st
 
 }  // namespace
 
+namespace {
+// The split-K path's workspace: large enough for mla_decode_num_splits(B, s_q H, topk) partials, and with out
+// 16-byte aligned (the partials and the combine's output are written as float4).
+void check_split_workspace(const MlaDecodeParams& p, int HQ, int L) {
+  const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
+  require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
+                                         ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
+                                         std::to_string(need));
+  require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0,
+          "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
+}
+}  // namespace
+
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p) {
   if (p.kernel != MlaDecodeKernel::Auto || p.heads_per_cta != 0) return false;
   if (int64_t(p.H) * p.s_q < kMlaWgmmaAutoMinHeads) return false;  // 8 heads (TP8) not measured: 56 of 64 rows idle
@@ -418,12 +431,7 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   const int S = p.workspace && p.splits > 0 ? p.splits : S_auto;
   int chunk = p.topk;
   if (S > 1) {
-    const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
-    require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
-                                           ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
-                                           std::to_string(need));
-    require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0,
-            "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
+    check_split_workspace(p, HQ, L);
     const int tiles = (p.topk + kRows - 1) / kRows;
     chunk = (tiles + S - 1) / S * kRows;
   }
@@ -448,14 +456,7 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     const int S_w = mla_decode_wgmma_splits(p.workspace ? (p.splits > 0 ? p.splits : S_max) : 1, p.topk, &chunk_w);
     require((reinterpret_cast<uintptr_t>(p.out) & 7u) == 0,
             "mla_decode_cuda: MlaDecodeParams.out must be 8-byte aligned for kernel = Wgmma (float2 stores)");
-    if (S_w > 1) {
-      const size_t need = mla_decode_workspace_bytes(p.B, HQ, p.topk, L);
-      require(p.workspace_bytes >= need, "mla_decode_cuda: workspace_bytes = " + std::to_string(p.workspace_bytes) +
-                                             ", expected >= mla_decode_workspace_bytes(B, s_q * H, topk, L) = " +
-                                             std::to_string(need));
-      require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0,
-              "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
-    }
+    if (S_w > 1) check_split_workspace(p, HQ, L);
     mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
     if (S_w > 1) {
       launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S_w, stream, p, S_w);
