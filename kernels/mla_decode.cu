@@ -396,6 +396,11 @@ void check_split_workspace(const MlaDecodeParams& p, int HQ, int L) {
   require((reinterpret_cast<uintptr_t>(p.workspace) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.out) & 15u) == 0,
           "mla_decode_cuda: workspace and out must be 16-byte aligned for the split-K path");
 }
+// Merges the S split-K partials of every (request, query head) into out and lse (mla_decode_combine_kernel).
+void launch_combine(const MlaDecodeParams& p, int HQ, int S, cudaStream_t stream) {
+  launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream, p, S);
+  CUDA_CHECK_LAUNCH();
+}
 }  // namespace
 
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p) {
@@ -424,32 +429,15 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   require(p.heads_per_cta == 0 || p.heads_per_cta == 16 || p.heads_per_cta == 64,
           "mla_decode_cuda: MlaDecodeParams.heads_per_cta = " + std::to_string(p.heads_per_cta) +
               ", expected 0 (auto), 16 or 64");
-  const int S_auto = p.workspace ? std::min(S_max, mla_decode_num_splits(p.B, HQ, p.topk, mla_decode_heads_per_cta(p))) : 1;
   require(p.splits >= 0 && p.splits <= std::max(S_max, 1) || !p.workspace,
           "mla_decode_cuda: MlaDecodeParams.splits = " + std::to_string(p.splits) + ", expected 0 (auto) .. " +
               std::to_string(S_max) + " (mla_decode_num_splits(B, s_q * H, topk))");
-  const int S = p.workspace && p.splits > 0 ? p.splits : S_auto;
-  int chunk = p.topk;
-  if (S > 1) {
-    check_split_workspace(p, HQ, L);
-    const int tiles = (p.topk + kRows - 1) / kRows;
-    chunk = (tiles + S - 1) / S * kRows;
-  }
+  // The wgmma kernel sizes its own split-K (64-row tiles) within the workspace's S_max: decided before the
+  // mma.sync kernels' sizing, which it does not use. Auto's rule already checked mla_decode_wgmma_supported.
   if (p.kernel == MlaDecodeKernel::Wgmma || mla_decode_auto_wgmma(p)) {
-    if (!mla_decode_wgmma_supported(p)) {  // explicit Wgmma only (Auto checked it): say which condition failed
-      const LatentLayout& lw = p.layout;
-      int dev = 0, major = 0, minor = 0;
-      const bool have = cudaGetDevice(&dev) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-      const bool sm90 = have && major == 9 && minor == 0;
-      const std::string why =
-          !sm90 ? "a compute capability 9.0 GPU (found " +
-                      (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")"
-          : L != 512 || R != 64 ? "L = 512 and R = 64 (got L = " + std::to_string(L) + ", R = " + std::to_string(R) + ")"
-          : lw.fp8 && lw.group != 128 ? "G = 128 scales for FP8 rows (got G = " + std::to_string(lw.group) + ")"
-                                     : std::string("16-byte aligned kv, q_latent and rows");
-      throw Error("mla_decode_cuda: MlaDecodeParams.kernel = Wgmma needs " + why);
+    if (p.kernel == MlaDecodeKernel::Wgmma) {
+      const std::string why = mla_decode_wgmma_unsupported(p);
+      if (!why.empty()) throw Error("mla_decode_cuda: MlaDecodeParams.kernel = Wgmma needs " + why);
     }
     // 64-row tiles: at most ceil(topk / 64) chunks, each a whole number of tiles (p.splits, when set, caps S).
     int chunk_w = p.topk;
@@ -458,11 +446,16 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
             "mla_decode_cuda: MlaDecodeParams.out must be 8-byte aligned for kernel = Wgmma (float2 stores)");
     if (S_w > 1) check_split_workspace(p, HQ, L);
     mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
-    if (S_w > 1) {
-      launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S_w, stream, p, S_w);
-      CUDA_CHECK_LAUNCH();
-    }
+    if (S_w > 1) launch_combine(p, HQ, S_w, stream);
     return;
+  }
+  const int S_auto = p.workspace ? std::min(S_max, mla_decode_num_splits(p.B, HQ, p.topk, mla_decode_heads_per_cta(p))) : 1;
+  const int S = p.workspace && p.splits > 0 ? p.splits : S_auto;
+  int chunk = p.topk;
+  if (S > 1) {
+    check_split_workspace(p, HQ, L);
+    const int tiles = (p.topk + kRows - 1) / kRows;
+    chunk = (tiles + S - 1) / S * kRows;
   }
   if (tc) {
     if (S <= 1) launch_tc_heads<false>(p, 1, chunk, stream);
@@ -475,10 +468,7 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     launch_kernel(kernel, dim3(groups, p.B, S), kThreads, smem, stream, p, chunk);
     CUDA_CHECK_LAUNCH();
   }
-  if (S > 1) {
-    launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream, p, S);
-    CUDA_CHECK_LAUNCH();
-  }
+  if (S > 1) launch_combine(p, HQ, S, stream);
 }
 
 }  // namespace glm5

@@ -94,12 +94,18 @@ __device__ __forceinline__ void m64n64k16_bf16_ss(float (&d)[32], uint64_t da, u
 
 // D[64 x 64] (+)= A[64 x K] . B[64 x K]^T over K / 16 k-steps: A and B K-major 128-byte-swizzled (64 rows each:
 // element (r, k) at sw128_offset(r, k, 64)); one commit group is left to the caller (commit(), wait<0>()).
+// The same from the operands' descriptors (desc_sw128 of their first bytes): each k-step adds its byte offset
+// >> 4 to the descriptors' start-address field (no carry: shared memory addresses stay below 256 KB).
+__device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], uint64_t da, uint64_t db, int K, bool accumulate) {
+#pragma unroll
+  for (int k = 0; k < K; k += 16) {
+    const uint64_t off = uint64_t(((k / 64) * 64 * 128 + ((k % 64) / 16) * 32) >> 4);
+    m64n64k16_bf16_ss<false>(d, da + off, db + off, accumulate || k > 0);
+  }
+}
 __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,
                                                bool accumulate) {
-  for (int k = 0; k < K; k += 16) {
-    const uint32_t off = uint32_t((k / 64) * 64 * 128 + ((k % 64) / 16) * 32);
-    m64n64k16_bf16_ss<false>(d, desc_sw128(a + off), desc_sw128(b + off), accumulate || k > 0);
-  }
+  m64n64_bf16_ss(d, desc_sw128(a), desc_sw128(b), K, accumulate);
 }
 
 // D[64 x 64] (+)= A[64 x K] . B[K x 64] (N = 64: one panel, so the leading byte offset is unused) with A

@@ -86,7 +86,7 @@ static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt
 // K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, two chunks' loads in flight per thread.
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
   constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 2;
-  for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 3 x 6 x 256
+  for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 9 x 2 x 256
     float v[kUnroll][8];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -123,9 +123,7 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 }
 
 // Byte offset of 16-byte chunk `chunk` (dims 8 chunk .. 8 chunk + 7) of row t in a swizzled K tile.
-__device__ __forceinline__ int tile_chunk_offset(int t, int chunk) {
-  return (chunk >> 3) * kPanelBytes + t * 128 + (((chunk & 7) ^ (t & 7)) << 4);
-}
+__device__ __forceinline__ int tile_chunk_offset(int t, int chunk) { return int(wgmma::sw128_offset(t, 8 * chunk, kTile)); }
 
 // Producer warpgroups 2 and 3 (thread pt = 0..255, warp pw = pt / 32 = 0..7). Warp pw handles tile rows
 // t = pw + 8 u (u = 0..7), one row per slot; lane u < 8 holds row u's index (broadcast with shuffles).
@@ -365,11 +363,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       PROBE(1);  // WG0: wait for a full buffer
       float s[32];
       wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < kW / 16; ++kk) {
-        const uint64_t off = uint64_t(((kk >> 2) * kPanelBytes + (kk & 3) * 32) >> 4);
-        wgmma::m64n64k16_bf16_ss<false>(s, dq + off, dk + off, kk > 0);
-      }
+      wgmma::m64n64_bf16_ss(s, dq, dk, kW, false);  // S = Q . K^T over the 576 dims: 36 k-steps
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operand(s);
@@ -418,9 +412,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       for (int q = 0; q < 8; ++q) {
         const __nv_bfloat162 top = __float22bfloat162_rn(make_float2(s[4 * q], s[4 * q + 1]));
         const __nv_bfloat162 bot = __float22bfloat162_rn(make_float2(s[4 * q + 2], s[4 * q + 3]));
-        const int r1 = r0 + 8, cb = 4 * (lane & 3);
-        *reinterpret_cast<__nv_bfloat162*>(p_s + r0 * 128 + ((q ^ (r0 & 7)) << 4) + cb) = top;
-        *reinterpret_cast<__nv_bfloat162*>(p_s + r1 * 128 + ((q ^ (r1 & 7)) << 4) + cb) = bot;
+        const int c = 8 * q + 2 * (lane & 3);
+        *reinterpret_cast<__nv_bfloat162*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = top;
+        *reinterpret_cast<__nv_bfloat162*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) = bot;
       }
       if ((lane & 3) == 0) {
         alpha_s[r0] = a0;
@@ -504,19 +498,25 @@ void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
 
 }  // namespace mla_wg
 
-bool mla_decode_wgmma_supported(const MlaDecodeParams& p) {
+std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
   const LatentLayout& l = p.layout;
-  const bool rows = l.latent_dim == mla_wg::kL && l.rope_dim == mla_wg::kR && (!l.fp8 || l.group == 128) &&
-                    l.row_bytes % 16 == 0 && l.rope_offset() % 16 == 0;
-  const bool aligned = (reinterpret_cast<uintptr_t>(p.kv) & 15u) == 0 && (reinterpret_cast<uintptr_t>(p.q_latent) & 15u) == 0;
-  if (!rows || !aligned) return false;
   int dev = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-    return false;
-  return major == 9 && minor == 0;
+  const bool have = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+  if (!have || major != 9 || minor != 0)
+    return "a compute capability 9.0 GPU (found " +
+           (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")";
+  if (l.latent_dim != mla_wg::kL || l.rope_dim != mla_wg::kR)
+    return "L = 512 and R = 64 (got L = " + std::to_string(l.latent_dim) + ", R = " + std::to_string(l.rope_dim) + ")";
+  if (l.fp8 && l.group != 128) return "G = 128 scales for FP8 rows (got G = " + std::to_string(l.group) + ")";
+  if (l.row_bytes % 16 != 0 || l.rope_offset() % 16 != 0 || (reinterpret_cast<uintptr_t>(p.kv) & 15u) != 0 ||
+      (reinterpret_cast<uintptr_t>(p.q_latent) & 15u) != 0)
+    return "16-byte aligned kv, q_latent and rows";
+  return {};
 }
+
+bool mla_decode_wgmma_supported(const MlaDecodeParams& p) { return mla_decode_wgmma_unsupported(p).empty(); }
 
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   const int tiles = (topk + kMlaWgmmaTile - 1) / kMlaWgmmaTile;

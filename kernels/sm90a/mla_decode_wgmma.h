@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -14,6 +16,9 @@ constexpr int kMlaWgmmaTile = 64;
 // Whether the wgmma kernel handles p: L = 512, R = 64, FP8 rows with G = 128 scales or BF16 rows, kv and
 // q_latent 16-byte aligned, and the current device is compute capability 9.0 (H100 / H200: sm_90a code).
 bool mla_decode_wgmma_supported(const MlaDecodeParams& p);
+// Why the wgmma kernel does not handle p, as the end of a sentence ("a compute capability 9.0 GPU (found 8.0)",
+// "L = 512 and R = 64 (got ...)", ...); empty when it does (mla_decode_wgmma_supported is this being empty).
+std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p);
 
 // Split-K chunks the wgmma kernel uses when at most S_cap are allowed: chunks are whole 64-row tiles, so
 // S = ceil(topk / chunk) with chunk = 64 * ceil(tiles / min(S_cap, tiles)) (1 when S_cap <= 1 or topk <= 64).
