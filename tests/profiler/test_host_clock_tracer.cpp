@@ -16,7 +16,8 @@ void busy_us(int us) {
   }
 }
 
-TEST(HostClockTracer, OpsBecomeAttributedCpuKernelsAndRangesNest) {
+// Two steps of two layers, each a 1200 us cast and a 100 us attention op, traced on the host clock.
+Timeline trace_two_steps() {
   HostClockTracer tracer;
   for (int step = 0; step < 2; ++step) {
     RangeScope s(tracer, "step." + std::to_string(step));
@@ -29,7 +30,20 @@ TEST(HostClockTracer, OpsBecomeAttributedCpuKernelsAndRangesNest) {
       { OpScope o(tracer, OpDesc{step, layer, "attn.mla", 1e5, 1e6}); busy_us(100); }
     }
   }
-  const Timeline t = tracer.finish();
+  return tracer.finish();
+}
+
+TEST(HostClockTracer, OpsBecomeAttributedCpuKernelsAndRangesNest) {
+  // The cast's share of the step depends on wall time: a machine running many jobs on two cores can
+  // preempt the thread between ops for tens of milliseconds (measured 26% once with 12 copies of this test
+  // at once). The structure and the exact share below are checked on every run; the > 50% bound on the
+  // quietest of up to three runs.
+  auto cast_share = [](const Timeline& x) {
+    const Analysis a = analyze(x, Peaks{});
+    return a.hotspots.empty() ? 0.0 : a.hotspots.front().share_of_step;
+  };
+  Timeline t = trace_two_steps();
+  for (int attempt = 1; attempt < 3 && cast_share(t) <= 0.5; ++attempt) t = trace_two_steps();
   EXPECT_EQ(t.source, "host-clock");
   EXPECT_TRUE(t.complete);
   ASSERT_EQ(t.activities.size(), 8u);
