@@ -19,6 +19,15 @@ __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
+// cp.async.bulk global -> shared (sm_90): `bytes` (a multiple of 16; both addresses 16-byte aligned) land at dst
+// and complete that many of bar's transaction bytes (announce them first with mbar_expect_tx). The async proxy
+// writes dst: generic writes to it before must be ordered with fence.proxy.async (wgmma::fence_proxy_async).
+__device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
 // One arrival (release semantics: this thread's earlier writes are visible to the thread whose wait sees
 // the phase complete).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {

@@ -7,9 +7,10 @@
 //
 // CTA = 4 warpgroups (512 threads, one CTA per SM: 226.3 of the 227 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 + WG3 (producers): gather the tile's 64 rows with 16-byte ld.global.nc into registers (the next
-//       tile's while the consumers compute), dequantizes FP8 codes exactly as kv_cast does
-//       (round_bf16(e4m3 * scale)) or copies BF16 rows, and writes the 64 x 576 bf16 K tile in the
+//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows with one cp.async.bulk per row into the top of
+//       the K buffer they will fill (produce_fp8_bulk), BF16 rows with 16-byte ld.global.nc into registers
+//       (produce) -- the next tile's while the consumers compute; dequantize FP8 codes exactly as kv_cast does
+//       (round_bf16(e4m3 * scale)) or copy BF16 rows, and write the 64 x 576 bf16 K tile in the
 //       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
 //       (index -1 or past the chunk) are zeros with a -inf score bias. Signals `full[buf]`.
 //   WG0: S = Q . K^T (64 heads x 64 rows over 576 dims: 36 wgmma m64n64k16, Q and K from shared
@@ -50,7 +51,7 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6 };
 
 // Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
 // the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
@@ -76,8 +77,8 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2]
-  static constexpr int end = bars + 4 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2] (FP8 bulk feed)
+  static constexpr int end = bars + 6 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -139,6 +140,7 @@ __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) { return int(
 // more than twice the consumers' ~4.3k.
 constexpr int kProducerWarps = 8;
 constexpr int kSlotRows = 1;
+constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile per producer warp
 // Slots (rows) each producer warp keeps in flight, and whether it prefetches tile i + 2's rows into L2;
 // macros only so tools/probe can build variants side by side.
 #ifndef GLM5_MLA_WG_INFLIGHT
@@ -253,6 +255,113 @@ __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0,
   }
 }
 
+// FP8 rows, bulk-copy feed (S7). Why: the register-fed producer above keeps two 656-byte rows per warp in
+// flight, 16 rows = 10.5 KB per SM, and S6's phase probe measured the consumers waiting on it ~45% of each tile
+// (reports/2026-11-30-h200-mla-wgmma-probe.md); loaded HBM latency x the per-SM share of 4.26 TB/s wants ~3x that.
+// Here the tile's 64 raw rows are in flight at once: lanes 0..7 of each producer warp issue one cp.async.bulk per
+// valid row (656 bytes, completing rawfull[buf]'s transaction bytes) into the upper 64 x 656 = 41984 bytes of the
+// K buffer the tile will be dequantized into (no shared memory is left for a separate ring: Q + 2 K tiles + P
+// take 226 of the 227 KB). The copy of tile i is issued when tile i - 2 has left that buffer (empty[buf]), so it
+// has the consumers' whole tile i - 1 to land. Dequantization reads the raw rows back from shared memory:
+//   round 1, panels 0..2 (dims 0..191), writes bytes [0, 24576) of the buffer, below the raw rows: streamed;
+//   round 2, panels 3..8 (dims 192..575), overlaps them: each thread first reads its 7 chunks into registers,
+//   then a named barrier of the 256 producers, then the stores.
+// Same chunk -> bf16 as the register feed (dequant4_bf16 = kv_cast's rounding); invalid rows are zeros.
+constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;      // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
+constexpr int kRopeOffB = kL + 4 * (kL / 128);             // 528: the rope in an FP8 row
+constexpr int kRawOff = kOpBytes - kTile * kRowB;          // 31744: raw rows at the top of the K buffer
+constexpr int kRound1Chunks = 12;                           // 16-code chunks 0..11 = panels 0..2
+constexpr int kRound2Codes = (kL / 16 - kRound1Chunks) / 4;      // per lane: 5 code chunks, then 2 rope chunks
+constexpr int kRound2Chunks = (kL / 16 - kRound1Chunks) + kR / 8;  // 20 code chunks + 8 rope chunks
+static_assert(kL == 512 && kRound1Chunks == 12, "the scale groups below are written out for 12 + 20 code chunks");
+static_assert(kRawOff % 16 == 0 && kRawOff >= 3 * kPanelBytes, "round 1's stores stay below the raw rows");
+static_assert(kRowB % 16 == 0, "cp.async.bulk moves 16-byte multiples");
+static_assert(kRowsPerWarpBulk * 4 == 32 && kRound1Chunks % 4 == 0 && kRound2Chunks % 4 == 0,
+              "4 lanes per row, whole chunks per lane");
+
+// Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
+// one first when `odd` (a quarter-warp = 4 lanes of row t and 4 of row t + 8, same swizzle: with odd = u & 1 its
+// eight 16-byte stores hit eight distinct bank groups).
+__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
+  const uint2 a = dequant4_bf16(c.x, scale), b2 = dequant4_bf16(c.y, scale);
+  const uint2 c2 = dequant4_bf16(c.z, scale), d2 = dequant4_bf16(c.w, scale);
+  const uint4 lo = make_uint4(a.x, a.y, b2.x, b2.y), hi = make_uint4(c2.x, c2.y, d2.x, d2.y);
+  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
+  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
+}
+
+__device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
+                                                 uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
+                                                 uint64_t* rawfull, int pt) {
+  const int pw = pt >> 5, lane = pt & 31;
+  const int32_t* ind = p.indices + int64_t(b) * p.topk;
+  auto index_of = [&](int tile) {  // lane u < 8: the index of row pw + 8 u of tile `tile`, or -1
+    const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
+    return lane < kRowsPerWarpBulk && tile < n && j < j_end ? __ldg(ind + j) : -1;
+  };
+  auto issue = [&](int index, int buf) {  // tile rows -> the raw area of K buffer buf
+    if (lane < kRowsPerWarpBulk) {
+      mbar_expect_tx(&rawfull[buf], index >= 0 ? kRowB : 0);  // one of the 64 arrivals
+      if (index >= 0)
+        bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + (pw + kProducerWarps * lane) * kRowB,
+                      p.kv + int64_t(index) * kRowB, kRowB, &rawfull[buf]);
+    }
+  };
+  int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
+  if (n > 0) issue(idx_cur, 0);
+  if (n > 1) issue(idx_nxt, 1);
+  if (idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);
+  PROBE_T0;
+  for (int i = 0; i < n; ++i) {
+    const int buf = i & 1;
+    uint8_t* dst = kv_s + buf * kOpBytes;
+    if (i >= 2) {
+      mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
+      issue(idx_cur, buf);
+    }
+    PROBE(21);  // producer: wait for an empty buffer + issue
+    // Lane (u = lane / 4, q = lane % 4) converts row t = pw + 8 u: round 1 its code chunks q + 4 m (m < 3), round 2
+    // code chunks 12 + q + 4 m (m < 5) and rope chunks q + 4 (m - 5) (m = 5, 6). One row per lane: one validity,
+    // one 16-byte read of the row's four scales.
+    const int u = lane >> 2, q = lane & 3, t = pw + kProducerWarps * u;
+    const bool ok = __shfl_sync(0xffffffffu, idx_cur, u) >= 0;
+    if (lane < kRowsPerWarpBulk) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    mbar_wait(&rawfull[buf], (i >> 1) & 1);
+    PROBE(22);  // producer: wait for the raw rows
+    const uint8_t* row = dst + kRawOff + t * kRowB;
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const float4 scale = ok ? *reinterpret_cast<const float4*>(row + kL) : make_float4(0.f, 0.f, 0.f, 0.f);
+    uint4 v[kRound2Chunks / 4];
+#pragma unroll
+    for (int m = 0; m < kRound2Chunks / 4; ++m) {  // round 2's reads
+      const int code = kRound1Chunks + q + 4 * m;  // m < kRound2Codes: a code chunk; else rope chunk code - 32
+      v[m] = ok ? *reinterpret_cast<const uint4*>(row + (m < kRound2Codes ? 16 * code : kRopeOffB + 16 * (code - kL / 16)))
+                : zero;
+    }
+#pragma unroll
+    for (int m = 0; m < kRound1Chunks / 4; ++m) {  // round 1: read, dequantize, store
+      const int k = q + 4 * m;
+      store_codes(dst, t, k, ok ? *reinterpret_cast<const uint4*>(row + 16 * k) : zero, m < 2 ? scale.x : scale.y,
+                  u & 1);  // chunks 0..7: scale group 0, 8..11: group 1
+    }
+    wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the raw rows may go
+#pragma unroll
+    for (int m = 0; m < kRound2Chunks / 4; ++m) {  // round 2's stores
+      const int code = kRound1Chunks + q + 4 * m;
+      const float sc = m == 0 ? scale.y : m < 3 ? scale.z : scale.w;  // chunks 12..15: group 1, 16..23: 2, 24..31: 3
+      if (m < kRound2Codes) store_codes(dst, t, code, v[m], sc, u & 1);
+      else *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + code - kL / 16)) = v[m];
+    }
+    idx_cur = idx_nxt;
+    idx_nxt = idx_far;
+    idx_far = index_of(i + 3);
+    if (idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);  // tile i + 3: in L2 when issued
+    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next bulk copy's writes
+    mbar_arrive(&full[buf]);
+    PROBE(23);  // producer: dequantize + store
+  }
+}
+
 // Multiplies this thread's rows r0 (registers 4q, 4q + 1 of each n8 block) by a0 and r0 + 8 (4q + 2, 4q + 3) by
 // a1: the online softmax's rescale of an O half when the running maxima move.
 __device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1) {
@@ -317,6 +426,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   float* ml_s = reinterpret_cast<float*>(base + Smem::ml);
   uint64_t* full = reinterpret_cast<uint64_t*>(base + Smem::bars);
   uint64_t* empty = full + 2;
+  uint64_t* rawfull = full + 4;
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -328,6 +438,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
+    mbar_init(&rawfull[0], kRowsPerWarpBulk * kProducerWarps);
+    mbar_init(&rawfull[1], kRowsPerWarpBulk * kProducerWarps);
     mbar_init_fence();
   }
   __syncthreads();  // barriers initialized
@@ -335,7 +447,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
+    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, tid - 256);
+    else produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
   PROBE_T0;

@@ -93,8 +93,10 @@ int main() {
     std::printf("  WG0 per tile: wait full %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
                 pr[1] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
     std::printf("  WG1 per tile: wait P %.0f | PV %.0f\n", pr[10] / tiles, pr[11] / tiles);
-    std::printf("  producer per tile: issue loads %.0f | wait empty %.0f | latency+dequant+store %.0f\n", pr[20] / tiles,
-                pr[21] / tiles, pr[22] / tiles);
+    // Register feed (BF16 rows): 20 issue loads, 21 wait empty, 22 latency + dequantize + store.
+    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 wait empty + issue, 22 wait for the raw rows, 23 dequantize + store.
+    std::printf("  producer per tile: [20] %.0f | [21] %.0f | [22] %.0f | [23] %.0f\n", pr[20] / tiles, pr[21] / tiles,
+                pr[22] / tiles, pr[23] / tiles);
     cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
   }
   return 0;
