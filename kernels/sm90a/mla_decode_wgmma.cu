@@ -20,8 +20,9 @@
 //   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
 //       overlaps WG0's Q . K^T of tile i + 1.
 // Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
-// buffers; named barriers S_ready (WG0 -> WG1: P and factors written) and S_free (WG1 -> WG0: done
-// reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
+// buffers, and for FP8 rows rawfull[2] (the bulk copies' bytes) and full_lo[2] (panels 0..2 stored: WG0 starts
+// Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
+// written) and S_free (WG1 -> WG0: done reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
 // Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
@@ -77,8 +78,8 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2] (FP8 bulk feed)
-  static constexpr int end = bars + 6 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed)
+  static constexpr int end = bars + 8 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -151,6 +152,11 @@ constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile
 #endif
 constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
 constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
+// The bulk feed's L2 prefetch of tile i + 3 (S7c: off was faster, B 128 / 128 heads 255 vs 265 us in the probe).
+#ifndef GLM5_MLA_WG_BULK_PREFETCH
+#define GLM5_MLA_WG_BULK_PREFETCH 0
+#endif
+constexpr bool kPrefetchBulk = GLM5_MLA_WG_BULK_PREFETCH != 0;
 
 template <bool kFp8>
 struct RowSlot {
@@ -274,8 +280,14 @@ constexpr int kRound1Chunks = 12;                           // 16-code chunks 0.
 constexpr int kRound2Codes = (kL / 16 - kRound1Chunks) / 4;      // per lane: 5 code chunks, then 2 rope chunks
 constexpr int kRound2Chunks = (kL / 16 - kRound1Chunks) + kR / 8;  // 20 code chunks + 8 rope chunks
 static_assert(kL == 512 && kRound1Chunks == 12, "the scale groups below are written out for 12 + 20 code chunks");
+constexpr int kLoDims = 16 * kRound1Chunks;                        // 192 dims (panels 0..2) signalled by full_lo
+constexpr uint64_t kLoDesc = uint64_t(kLoDims / 64 * kPanelBytes) >> 4;  // their wgmma descriptor offset
 static_assert(kRawOff % 16 == 0 && kRawOff >= 3 * kPanelBytes, "round 1's stores stay below the raw rows");
 static_assert(kRowB % 16 == 0, "cp.async.bulk moves 16-byte multiples");
+// Slot of tile row t = pw + 8 u in the raw area. 656 = 16 (mod 128), so the rows of one producer warp (t = pw mod 8)
+// would all start at the same bank, and a quarter-warp's two rows (u, u + 1; 4 lanes x 16 bytes each) would
+// read the same banks; slot 8 pw + (u / 2 + 4 (u % 2)) puts those two rows 64 bytes apart mod 128 instead.
+__device__ __forceinline__ int raw_slot(int pw, int u) { return kProducerWarps * pw + (u >> 1) + 4 * (u & 1); }
 static_assert(kRowsPerWarpBulk * 4 == 32 && kRound1Chunks % 4 == 0 && kRound2Chunks % 4 == 0,
               "4 lanes per row, whole chunks per lane");
 
@@ -292,7 +304,7 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
 
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
-                                                 uint64_t* rawfull, int pt) {
+                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) {  // lane u < 8: the index of row pw + 8 u of tile `tile`, or -1
@@ -303,14 +315,14 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     if (lane < kRowsPerWarpBulk) {
       mbar_expect_tx(&rawfull[buf], index >= 0 ? kRowB : 0);  // one of the 64 arrivals
       if (index >= 0)
-        bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + (pw + kProducerWarps * lane) * kRowB,
+        bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + raw_slot(pw, lane) * kRowB,
                       p.kv + int64_t(index) * kRowB, kRowB, &rawfull[buf]);
     }
   };
   int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
   if (n > 0) issue(idx_cur, 0);
   if (n > 1) issue(idx_nxt, 1);
-  if (idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);
+  if (kPrefetchBulk && idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
@@ -328,7 +340,7 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     if (lane < kRowsPerWarpBulk) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     mbar_wait(&rawfull[buf], (i >> 1) & 1);
     PROBE(22);  // producer: wait for the raw rows
-    const uint8_t* row = dst + kRawOff + t * kRowB;
+    const uint8_t* row = dst + kRawOff + raw_slot(pw, u) * kRowB;
     const uint4 zero = make_uint4(0, 0, 0, 0);
     const float4 scale = ok ? *reinterpret_cast<const float4*>(row + kL) : make_float4(0.f, 0.f, 0.f, 0.f);
     uint4 v[kRound2Chunks / 4];
@@ -344,7 +356,11 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       store_codes(dst, t, k, ok ? *reinterpret_cast<const uint4*>(row + 16 * k) : zero, m < 2 ? scale.x : scale.y,
                   u & 1);  // chunks 0..7: scale group 0, 8..11: group 1
     }
+    wgmma::fence_proxy_async();
+    mbar_arrive(&full_lo[buf]);  // panels 0..2 stored: WG0 may start Q . K^T on them
+    PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the raw rows may go
+    PROBE(25);                          // producer: the barrier
 #pragma unroll
     for (int m = 0; m < kRound2Chunks / 4; ++m) {  // round 2's stores
       const int code = kRound1Chunks + q + 4 * m;
@@ -355,10 +371,10 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     idx_cur = idx_nxt;
     idx_nxt = idx_far;
     idx_far = index_of(i + 3);
-    if (idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);  // tile i + 3: in L2 when issued
+    if (kPrefetchBulk && idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);  // tile i + 3: in L2 when issued
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next bulk copy's writes
     mbar_arrive(&full[buf]);
-    PROBE(23);  // producer: dequantize + store
+    PROBE(23);  // producer: round 2's stores
   }
 }
 
@@ -427,6 +443,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   uint64_t* full = reinterpret_cast<uint64_t*>(base + Smem::bars);
   uint64_t* empty = full + 2;
   uint64_t* rawfull = full + 4;
+  uint64_t* full_lo = full + 6;
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -440,6 +457,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
     mbar_init(&empty[1], 256);
     mbar_init(&rawfull[0], kRowsPerWarpBulk * kProducerWarps);
     mbar_init(&rawfull[1], kRowsPerWarpBulk * kProducerWarps);
+    mbar_init(&full_lo[0], 32 * kProducerWarps);
+    mbar_init(&full_lo[1], 32 * kProducerWarps);
     mbar_init_fence();
   }
   __syncthreads();  // barriers initialized
@@ -447,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, tid - 256);
+    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
     else produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
@@ -472,11 +491,22 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
-      mbar_wait(&full[buf], (i >> 1) & 1);
-      PROBE(1);  // WG0: wait for a full buffer
       float s[32];
-      wgmma::fence();
-      wgmma::m64n64_bf16_ss(s, dq, dk, kW, false);  // S = Q . K^T over the 576 dims: 36 k-steps
+      if constexpr (kFp8) {  // S = Q . K^T over the 576 dims: 36 k-steps, the first 12 (panels 0..2) as soon as
+        // produce_fp8_bulk's round 1 has stored them, overlapping its round 2
+        mbar_wait(&full_lo[buf], (i >> 1) & 1);
+        PROBE(1);  // WG0: wait for a full buffer (FP8: its first three panels)
+        wgmma::fence();
+        wgmma::m64n64_bf16_ss(s, dq, dk, kLoDims, false);
+        mbar_wait(&full[buf], (i >> 1) & 1);
+        PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
+        wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
+      } else {
+        mbar_wait(&full[buf], (i >> 1) & 1);
+        PROBE(1);  // WG0: wait for a full buffer
+        wgmma::fence();
+        wgmma::m64n64_bf16_ss(s, dq, dk, kW, false);
+      }
       wgmma::commit();
       wgmma::wait<0>();
       wgmma::fence_operand(s);

@@ -90,13 +90,14 @@ int main() {
     std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (no combine), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
                 1e3 * ms[ms.size() / 2], int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
-    std::printf("  WG0 per tile: wait full %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
-                pr[1] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
+    std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
+                pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
     std::printf("  WG1 per tile: wait P %.0f | PV %.0f\n", pr[10] / tiles, pr[11] / tiles);
     // Register feed (BF16 rows): 20 issue loads, 21 wait empty, 22 latency + dequantize + store.
-    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 wait empty + issue, 22 wait for the raw rows, 23 dequantize + store.
-    std::printf("  producer per tile: [20] %.0f | [21] %.0f | [22] %.0f | [23] %.0f\n", pr[20] / tiles, pr[21] / tiles,
-                pr[22] / tiles, pr[23] / tiles);
+    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 wait empty + issue, 22 wait for the raw rows, 24 round-2 reads +
+    // round 1, 25 the raw-read barrier, 23 round 2's stores.
+    std::printf("  producer per tile: [20] %.0f | [21] %.0f | [22] %.0f | [24] %.0f | [25] %.0f | [23] %.0f\n",
+                pr[20] / tiles, pr[21] / tiles, pr[22] / tiles, pr[24] / tiles, pr[25] / tiles, pr[23] / tiles);
     cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
   }
   return 0;
