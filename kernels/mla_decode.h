@@ -80,10 +80,15 @@ void validate_mla_decode_params(const MlaDecodeParams& p);
 // Whether kernel = Auto runs the wgmma kernel for p: heads_per_cta 0 (auto), at least
 // kMlaWgmmaAutoMinHeads query heads per request (s_q H), at least kMlaWgmmaAutoMinCtas (request, 64-head block)
 // pairs, and mla_decode_wgmma_supported (L = 512, R = 64, an sm_90 device). Measured on the H200
-// (reports/2026-11-30-h200-kv-kernels.md, S6k): from batch 8 it is 1.29-1.44x faster with FP8 rows at 64 heads,
+// (reports/2026-11-30-h200-kv-kernels.md; S7e, FP8 rows through the bulk-copy feed: 1.29 / 1.55 / 1.70 / 2.04x
+// faster than the mma.sync kernel at batch 8 / 32 / 64 / 128 with 64 heads; S6k, the rest of this note):
+// from batch 8 it is 1.29-1.44x faster with FP8 rows at 64 heads,
 // 1.05-1.10x at 16, 1.15-1.53x with BF16 rows at 64 heads (3-4% slower with BF16 rows at 16 heads, batch 8-32);
 // at batch 1 the two are level with FP8 rows and the mma.sync kernel is faster with BF16 rows (17.2 vs 19.8 us),
-// hence the block threshold; 8 heads per GPU (TP8) is not measured, hence the head threshold.
+// hence the block threshold; 8 heads per GPU (TP8) is not measured, hence the head threshold. The rule does not
+// look at the row format on purpose: the three KV paths must run the same kernel (cast / gather-cast BF16 rows
+// give the fp8 path's bits, gpu_mla_decode checks it), even where FP8 rows alone would favour wgmma (S7e, batch 1 /
+// 16 heads: 14.3 vs 18.0 us).
 constexpr int kMlaWgmmaAutoMinCtas = 8;
 constexpr int kMlaWgmmaAutoMinHeads = 16;
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p);

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Device call S7f (2026-11-30, session 7): S7e again after one more change, Q staged with six 16-byte chunks in
+# flight per thread instead of two (S7e probe: the Q prologue ~13.4k cycles per CTA): correctness, phase probe,
+# FlashMLA built from source and ours in the same run, the decode step at batch 32 (FP8 weights, graphs).
+#   tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; run with carry [".device"]
+set -u
+W=$OUT/s7f; mkdir -p $W/flashmla
+tar xJf .device/pack.tar.xz -C .device
+export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
+BIN=$PWD/.device/bin
+timeout 120 $BIN/kernels_gpu_mla_decode > $W/mla_test.log 2>&1; echo "mla test rc=$?"
+grep -E "Failure|FAILED|PASSED" $W/mla_test.log | head; echo "wgmma checks: $(grep -c 'wgmma kernel:' $W/mla_test.log)"
+timeout 60 $BIN/mla_wgmma_probe > $W/probe.txt 2>&1; echo "probe rc=$?"; grep -A1 -E "^B=(64 H=64|128 H=128)" $W/probe.txt
+OUT=$W/flashmla FLASHMLA_BUDGET_S=165 FLASHMLA_BENCH_S=60 FLASHMLA_BENCH_ARGS="--batches 1,64,128 --reps 20" \
+  timeout 170 bash tools/device_flashmla.sh > $W/flashmla/run.txt 2>&1; echo "flashmla rc=$?"
+grep -E "^ +shared|^per_query" $W/flashmla/flashmla.txt 2>/dev/null | head -20 || tail -5 $W/flashmla/run.txt
+timeout 170 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
+grep -E "^  (mla_decode_fp8_wgmma|mla_decode_bf16_wgmma|copy|gemm)" $W/mla.txt | head -40
+BATCHES="32" WEIGHTS=fp8 GRAPHS=1 timeout 150 tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
+python3 -c "
+import json
+for r in json.load(open('$W/step/decode-step.json')):
+  if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
+  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -6
+rm -rf $W/step/runs/*/trace.json
+(cd $OUT && tar czf s7f.tar.gz s7f && rm -rf s7f)
