@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Device call S7f (2026-11-30, session 7): S7e again after one more change, Q staged with six 16-byte chunks in
-# flight per thread instead of two (S7e probe: the Q prologue ~13.4k cycles per CTA): correctness, phase probe,
-# FlashMLA built from source and ours in the same run, the decode step at batch 32 (FP8 weights, graphs).
-#   tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; run with carry [".device"]
+# One device call recording issue 3's numbers: gpu_mla_decode, the wgmma MLA phase probe, FlashMLA built from
+# source on the device (tools/device_flashmla.sh; never committed) and `glm5prof bench kernels --only mla` in the
+# same run, and the decode step at batch 32 (FP8 weights, graphs). Calls made with it: S6k (session 6's final
+# kernel), S7e (session 7's bulk-copy FP8 feed), S7f (S7e plus six Q loads in flight; not kept). Results:
+# reports/2026-11-30-h200-kv-kernels.md / .json, -decode-step.md / .json, -mla-wgmma-probe.md.
+#   tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; run `bash THIS TAG` with carry [".device"]
 set -u
-W=$OUT/s7f; mkdir -p $W/flashmla
+TAG=${1:-record}
+W=$OUT/$TAG; mkdir -p $W/flashmla
 tar xJf .device/pack.tar.xz -C .device
 export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
 BIN=$PWD/.device/bin
@@ -23,4 +26,4 @@ for r in json.load(open('$W/step/decode-step.json')):
   if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
   print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -6
 rm -rf $W/step/runs/*/trace.json
-(cd $OUT && tar czf s7f.tar.gz s7f && rm -rf s7f)
+(cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)
