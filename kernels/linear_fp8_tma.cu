@@ -28,6 +28,7 @@
 #include "kernels/fp8_dot.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/linear_fp8_tma.h"
+#include "kernels/tma.h"
 #include "kernels/mbarrier.cuh"
 
 namespace glm5 {
@@ -49,15 +50,6 @@ struct TmaGemvArgs {
   int* counters;     // [row blocks] or null (S == 1)
   int blocks_per_split;  // 128-column blocks per split (a multiple of the boxes per stage, but for the last)
 };
-
-// One 2-D box (columns c0.., rows r0..) of the tensor map into shared memory, completing on `bar`.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int r0, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(r0), "r"(smem_u32(bar))
-      : "memory");
-}
 
 // kBoxRows (256, 128 or 64) rows per CTA; a ring stage holds kNB = 256 / kBoxRows boxes of [kBoxRows x 128]
 // at adjacent 128-column blocks, so each weight row contributes kNB x 128 contiguous bytes per stage
@@ -182,19 +174,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   p.y[row] = p.accumulate ? p.y[row] + sum : sum;
 }
 
-// cuTensorMapEncodeTiled through the runtime's driver entry point (no link against libcuda).
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static thread_local PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    require(q == cudaDriverEntryPointSuccess && f, "linear_fp8_tma_cuda: the driver has no cuTensorMapEncodeTiled");
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }
-  return fn;
-}
-
 CUtensorMap weight_map(const LinearParams& p, int box_rows) {
   CUtensorMap m;
   std::memset(&m, 0, sizeof(m));
@@ -202,7 +181,7 @@ CUtensorMap weight_map(const LinearParams& p, int box_rows) {
   const cuuint64_t strides[1] = {cuuint64_t(p.w_stride())};  // bytes between rows
   const cuuint32_t box[2] = {kBoxCols, cuuint32_t(box_rows)};
   const cuuint32_t estrides[2] = {1, 1};
-  const CUresult rc = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p.w), dims, strides, box,
+  const CUresult rc = tensor_map_encode_fn("linear_fp8_tma_cuda")(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p.w), dims, strides, box,
                                   estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   require(rc == CUDA_SUCCESS, "linear_fp8_tma_cuda: cuTensorMapEncodeTiled refused the weight (n " +

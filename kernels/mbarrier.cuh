@@ -4,6 +4,8 @@
 // waiters name the phase by its parity (0, 1, 0, ...). The first wait of a fresh barrier on parity 1
 // returns at once (the "previous" phase counts as complete), the usual way to start a ring of empty slots.
 #pragma once
+#include <cuda.h>
+
 #include <cstdint>
 
 #include "kernels/launch.cuh"
@@ -16,6 +18,8 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 // Makes the initialized barriers visible to the async proxy (TMA) and to the other threads' mbarrier ops;
 // follow with __syncthreads().
 __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// One arrival that also announces `bytes` transaction bytes for the current phase (mbarrier.arrive.expect_tx): it
+// counts toward the barrier's arrival count like mbar_arrive. mbar_expect_tx_only announces without arriving.
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
@@ -27,6 +31,21 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsign
                    smem_u32(dst)),
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
+}
+// One 2-D box (columns c0.., rows r0..) of a tensor map (kernels/tma.h) into shared memory, completing that many
+// of bar's transaction bytes; the map must live in kernel-parameter (__grid_constant__), constant or global memory.
+// With a swizzled map the 16-byte chunks land permuted by the destination's shared-memory address bits.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int r0, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(r0), "r"(smem_u32(bar))
+      : "memory");
+}
+// Announces `bytes` more transaction bytes for bar's current phase without arriving (a producer whose arrival
+// comes later, after its own stores): mbarrier.expect_tx.
+__device__ __forceinline__ void mbar_expect_tx_only(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 // One arrival (release semantics: this thread's earlier writes are visible to the thread whose wait sees
 // the phase complete).

@@ -7,9 +7,9 @@
 //
 // CTA = 4 warpgroups (512 threads, one CTA per SM: 226.3 of the 227 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows with one cp.async.bulk per row into the top of
-//       the K buffer they will fill (produce_fp8_bulk), BF16 rows with 16-byte ld.global.nc into registers
-//       (produce) -- the next tile's while the consumers compute; dequantize FP8 codes exactly as kv_cast does
+//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows with one cp.async.bulk of codes per row into the
+//       K buffer they will fill and one TMA box of rope straight into its final place (produce_fp8_bulk), BF16 rows
+//       with 16-byte ld.global.nc into registers (produce) -- the next tile's while the consumers compute; dequantize FP8 codes exactly as kv_cast does
 //       (round_bf16(e4m3 * scale)) or copy BF16 rows, and write the 64 x 576 bf16 K tile in the
 //       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
 //       (index -1 or past the chunk) are zeros with a -inf score bias. Signals `full[buf]`.
@@ -20,17 +20,19 @@
 //   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
 //       overlaps WG0's Q . K^T of tile i + 1.
 // Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
-// buffers, and for FP8 rows rawfull[2] (the bulk copies' bytes) and full_lo[2] (panels 0..2 stored: WG0 starts
-// Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
+// buffers (for FP8 rows full also counts the rope boxes' bytes), and for FP8 rows rawfull[2] (the code copies'
+// bytes) and full_lo[2] (panels 0..3 stored: WG0 starts Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
 // written) and S_free (WG1 -> WG0: done reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
 // Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
+#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -38,6 +40,7 @@
 #include "kernels/launch.cuh"
 #include "kernels/mbarrier.cuh"
 #include "kernels/mla_decode_tc.cuh"
+#include "kernels/tma.h"
 #include "kernels/wgmma.cuh"
 
 namespace glm5 {
@@ -152,11 +155,6 @@ constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile
 #endif
 constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
 constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
-// The bulk feed's L2 prefetch of tile i + 3 (S7c: off was faster, B 128 / 128 heads 255 vs 265 us in the probe).
-#ifndef GLM5_MLA_WG_BULK_PREFETCH
-#define GLM5_MLA_WG_BULK_PREFETCH 0
-#endif
-constexpr bool kPrefetchBulk = GLM5_MLA_WG_BULK_PREFETCH != 0;
 
 template <bool kFp8>
 struct RowSlot {
@@ -264,36 +262,39 @@ __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0,
 // FP8 rows, bulk-copy feed (S7). Why: the register-fed producer above keeps two 656-byte rows per warp in
 // flight, 16 rows = 10.5 KB per SM, and S6's phase probe measured the consumers waiting on it ~45% of each tile
 // (reports/2026-11-30-h200-mla-wgmma-probe.md); loaded HBM latency x the per-SM share of 4.26 TB/s wants ~3x that.
-// Here the tile's 64 raw rows are in flight at once: lanes 0..7 of each producer warp issue one cp.async.bulk per
-// valid row (656 bytes, completing rawfull[buf]'s transaction bytes) into the upper 64 x 656 = 41984 bytes of the
-// K buffer the tile will be dequantized into (no shared memory is left for a separate ring: Q + 2 K tiles + P
-// take 226 of the 227 KB). The copy of tile i is issued when tile i - 2 has left that buffer (empty[buf]), so it
-// has the consumers' whole tile i - 1 to land. Dequantization reads the raw rows back from shared memory:
-//   round 1, panels 0..2 (dims 0..191), writes bytes [0, 24576) of the buffer, below the raw rows: streamed;
-//   round 2, panels 3..8 (dims 192..575), overlaps them: each thread first reads its 7 chunks into registers,
+// Here the tile's 64 rows are in flight at once, with no registers held: lanes 0..7 of each producer warp issue, per
+// valid row,
+//   - one cp.async.bulk of its 512 code bytes into panels 4..7's place of the K buffer the tile is dequantized into
+//     (completing rawfull[buf]'s transaction bytes; no shared memory is left for a separate ring: Q + 2 K tiles + P
+//     take 226 of the 227 KB), and
+//   - one 2-D TMA box of its 64 bf16 rope values straight into panel 8 at row t, 128-byte swizzled by the copy
+//     engine as wgmma reads it (completing full[buf]'s transaction bytes), so the rope costs no producer work;
+// and each lane reads its rows' four fp32 scales from global memory while the copies fly. The copy of tile i is
+// issued when tile i - 2 has left that buffer (empty[buf]), so it has the consumers' whole tile i - 1 to land.
+// Dequantization reads the codes back from shared memory:
+//   round 1, panels 0..3 (dims 0..255), writes bytes [0, 32768) of the buffer, below the codes: streamed, then
+//   full_lo[buf] lets WG0 start Q . K^T on those panels;
+//   round 2, panels 4..7 (dims 256..511), overwrites the codes: each thread first reads its 4 chunks into registers,
 //   then a named barrier of the 256 producers, then the stores.
-// Same chunk -> bf16 as the register feed (dequant4_bf16 = kv_cast's rounding); invalid rows are zeros.
-constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;      // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
-constexpr int kRopeOffB = kL + 4 * (kL / 128);             // 528: the rope in an FP8 row
-constexpr int kRawOff = kOpBytes - kTile * kRowB;          // 31744: raw rows at the top of the K buffer
-constexpr int kRound1Chunks = 12;                           // 16-code chunks 0..11 = panels 0..2
-constexpr int kRound2Codes = (kL / 16 - kRound1Chunks) / 4;      // per lane: 5 code chunks, then 2 rope chunks
-constexpr int kRound2Chunks = (kL / 16 - kRound1Chunks) + kR / 8;  // 20 code chunks + 8 rope chunks
-static_assert(kL == 512 && kRound1Chunks == 12, "the scale groups below are written out for 12 + 20 code chunks");
-constexpr int kLoDims = 16 * kRound1Chunks;                        // 192 dims (panels 0..2) signalled by full_lo
+// Lane (u = lane / 8, q = lane % 8) converts rows pw + 8 u and pw + 8 (u + 4), code chunks q, 8 + q (round 1) and
+// 16 + q, 24 + q (round 2): a quarter-warp reads 128 contiguous bytes of one row (no bank conflicts), and its odd
+// panel's lanes store their odd output chunk first. Same chunk -> bf16 as the register feed (dequant4_bf16 =
+// kv_cast's rounding); invalid rows are zeros (their rope row is zeroed by its issuing lane).
+constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;   // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
+constexpr int kRopeOffB = kL + 4 * (kL / 128);         // 528: the rope in an FP8 row
+constexpr int kRawOff = 4 * kPanelBytes;              // 32768: the codes of the tile, panels 4..7's place
+constexpr int kRopePanel = kL / 64;                    // 8: the rope panel, filled by TMA
+constexpr int kLoDims = kL / 2;                        // 256 dims (panels 0..3), round 1, signalled by full_lo
 constexpr uint64_t kLoDesc = uint64_t(kLoDims / 64 * kPanelBytes) >> 4;  // their wgmma descriptor offset
-static_assert(kRawOff % 16 == 0 && kRawOff >= 3 * kPanelBytes, "round 1's stores stay below the raw rows");
-static_assert(kRowB % 16 == 0, "cp.async.bulk moves 16-byte multiples");
-// Slot of tile row t = pw + 8 u in the raw area. 656 = 16 (mod 128), so the rows of one producer warp (t = pw mod 8)
-// would all start at the same bank, and a quarter-warp's two rows (u, u + 1; 4 lanes x 16 bytes each) would
-// read the same banks; slot 8 pw + (u / 2 + 4 (u % 2)) puts those two rows 64 bytes apart mod 128 instead.
-__device__ __forceinline__ int raw_slot(int pw, int u) { return kProducerWarps * pw + (u >> 1) + 4 * (u & 1); }
-static_assert(kRowsPerWarpBulk * 4 == 32 && kRound1Chunks % 4 == 0 && kRound2Chunks % 4 == 0,
-              "4 lanes per row, whole chunks per lane");
+static_assert(kRawOff == 4 * kPanelBytes && kRawOff + kTile * kL == kRopePanel * kPanelBytes,
+              "the codes fill exactly panels 4..7; round 1's stores (panels 0..3) stay below them");
+static_assert(kRowB % 16 == 0 && kRopeOffB % 16 == 0, "cp.async.bulk and TMA move 16-byte aligned multiples");
+static_assert(kRowsPerWarpBulk == 8 && kL == 512, "the lane -> (row, chunk) map below is written for 8 rows x 32 chunks");
+static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: both are 64-row swizzled operands");
 
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
-// one first when `odd` (a quarter-warp = 4 lanes of row t and 4 of row t + 8, same swizzle: with odd = u & 1 its
-// eight 16-byte stores hit eight distinct bank groups).
+// one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
+// odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
 __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
   const uint2 a = dequant4_bf16(c.x, scale), b2 = dequant4_bf16(c.y, scale);
   const uint2 c2 = dequant4_bf16(c.z, scale), d2 = dequant4_bf16(c.w, scale);
@@ -302,27 +303,35 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
 
-__device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
-                                                 uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
-                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
+__device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, const CUtensorMap* rope_map, int b, int j0,
+                                                 int j_end, int n, uint8_t* kv_s, float* bias_s, uint64_t* full,
+                                                 uint64_t* empty, uint64_t* rawfull, uint64_t* full_lo, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) {  // lane u < 8: the index of row pw + 8 u of tile `tile`, or -1
     const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
     return lane < kRowsPerWarpBulk && tile < n && j < j_end ? __ldg(ind + j) : -1;
   };
-  auto issue = [&](int index, int buf) {  // tile rows -> the raw area of K buffer buf
-    if (lane < kRowsPerWarpBulk) {
-      mbar_expect_tx(&rawfull[buf], index >= 0 ? kRowB : 0);  // one of the 64 arrivals
-      if (index >= 0)
-        bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + raw_slot(pw, lane) * kRowB,
-                      p.kv + int64_t(index) * kRowB, kRowB, &rawfull[buf]);
+  auto issue = [&](int index, int buf) {  // lane u < 8: row t = pw + 8 u of the tile -> K buffer buf
+    if (lane >= kRowsPerWarpBulk) return;
+    const int t = pw + kProducerWarps * lane;
+    uint8_t* dst = kv_s + buf * kOpBytes;
+    mbar_expect_tx(&rawfull[buf], index >= 0 ? kL : 0);  // one of rawfull's 64 arrivals
+    if (index >= 0) {
+      const uint8_t* row = p.kv + int64_t(index) * kRowB;
+      bulk_copy_g2s(dst + kRawOff + t * kL, row, kL, &rawfull[buf]);
+      mbar_expect_tx_only(&full[buf], 2 * kR);  // full's phase also waits for this rope box
+      tma_load_2d(dst + kRopePanel * kPanelBytes + t * 128, rope_map, 0, index, &full[buf]);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+        *reinterpret_cast<uint4*>(dst + kRopePanel * kPanelBytes + t * 128 + 16 * c) = make_uint4(0, 0, 0, 0);
     }
   };
-  int idx_cur = index_of(0), idx_nxt = index_of(1), idx_far = index_of(2);
+  int idx_cur = index_of(0), idx_nxt = index_of(1);
   if (n > 0) issue(idx_cur, 0);
   if (n > 1) issue(idx_nxt, 1);
-  if (kPrefetchBulk && idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);
+  const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
@@ -332,47 +341,52 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       issue(idx_cur, buf);
     }
     PROBE(21);  // producer: wait for an empty buffer + issue
-    // Lane (u = lane / 4, q = lane % 4) converts row t = pw + 8 u: round 1 its code chunks q + 4 m (m < 3), round 2
-    // code chunks 12 + q + 4 m (m < 5) and rope chunks q + 4 (m - 5) (m = 5, 6). One row per lane: one validity,
-    // one 16-byte read of the row's four scales.
-    const int u = lane >> 2, q = lane & 3, t = pw + kProducerWarps * u;
-    const bool ok = __shfl_sync(0xffffffffu, idx_cur, u) >= 0;
+    int idx[2];
+    float4 sc[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {  // rows pw + 8 (u + 4 r): their index, and their scales read while the codes fly
+      idx[r] = __shfl_sync(0xffffffffu, idx_cur, u + 4 * r);
+      sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(p.kv + int64_t(idx[r]) * kRowB + kL))
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
     if (lane < kRowsPerWarpBulk) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     mbar_wait(&rawfull[buf], (i >> 1) & 1);
-    PROBE(22);  // producer: wait for the raw rows
-    const uint8_t* row = dst + kRawOff + raw_slot(pw, u) * kRowB;
+    PROBE(22);  // producer: wait for the codes
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    const float4 scale = ok ? *reinterpret_cast<const float4*>(row + kL) : make_float4(0.f, 0.f, 0.f, 0.f);
-    uint4 v[kRound2Chunks / 4];
+    uint4 v[2][2];
 #pragma unroll
-    for (int m = 0; m < kRound2Chunks / 4; ++m) {  // round 2's reads
-      const int code = kRound1Chunks + q + 4 * m;  // m < kRound2Codes: a code chunk; else rope chunk code - 32
-      v[m] = ok ? *reinterpret_cast<const uint4*>(row + (m < kRound2Codes ? 16 * code : kRopeOffB + 16 * (code - kL / 16)))
-                : zero;
-    }
+    for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
 #pragma unroll
-    for (int m = 0; m < kRound1Chunks / 4; ++m) {  // round 1: read, dequantize, store
-      const int k = q + 4 * m;
-      store_codes(dst, t, k, ok ? *reinterpret_cast<const uint4*>(row + 16 * k) : zero, m < 2 ? scale.x : scale.y,
-                  u & 1);  // chunks 0..7: scale group 0, 8..11: group 1
-    }
+      for (int h = 0; h < 2; ++h) {
+        const int t = pw + kProducerWarps * (u + 4 * r);
+        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (16 + 8 * h + q)) : zero;
+      }
+    uint4 w[2][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
+#pragma unroll      // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = pw + kProducerWarps * (u + 4 * r);
+        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (8 * h + q)) : zero;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r)  // round 1's stores
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
     wgmma::fence_proxy_async();
-    mbar_arrive(&full_lo[buf]);  // panels 0..2 stored: WG0 may start Q . K^T on them
+    mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
-    wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the raw rows may go
+    wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
     PROBE(25);                          // producer: the barrier
 #pragma unroll
-    for (int m = 0; m < kRound2Chunks / 4; ++m) {  // round 2's stores
-      const int code = kRound1Chunks + q + 4 * m;
-      const float sc = m == 0 ? scale.y : m < 3 ? scale.z : scale.w;  // chunks 12..15: group 1, 16..23: 2, 24..31: 3
-      if (m < kRound2Codes) store_codes(dst, t, code, v[m], sc, u & 1);
-      else *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + code - kL / 16)) = v[m];
-    }
+    for (int r = 0; r < 2; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
-    idx_nxt = idx_far;
-    idx_far = index_of(i + 3);
-    if (kPrefetchBulk && idx_far >= 0) prefetch_l2(p.kv + int64_t(idx_far) * kRowB, kRowB);  // tile i + 3: in L2 when issued
-    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next bulk copy's writes
+    idx_nxt = index_of(i + 2);
+    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
     mbar_arrive(&full[buf]);
     PROBE(23);  // producer: round 2's stores
   }
@@ -431,7 +445,10 @@ __device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&
 }
 
 template <bool kFp8, bool kSplit>
-__global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
+// rope_map: the FP8 pool's rope values as a 2-D bf16 tensor [rows][64] (row stride 656 B, 128-byte swizzle, box 64 x 1;
+// rope_map_for); unused for BF16 rows.
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk, const __grid_constant__ CUtensorMap rope_map) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -466,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
+    if constexpr (kFp8) produce_fp8_bulk(p, &rope_map, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
     else produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
@@ -492,10 +509,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
       float s[32];
-      if constexpr (kFp8) {  // S = Q . K^T over the 576 dims: 36 k-steps, the first 12 (panels 0..2) as soon as
+      if constexpr (kFp8) {  // S = Q . K^T over the 576 dims: 36 k-steps, the first 16 (panels 0..3) as soon as
         // produce_fp8_bulk's round 1 has stored them, overlapping its round 2
         mbar_wait(&full_lo[buf], (i >> 1) & 1);
-        PROBE(1);  // WG0: wait for a full buffer (FP8: its first three panels)
+        PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
         wgmma::fence();
         wgmma::m64n64_bf16_ss(s, dq, dk, kLoDims, false);
         mbar_wait(&full[buf], (i >> 1) & 1);
@@ -631,11 +648,34 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_wgmma_kernel(MlaDecode
   }
 }
 
+// The rope of every FP8 row as a 2-D tensor for tma_load_2d: element (c, r) = bf16 rope value c of pool row r, at
+// p.kv + 656 r + 528 + 2 c. The pool's row count is not in MlaDecodeParams (indices are trusted to be in range, as
+// everywhere in mla_decode), so the outer extent is the largest a map allows; only indexed rows are ever read.
+CUtensorMap rope_map_for(const MlaDecodeParams& p) {
+  CUtensorMap m;
+  std::memset(&m, 0, sizeof(m));
+  const cuuint64_t dims[2] = {cuuint64_t(kR), cuuint64_t(1) << 31};
+  const cuuint64_t strides[1] = {cuuint64_t(kRowB)};
+  const cuuint32_t box[2] = {cuuint32_t(kR), 1};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUresult rc = tensor_map_encode_fn("mla_decode_wgmma_launch")(
+      &m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<uint8_t*>(p.kv + kRopeOffB), dims, strides, box, estrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  require(rc == CUDA_SUCCESS,
+          "mla_decode_wgmma_launch: cuTensorMapEncodeTiled refused the FP8 pool's rope view: error " + std::to_string(int(rc)));
+  return m;
+}
+
 template <bool kFp8, bool kSplit>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
   auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
-  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk);
+  CUtensorMap rope_map;
+  if constexpr (kFp8) rope_map = rope_map_for(p);
+  else std::memset(&rope_map, 0, sizeof(rope_map));
+  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk,
+                rope_map);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -653,6 +693,10 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
   if (l.latent_dim != mla_wg::kL || l.rope_dim != mla_wg::kR)
     return "L = 512 and R = 64 (got L = " + std::to_string(l.latent_dim) + ", R = " + std::to_string(l.rope_dim) + ")";
   if (l.fp8 && l.group != 128) return "G = 128 scales for FP8 rows (got G = " + std::to_string(l.group) + ")";
+  if (l.fp8 && (l.row_bytes != mla_wg::kRowB || l.rope_offset() != mla_wg::kRopeOffB))  // the bulk feed's fixed offsets
+    return "FP8 rows of " + std::to_string(mla_wg::kRowB) + " bytes with the rope at byte " +
+           std::to_string(mla_wg::kRopeOffB) + " (got " + std::to_string(l.row_bytes) + ", " +
+           std::to_string(l.rope_offset()) + ")";
   if (l.row_bytes % 16 != 0 || l.rope_offset() % 16 != 0 || (reinterpret_cast<uintptr_t>(p.kv) & 15u) != 0 ||
       (reinterpret_cast<uintptr_t>(p.q_latent) & 15u) != 0)
     return "16-byte aligned kv, q_latent and rows";

@@ -38,6 +38,8 @@ namespace {
 struct Case {
   int L, R, B, H, topk, rows, valid;  // `valid`: indices per request that are >= 0 (rest -1); -1: all
   int s_q = 1;                        // query tokens per request (MTP), sharing the request's indices
+  int holes_pct = 0;                  // of the indices below `valid`, this percent (drawn fresh) are -1 too:
+                                      // invalid rows inside full tiles, not only as a suffix
   int HQ() const { return s_q * H; }  // query heads per request
 };
 
@@ -60,7 +62,8 @@ Data make_data(const Case& c, uint64_t seed, bool fill_pool = true) {
   d.indices.resize(size_t(c.B) * c.topk);
   for (int b = 0; b < c.B; ++b)
     for (int j = 0; j < c.topk; ++j) {
-      const bool ok = c.valid < 0 || j < c.valid;
+      const bool ok = (c.valid < 0 || j < c.valid) &&
+                      !(c.holes_pct > 0 && rng_uniform(seed, 14, size_t(b) * c.topk + j) * 100 < c.holes_pct);
       d.indices[size_t(b) * c.topk + j] = ok ? std::min(int32_t(rng_uniform(seed, 13, size_t(b) * c.topk + j) * c.rows), c.rows - 1) : -1;  // u * rows can round to rows
     }
   if (c.B > 1)  // the last request has no valid index at all
@@ -333,7 +336,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMlaDecode,
                                            Case{512, 64, 1, 16, 2048, 30000, -1, 2},
                                            Case{512, 64, 3, 8, 500, 3000, 450, 3},      // 24 query heads
                                            Case{512, 64, 3, 48, 700, 3000, 650, 2},     // 96: a partial second block
-                                           Case{64, 32, 3, 4, 16, 40, 12, 2}));         // fp32 kernel
+                                           Case{64, 32, 3, 4, 16, 40, 12, 2},           // fp32 kernel
+                                           // -1 scattered inside full tiles (a quarter / a third of the rows), many tiles
+                                           Case{512, 64, 8, 64, 2048, 30000, -1, 1, 25},
+                                           Case{512, 64, 2, 128, 2048, 30000, 1900, 1, 33}));
 
 TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
