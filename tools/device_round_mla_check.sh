@@ -13,6 +13,7 @@
 #                               then the default; built with -DGLM5_MLA_WG_PREFETCH=0 in that commit)
 #   S7d                         REPEAT=1 SANITIZE=0 PROBES="mla_wgmma_probe probe_int" (+ kernels_gpu_dequant; the integer
 #                               decode and its test are in commit cea59ff's parent only)
+#   S7h                         REPEAT=2 SANITIZE=1   (bulk feed v2: rope by TMA, codes only bulk-copied)
 # Pack: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode [named_barrier_racecheck] <PROBES...>;
 # run `bash THIS TAG` with carry [".device"].
 set -u
