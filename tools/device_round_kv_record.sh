@@ -26,4 +26,8 @@ for r in json.load(open('$W/step/decode-step.json')):
   if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
   print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -6
 rm -rf $W/step/runs/*/trace.json
+if [ -x $BIN/kernels_gpu_linear_fp8 ]; then  # S7i: the TMA GEMV after its tensor-map helpers moved to kernels/tma.h
+  timeout 60 $BIN/kernels_gpu_linear_fp8 --gtest_filter='GpuLinearFp8Tma.*' > $W/linear_tma.log 2>&1; echo "linear fp8 tma rc=$?"
+  grep -E "PASSED|FAILED" $W/linear_tma.log | head -3
+fi
 (cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)
