@@ -130,11 +130,11 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
 // Byte offset of 16-byte chunk `chunk` (dims 8 chunk .. 8 chunk + 7) of row t in a swizzled K tile.
 __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) { return int(wgmma::sw128_offset(t, 8 * chunk, kTile)); }
 
+// BF16 rows, register feed (FP8 rows take produce_fp8_bulk below; this feed was both until S7).
 // Producer warpgroups 2 and 3 (thread pt = 0..255, warp pw = pt / 32 = 0..7). Warp pw handles tile rows
 // t = pw + 8 u (u = 0..7), one row per slot; lane u < 8 holds row u's index (broadcast with shuffles).
-// Each row is read contiguously: lane l loads 16 bytes of codes (FP8: codes 16 l..16 l + 15; BF16: 32
-// bytes, dims 16 l..), lanes 0..7 16 bytes of rope, and (FP8) each lane its group's fp32 scale; so one
-// warp instruction covers 512 contiguous bytes (S6c: an 8-rows-per-instruction mapping spent ~2100 cycles
+// Each row is read contiguously: lane l loads 32 bytes (dims 16 l..16 l + 15), lanes 0..7 16 bytes of rope;
+// so one warp instruction covers 512 contiguous bytes (S6c: an 8-rows-per-instruction mapping spent ~2100 cycles
 // per tile issuing its loads). Lane l writes dims 16 l..16 l + 15 = chunks 2 l and 2 l + 1 of panel l / 4;
 // lanes of odd panels write their odd chunk first, so a quarter-warp's eight 16-byte stores hit eight
 // distinct bank groups. Two slots are in flight in registers (slot q + 2's loads are issued as slot q is
@@ -156,16 +156,13 @@ constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile
 constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
 constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
 
-template <bool kFp8>
 struct RowSlot {
-  uint4 lat[kSlotRows][kFp8 ? 1 : 2];
+  uint4 lat[kSlotRows][2];
   uint4 rope[kSlotRows];
-  float scale[kSlotRows];
   int index[kSlotRows];
 };
 
-template <bool kFp8>
-__device__ __forceinline__ void load_slot(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowSlot<kFp8>& r) {
+__device__ __forceinline__ void load_slot(const MlaDecodeParams& p, int idx_lane, int q, int lane, RowSlot& r) {
   const int rb = p.layout.row_bytes, ro = p.layout.rope_offset();
 #pragma unroll
   for (int k = 0; k < kSlotRows; ++k) {
@@ -179,29 +176,18 @@ __device__ __forceinline__ void load_slot(const MlaDecodeParams& p, int idx_lane
     const uint8_t* row = p.kv + int64_t(t < 0 ? 0 : t) * rb;
     const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int m = 0; m < (kFp8 ? 1 : 2); ++m)
-      r.lat[k][m] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row) + (kFp8 ? 1 : 2) * lane + m) : zero;
+    for (int m = 0; m < 2; ++m)
+      r.lat[k][m] = t >= 0 ? __ldg(reinterpret_cast<const uint4*>(row) + 2 * lane + m) : zero;
     r.rope[k] = t >= 0 && lane < 8 ? __ldg(reinterpret_cast<const uint4*>(row + ro) + lane) : zero;
-    r.scale[k] = kFp8 && t >= 0 ? __ldg(reinterpret_cast<const float*>(row + kL) + lane / 8) : 0.f;
   }
 }
 
-template <bool kFp8>
-__device__ __forceinline__ void store_slot(const RowSlot<kFp8>& r, int q, int pw, int lane, uint8_t* dst, float* bias) {
+__device__ __forceinline__ void store_slot(const RowSlot& r, int q, int pw, int lane, uint8_t* dst, float* bias) {
   const int odd = (lane >> 2) & 1;
 #pragma unroll
   for (int k = 0; k < kSlotRows; ++k) {
     const int t = pw + kProducerWarps * (kSlotRows * q + k);
-    uint4 out[2];
-    if constexpr (kFp8) {
-      const uint2 a = dequant4_bf16(r.lat[k][0].x, r.scale[k]), b2 = dequant4_bf16(r.lat[k][0].y, r.scale[k]);
-      const uint2 c2 = dequant4_bf16(r.lat[k][0].z, r.scale[k]), d2 = dequant4_bf16(r.lat[k][0].w, r.scale[k]);
-      out[0] = make_uint4(a.x, a.y, b2.x, b2.y);
-      out[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
-    } else {
-      out[0] = r.lat[k][0];
-      out[1] = r.lat[k][1];
-    }
+    const uint4 out[2] = {r.lat[k][0], r.lat[k][1]};
     *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + odd)) = odd ? out[1] : out[0];
     *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * lane + 1 - odd)) = odd ? out[0] : out[1];
     if (lane < 8) *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, kL / 8 + lane)) = r.rope[k];
@@ -209,8 +195,7 @@ __device__ __forceinline__ void store_slot(const RowSlot<kFp8>& r, int q, int pw
   }
 }
 
-template <bool kFp8>
-__device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
+__device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
                                         float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
   constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 = 4 slots
   const int pw = pt >> 5, lane = pt & 31;
@@ -230,9 +215,9 @@ __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0,
   }
   constexpr int kSlots = kRowsPerWarp / kSlotRows;  // per tile
   static_assert(kSlots % kInFlight == 0, "slot q lives in R[q % kInFlight] across tiles");
-  RowSlot<kFp8> R[kInFlight];
+  RowSlot R[kInFlight];
 #pragma unroll
-  for (int q = 0; q < kInFlight; ++q) load_slot<kFp8>(p, idx_cur, q, lane, R[q]);
+  for (int q = 0; q < kInFlight; ++q) load_slot(p, idx_cur, q, lane, R[q]);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
@@ -244,18 +229,18 @@ __device__ __forceinline__ void produce(const MlaDecodeParams& p, int b, int j0,
     PROBE(21);  // producer: wait for an empty buffer
 #pragma unroll
     for (int q = 0; q < kSlots; ++q) {
-      store_slot<kFp8>(R[q % kInFlight], q, pw, lane, dst, bias);
+      store_slot(R[q % kInFlight], q, pw, lane, dst, bias);
       if (q == kSlots - kInFlight) {  // every slot of tile i is loaded: move the index window on
         idx_cur = idx_nxt;
         idx_nxt = idx_far;
         idx_far = index_of(i + 3);
       }
-      if (q + kInFlight < kSlots) load_slot<kFp8>(p, idx_cur, q + kInFlight, lane, R[q % kInFlight]);
-      else if (i + 1 < n) load_slot<kFp8>(p, idx_cur, q + kInFlight - kSlots, lane, R[q % kInFlight]);
+      if (q + kInFlight < kSlots) load_slot(p, idx_cur, q + kInFlight, lane, R[q % kInFlight]);
+      else if (i + 1 < n) load_slot(p, idx_cur, q + kInFlight - kSlots, lane, R[q % kInFlight]);
     }
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's async-proxy operand reads
     mbar_arrive(&full[buf]);
-    PROBE(22);  // producer: load latency + dequantize + store
+    PROBE(22);  // producer: load latency + store
   }
 }
 
@@ -484,7 +469,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
     if constexpr (kFp8) produce_fp8_bulk(p, &rope_map, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
-    else produce<kFp8>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
+    else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
   PROBE_T0;
