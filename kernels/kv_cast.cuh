@@ -30,6 +30,14 @@ __device__ __forceinline__ uint2 dequant4_bf16(uint32_t word, float scale) {
   return out;
 }
 
+// Sixteen e4m3 codes (one 16-byte chunk) -> sixteen bf16 as dequant4_bf16: codes 0..7 to out[0], 8..15 to out[1].
+__device__ __forceinline__ void dequant16_bf16(uint4 codes, float scale, uint4* out) {
+  const uint2 a = dequant4_bf16(codes.x, scale), b = dequant4_bf16(codes.y, scale);
+  const uint2 c = dequant4_bf16(codes.z, scale), d = dequant4_bf16(codes.w, scale);
+  out[0] = make_uint4(a.x, a.y, b.x, b.y);
+  out[1] = make_uint4(c.x, c.y, d.x, d.y);
+}
+
 // Four e4m3 codes -> four floats times `scale` (no bf16 rounding: the indexer's key math).
 __device__ __forceinline__ float4 dequant4_f32(uint32_t word, float scale) {
   float2 a = e4m3x2_to_float2(uint16_t(word & 0xffffu));

@@ -144,7 +144,7 @@ __device__ __forceinline__ int tile_chunk_offset(int t, int chunk) { return int(
 // more than twice the consumers' ~4.3k.
 constexpr int kProducerWarps = 8;
 constexpr int kSlotRows = 1;
-constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile per producer warp
+constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 rows of each tile per producer warp (both feeds)
 // Slots (rows) each producer warp keeps in flight, and whether it prefetches tile i + 2's rows into L2;
 // macros only so tools/probe can build variants side by side.
 #ifndef GLM5_MLA_WG_INFLIGHT
@@ -155,6 +155,14 @@ constexpr int kRowsPerWarpBulk = kTile / kProducerWarps;  // 8 rows of each tile
 #endif
 constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
 constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
+
+// Producer lane u < 8 of warp pw: the pool index of row pw + 8 u of tile `tile` of the chunk [j0, j_end)
+// (n tiles), or -1 (no such row, or lane >= 8). Both feeds keep one tile's indices this way.
+// ind = request b's top-k indices.
+__device__ __forceinline__ int tile_row_index(const int32_t* ind, int j0, int j_end, int n, int pw, int lane, int tile) {
+  const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
+  return lane < kRowsPerWarp && tile < n && j < j_end ? __ldg(ind + j) : -1;
+}
 
 struct RowSlot {
   uint4 lat[kSlotRows][2];
@@ -197,14 +205,9 @@ __device__ __forceinline__ void store_slot(const RowSlot& r, int q, int pw, int 
 
 __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, int j0, int j_end, int n, uint8_t* kv_s,
                                         float* bias_s, uint64_t* full, uint64_t* empty, int pt) {
-  constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 = 4 slots
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
-  // This lane's row (u = lane < 8) of tile `tile`: its index, or -1.
-  auto index_of = [&](int tile) {
-    const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
-    return lane < kRowsPerWarp && tile < n && j < j_end ? __ldg(ind + j) : -1;
-  };
+  auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
   auto prefetch_row = [&](int index) {
     if (index >= 0) prefetch_l2(p.kv + int64_t(index) * p.layout.row_bytes, unsigned(p.layout.row_bytes));
   };
@@ -274,16 +277,16 @@ constexpr uint64_t kLoDesc = uint64_t(kLoDims / 64 * kPanelBytes) >> 4;  // thei
 static_assert(kRawOff == 4 * kPanelBytes && kRawOff + kTile * kL == kRopePanel * kPanelBytes,
               "the codes fill exactly panels 4..7; round 1's stores (panels 0..3) stay below them");
 static_assert(kRowB % 16 == 0 && kRopeOffB % 16 == 0, "cp.async.bulk and TMA move 16-byte aligned multiples");
-static_assert(kRowsPerWarpBulk == 8 && kL == 512, "the lane -> (row, chunk) map below is written for 8 rows x 32 chunks");
+static_assert(kRowsPerWarp == 8 && kL == 512, "the lane -> (row, chunk) map below is written for 8 rows x 32 chunks");
 static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: both are 64-row swizzled operands");
 
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
 __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
-  const uint2 a = dequant4_bf16(c.x, scale), b2 = dequant4_bf16(c.y, scale);
-  const uint2 c2 = dequant4_bf16(c.z, scale), d2 = dequant4_bf16(c.w, scale);
-  const uint4 lo = make_uint4(a.x, a.y, b2.x, b2.y), hi = make_uint4(c2.x, c2.y, d2.x, d2.y);
+  uint4 v[2];
+  dequant16_bf16(c, scale, v);
+  const uint4 lo = v[0], hi = v[1];
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
@@ -293,12 +296,9 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, const
                                                  uint64_t* empty, uint64_t* rawfull, uint64_t* full_lo, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
-  auto index_of = [&](int tile) {  // lane u < 8: the index of row pw + 8 u of tile `tile`, or -1
-    const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
-    return lane < kRowsPerWarpBulk && tile < n && j < j_end ? __ldg(ind + j) : -1;
-  };
+  auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
   auto issue = [&](int index, int buf) {  // lane u < 8: row t = pw + 8 u of the tile -> K buffer buf
-    if (lane >= kRowsPerWarpBulk) return;
+    if (lane >= kRowsPerWarp) return;
     const int t = pw + kProducerWarps * lane;
     uint8_t* dst = kv_s + buf * kOpBytes;
     mbar_expect_tx(&rawfull[buf], index >= 0 ? kL : 0);  // one of rawfull's 64 arrivals
@@ -334,7 +334,7 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, const
       sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(p.kv + int64_t(idx[r]) * kRowB + kL))
                           : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (lane < kRowsPerWarpBulk) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     mbar_wait(&rawfull[buf], (i >> 1) & 1);
     PROBE(22);  // producer: wait for the codes
     const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -457,8 +457,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
-    mbar_init(&rawfull[0], kRowsPerWarpBulk * kProducerWarps);
-    mbar_init(&rawfull[1], kRowsPerWarpBulk * kProducerWarps);
+    mbar_init(&rawfull[0], kRowsPerWarp * kProducerWarps);
+    mbar_init(&rawfull[1], kRowsPerWarp * kProducerWarps);
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
     mbar_init_fence();
@@ -494,20 +494,16 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
       float s[32];
-      if constexpr (kFp8) {  // S = Q . K^T over the 576 dims: 36 k-steps, the first 16 (panels 0..3) as soon as
-        // produce_fp8_bulk's round 1 has stored them, overlapping its round 2
-        mbar_wait(&full_lo[buf], (i >> 1) & 1);
-        PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
-        wgmma::fence();
-        wgmma::m64n64_bf16_ss(s, dq, dk, kLoDims, false);
+      // S = Q . K^T over the 576 dims: 36 k-steps. FP8 rows: the first 16 (panels 0..3) as soon as
+      // produce_fp8_bulk's round 1 has stored them (full_lo), overlapping its round 2, then the rest after full.
+      mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
+      PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
+      wgmma::fence();
+      wgmma::m64n64_bf16_ss(s, dq, dk, kFp8 ? kLoDims : kW, false);
+      if constexpr (kFp8) {
         mbar_wait(&full[buf], (i >> 1) & 1);
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
-      } else {
-        mbar_wait(&full[buf], (i >> 1) & 1);
-        PROBE(1);  // WG0: wait for a full buffer
-        wgmma::fence();
-        wgmma::m64n64_bf16_ss(s, dq, dk, kW, false);
       }
       wgmma::commit();
       wgmma::wait<0>();
