@@ -10,5 +10,11 @@ for t in "$@"; do
   [ -x "$build/$t" ] || { echo "device_pack: $build/$t: not built" >&2; exit 1; }
   cp "$build/$t" "$tmp/bin/" && strip "$tmp/bin/$t" 2>/dev/null || true
 done
-XZ_OPT=-T2 tar cJf .device/pack.tar.xz -C "$tmp" bin
+# Shared libraries from Debian packages that the device image lacks (libsimdjson) travel as lib/ (-> .device/lib,
+# which the device scripts put on LD_LIBRARY_PATH); found with ldd, so a fresh checkout packs them too.
+mkdir -p "$tmp/lib"
+for t in "$@"; do
+  ldd "$build/$t" | awk '/libsimdjson/ {print $3}' | while read -r l; do cp -L "$l" "$tmp/lib/"; done
+done
+XZ_OPT=-T2 tar cJf .device/pack.tar.xz -C "$tmp" bin lib
 ls -la .device/pack.tar.xz

@@ -26,7 +26,7 @@ grep -E "Failure|FAILED|PASSED" $W/mla_test.log | head; echo "wgmma checks: $(gr
 grep -B2 -A8 -m2 "Failure" $W/mla_test.log | head -40
 timeout 90 $BIN/glm5prof bench kernels --only mla --quick --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
 grep -E "^  mla_decode_(fp8|bf16)_wgmma" $W/mla.txt | head -12
-for pb in $PROBES; do echo "== $pb"; timeout 60 $BIN/$pb > $W/$pb.txt 2>&1; echo "probe rc=$?"; grep -A4 -E "^B=(64 H=64|128 H=128)" $W/$pb.txt; done
+for pb in $PROBES; do echo "== $pb"; timeout 60 $BIN/$pb > $W/$pb.txt 2>&1; echo "probe rc=$?"; grep -A5 -E "^B=(64 H=64|128 H=64|128 H=128)" $W/$pb.txt | grep -v "^--"; done
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ "$SANITIZE" = 1 ] && [ -n "$CS" ]; then
   if [ -x $BIN/named_barrier_racecheck ]; then

@@ -7,8 +7,9 @@
 //
 // CTA = 4 warpgroups (512 threads, one CTA per SM: 226.3 of the 227 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows with one cp.async.bulk of codes per row into the
-//       K buffer they will fill and one TMA box of rope straight into its final place (produce_fp8_bulk), BF16 rows
+//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows arrive by one cp.async.bulk of codes per row into the
+//       K buffer they will fill and one TMA box of rope straight into its final place, both issued by WG1
+//       (issue_fp8_rope, issue_fp8_codes; dequantized by produce_fp8_bulk), BF16 rows
 //       with 16-byte ld.global.nc into registers (produce) -- the next tile's while the consumers compute; dequantize FP8 codes exactly as kv_cast does
 //       (round_bf16(e4m3 * scale)) or copy BF16 rows, and write the 64 x 576 bf16 K tile in the
 //       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
@@ -18,7 +19,8 @@
 //       with the per-row rescale factors, then O[:, 0:256] += P . V (16 wgmma m64n64k16; V = the first
 //       512 dims of the same K tile read as an MN-major B operand: no second copy).
 //   WG1: rescales O[:, 256:512] by WG0's factors and adds P . V for those dims; its P . V of tile i
-//       overlaps WG0's Q . K^T of tile i + 1.
+//       overlaps WG0's Q . K^T of tile i + 1. FP8 rows: then issues tile i + 2's copies into that buffer
+//       (issue_fp8_codes; WG1 waited ~4.5k of each ~6.3k-cycle tile for P in s7h).
 // Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
 // buffers (for FP8 rows full also counts the rope boxes' bytes), and for FP8 rows rawfull[2] (the code copies'
 // bytes) and full_lo[2] (panels 0..3 stored: WG0 starts Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
@@ -250,15 +252,16 @@ __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, in
 // FP8 rows, bulk-copy feed (S7). Why: the register-fed producer above keeps two 656-byte rows per warp in
 // flight, 16 rows = 10.5 KB per SM, and S6's phase probe measured the consumers waiting on it ~45% of each tile
 // (reports/2026-11-30-h200-mla-wgmma-probe.md); loaded HBM latency x the per-SM share of 4.26 TB/s wants ~3x that.
-// Here the tile's 64 rows are in flight at once, with no registers held: lanes 0..7 of each producer warp issue, per
+// Here the tile's 64 rows are in flight at once, with no registers held: WG1 issues (issue_fp8_rope, issue_fp8_codes), per
 // valid row,
 //   - one cp.async.bulk of its 512 code bytes into panels 4..7's place of the K buffer the tile is dequantized into
 //     (completing rawfull[buf]'s transaction bytes; no shared memory is left for a separate ring: Q + 2 K tiles + P
 //     take 226 of the 227 KB), and
 //   - one 2-D TMA box of its 64 bf16 rope values straight into panel 8 at row t, 128-byte swizzled by the copy
 //     engine as wgmma reads it (completing full[buf]'s transaction bytes), so the rope costs no producer work;
-// and each lane reads its rows' four fp32 scales from global memory while the copies fly. The copy of tile i is
-// issued when tile i - 2 has left that buffer (empty[buf]), so it has the consumers' whole tile i - 1 to land.
+// and each producer lane reads its rows' four fp32 scales from global memory while the copies fly. The copy of tile i
+// is issued by WG1 right after its P . V of tile i - 2, so it lands while the producers still dequantize tile i - 1;
+// the producers wait on empty[buf] (WG0's P . V of tile i - 2 done) before they write panels 0..3.
 // Dequantization reads the codes back from shared memory:
 //   round 1, panels 0..3 (dims 0..255), writes bytes [0, 32768) of the buffer, below the codes: streamed, then
 //   full_lo[buf] lets WG0 start Q . K^T on those panels;
@@ -267,7 +270,7 @@ __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, in
 // Lane (u = lane / 8, q = lane % 8) converts rows pw + 8 u and pw + 8 (u + 4), code chunks q, 8 + q (round 1) and
 // 16 + q, 24 + q (round 2): a quarter-warp reads 128 contiguous bytes of one row (no bank conflicts), and its odd
 // panel's lanes store their odd output chunk first. Same chunk -> bf16 as the register feed (dequant4_bf16 =
-// kv_cast's rounding); invalid rows are zeros (their rope row is zeroed by its issuing lane).
+// kv_cast's rounding); invalid rows are zeros (the producers zero their rope row; no copy is issued for them).
 constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;   // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
 constexpr int kRopeOffB = kL + 4 * (kL / 128);         // 528: the rope in an FP8 row
 constexpr int kRawOff = 4 * kPanelBytes;              // 32768: the codes of the tile, panels 4..7's place
@@ -291,41 +294,73 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
 
-__device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, const CUtensorMap* rope_map, int b, int j0,
-                                                 int j_end, int n, uint8_t* kv_s, float* bias_s, uint64_t* full,
-                                                 uint64_t* empty, uint64_t* rawfull, uint64_t* full_lo, int pt) {
+// FP8 rows: WG1 issues each tile's copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
+// t = 16 w + lane: the 512 code bytes of a valid row by cp.async.bulk into panels 4..7's place (rawfull's transaction
+// bytes) and its 64 rope values by TMA into panel 8 (full's). Tiles 0 and 1 at the start, tile i + 2 right after
+// WG1's own P . V of tile i: panels 4..7 were read by WG0's Q . K^T of tile i (done before it signalled S_ready) and
+// by WG1's P . V, and panel 8 by Q . K^T alone, so the copy needs no wait on WG0 (panels 0..3, still read by WG0's
+// P . V, are guarded by the producers' wait on empty). The copy then flies while the producers dequantize tile i + 1.
+// S8a: issued by the producers after their own wait on empty, the copy could only start when they had finished the
+// previous tile, and its latency was theirs (s7h: ~2.1k + 0.7k of ~6.3k cycles per tile, mla-wgmma-probe.md).
+// One lane per warp announces the bytes of the warp's valid rows, then the lanes issue: one mbarrier operation
+// per warp, not per row (rawfull counts kIssueWarps arrivals). `index`: this lane's row index (-1: none), loaded
+// one tile ahead (issue_index).
+constexpr int kIssueWarps = 4, kIssueRows = kTile / kIssueWarps;  // 16 rows per WG1 warp
+__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt) {
+  const int lane = wt & 31, j = j0 + tile * kTile + kIssueRows * (wt >> 5) + lane;
+  return lane < kIssueRows && j < j_end ? __ldg(ind + j) : -1;
+}
+// Rope part: panel 8 of tile i's buffer was read only by WG0's Q . K^T of tile i, so WG1 issues tile i + 2's rope
+// boxes while its own P . V wgmma of tile i runs (S8b: the 128 copies per tile issued after P . V took WG1 ~2.5k
+// cycles). Must precede issue_fp8_codes for the same tile: full's bytes are announced before rawfull can complete.
+__device__ __forceinline__ void issue_fp8_rope(const CUtensorMap* rope_map, int index, int tile, uint8_t* kv_s,
+                                               uint64_t* full, int wt) {
+  const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
+  const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
+  if (lane == 0) mbar_expect_tx_only(&full[buf], unsigned(valid) * 2 * kR);
+  __syncwarp();
+  if (index >= 0) tma_load_2d(kv_s + buf * kOpBytes + kRopePanel * kPanelBytes + t * 128, rope_map, 0, index, &full[buf]);
+}
+// Code part, into panels 4..7's place: after WG1's P . V of tile i (the last reader of those panels) has completed.
+// kCodeFeedCpAsync (probe variant): instead of one cp.async.bulk per row, the warp copies each of its 16 rows with
+// one 16-byte cp.async per lane (the LSU path, not the TMA unit) and every WG1 thread arrives on rawfull when its
+// copies have landed (rawfull then counts 128 arrivals).
+#ifndef GLM5_MLA_WG_CODES_CP_ASYNC
+#define GLM5_MLA_WG_CODES_CP_ASYNC 0
+#endif
+constexpr bool kCodeFeedCpAsync = GLM5_MLA_WG_CODES_CP_ASYNC != 0;
+constexpr int kRawfullArrivals = kCodeFeedCpAsync ? 32 * kIssueWarps : kIssueWarps;
+__device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
+                                                uint64_t* rawfull, int wt) {
+  const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
+  uint8_t* raw = kv_s + buf * kOpBytes + kRawOff;
+  if constexpr (kCodeFeedCpAsync) {
+#pragma unroll 4
+    for (int r = 0; r < kIssueRows; ++r) {
+      const int idx = __shfl_sync(0xffffffffu, index, r), row = kIssueRows * (wt >> 5) + r;
+      if (idx >= 0) cp_async16_g2s(raw + row * kL + 16 * lane, p.kv + int64_t(idx) * kRowB + 16 * lane);
+    }
+    mbar_arrive_on_cp_async(&rawfull[buf]);
+  } else {
+    const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
+    if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
+    __syncwarp();
+    if (index >= 0) bulk_copy_g2s(raw + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
+  }
+}
+
+__device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
+                                                 uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
+                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
-  auto issue = [&](int index, int buf) {  // lane u < 8: row t = pw + 8 u of the tile -> K buffer buf
-    if (lane >= kRowsPerWarp) return;
-    const int t = pw + kProducerWarps * lane;
-    uint8_t* dst = kv_s + buf * kOpBytes;
-    mbar_expect_tx(&rawfull[buf], index >= 0 ? kL : 0);  // one of rawfull's 64 arrivals
-    if (index >= 0) {
-      const uint8_t* row = p.kv + int64_t(index) * kRowB;
-      bulk_copy_g2s(dst + kRawOff + t * kL, row, kL, &rawfull[buf]);
-      mbar_expect_tx_only(&full[buf], 2 * kR);  // full's phase also waits for this rope box
-      tma_load_2d(dst + kRopePanel * kPanelBytes + t * 128, rope_map, 0, index, &full[buf]);
-    } else {
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-        *reinterpret_cast<uint4*>(dst + kRopePanel * kPanelBytes + t * 128 + 16 * c) = make_uint4(0, 0, 0, 0);
-    }
-  };
   int idx_cur = index_of(0), idx_nxt = index_of(1);
-  if (n > 0) issue(idx_cur, 0);
-  if (n > 1) issue(idx_nxt, 1);
   const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
-    if (i >= 2) {
-      mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // tile i - 2 consumed
-      issue(idx_cur, buf);
-    }
-    PROBE(21);  // producer: wait for an empty buffer + issue
     int idx[2];
     float4 sc[2];
 #pragma unroll
@@ -334,10 +369,17 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, const
       sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(p.kv + int64_t(idx[r]) * kRowB + kL))
                           : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    PROBE(21);  // producer: indices and scales issued
+    mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
+    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
+    PROBE(22);  // producer: wait for the codes and the buffer
     if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
-    mbar_wait(&rawfull[buf], (i >> 1) & 1);
-    PROBE(22);  // producer: wait for the codes
     const uint4 zero = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int r = 0; r < 2; ++r)  // invalid rows: zero rope (16 bytes per lane q; the swizzle only permutes a row's chunks)
+      if (idx[r] < 0)
+        *reinterpret_cast<uint4*>(dst + kRopePanel * kPanelBytes + (pw + kProducerWarps * (u + 4 * r)) * 128 + 16 * q) =
+            zero;
     uint4 v[2][2];
 #pragma unroll
     for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
@@ -457,8 +499,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
-    mbar_init(&rawfull[0], kRowsPerWarp * kProducerWarps);
-    mbar_init(&rawfull[1], kRowsPerWarp * kProducerWarps);
+    mbar_init(&rawfull[0], kRawfullArrivals);
+    mbar_init(&rawfull[1], kRawfullArrivals);
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
     mbar_init_fence();
@@ -468,9 +510,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk(p, &rope_map, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
+    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
+  }
+  const int32_t* ind = p.indices + int64_t(b) * p.topk;
+  int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
+  if (kFp8 && wg == 1) {  // the first two tiles' copies
+    for (int tile = 0; tile < 2 && tile < n; ++tile) {
+      const int index = issue_index(ind, j0, j_end, tile, tid - 128);
+      issue_fp8_rope(&rope_map, index, tile, kv_s, full, tid - 128);
+      issue_fp8_codes(p, index, tile, kv_s, rawfull, tid - 128);
+    }
+    if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
   }
   PROBE_T0;
   load_q(p, b, h0, HQ, q_s, tid);
@@ -615,12 +667,18 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
       scale_rows(o, a0, a1);
       issue_pv(o, dp, dk, 4);
+      if (kFp8 && i + 2 < n) issue_fp8_rope(&rope_map, next_index, i + 2, kv_s, full, tid - 128);  // while P . V runs
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
-      PROBE(11);  // WG1: rescale + P . V
+      PROBE(11);  // WG1: rescale + P . V (FP8: + issue of tile i + 2's rope)
+      if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
+        issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
+        next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
+        PROBE(12);  // WG1 (FP8): issue of the codes
+      }
     }
     wgmma::bar_sync(kBarEpilogue, 256);
     const float l0 = ml_s[64 + r0], l1 = ml_s[64 + r0 + 8];

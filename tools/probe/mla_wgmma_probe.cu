@@ -7,6 +7,7 @@
 #include "kernels/sm90a/mla_decode_wgmma.cu"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -92,12 +93,30 @@ int main() {
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
     std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
                 pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
-    std::printf("  WG1 per tile: wait P %.0f | PV %.0f\n", pr[10] / tiles, pr[11] / tiles);
+    std::printf("  WG1 per tile: wait P %.0f | PV %.0f | (FP8) issue codes %.0f\n", pr[10] / tiles, pr[11] / tiles, pr[12] / tiles);
     // Register feed (BF16 rows): 20 issue loads, 21 wait empty, 22 latency + dequantize + store.
-    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 wait empty + issue, 22 wait for the raw rows, 24 round-2 reads +
-    // round 1, 25 the raw-read barrier, 23 round 2's stores.
+    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 indices and scales, 22 wait for the codes and the buffer, 24 round-2
+    // reads + round 1, 25 the raw-read barrier, 23 round 2's stores (until S8a, 21 was wait empty + issue).
     std::printf("  producer per tile: [20] %.0f | [21] %.0f | [22] %.0f | [24] %.0f | [25] %.0f | [23] %.0f\n",
                 pr[20] / tiles, pr[21] / tiles, pr[22] / tiles, pr[24] / tiles, pr[25] / tiles, pr[23] / tiles);
+    {  // agreement with the mma.sync kernel (catches a variant's gross errors: races, lost rows; not a test)
+      float* ref;
+      const size_t n_out = size_t(B) * H * 512;
+      CUDA_CHECK(cudaMalloc(&ref, n_out * 4));
+      mla_decode_wgmma_launch(p, 1, topk, nullptr);  // unsplit: straight into out
+      MlaDecodeParams pt = p;
+      pt.out = ref;
+      pt.lse = nullptr;
+      pt.kernel = MlaDecodeKernel::TensorCore;
+      mla_decode_cuda(pt, nullptr);
+      std::vector<float> a(n_out), r(n_out);
+      CUDA_CHECK(cudaMemcpy(a.data(), out, n_out * 4, cudaMemcpyDeviceToHost));
+      CUDA_CHECK(cudaMemcpy(r.data(), ref, n_out * 4, cudaMemcpyDeviceToHost));
+      double md = 0, mr = 0;
+      for (size_t i = 0; i < n_out; ++i) md = std::max(md, double(std::fabs(a[i] - r[i]))), mr = std::max(mr, double(std::fabs(r[i])));
+      std::printf("  check: max |wgmma - mma.sync| / max |mma.sync| = %.2e\n", mr > 0 ? md / mr : md);
+      cudaFree(ref);
+    }
     cudaFree(q), cudaFree(idx), cudaFree(out), cudaFree(lse), cudaFree(ws);
   }
   return 0;
