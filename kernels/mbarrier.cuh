@@ -19,7 +19,7 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
 // follow with __syncthreads().
 __device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
 // One arrival that also announces `bytes` transaction bytes for the current phase (mbarrier.arrive.expect_tx): it
-// counts toward the barrier's arrival count like mbar_arrive. mbar_expect_tx_only announces without arriving.
+// counts toward the barrier's arrival count like mbar_arrive.
 __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
@@ -41,21 +41,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
           smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(r0), "r"(smem_u32(bar))
       : "memory");
-}
-// 16 bytes global -> shared by this thread (cp.async.cg, through L2 only; generic-proxy writes), tracked by
-// mbar_arrive_on_cp_async.
-__device__ __forceinline__ void cp_async16_g2s(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src) : "memory");
-}
-// One arrival on bar, made when every cp.async this thread issued before has landed
-// (cp.async.mbarrier.arrive.noinc: the arrival is one of the count bar was initialized with).
-__device__ __forceinline__ void mbar_arrive_on_cp_async(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-// Announces `bytes` more transaction bytes for bar's current phase without arriving (a producer whose arrival
-// comes later, after its own stores): mbarrier.expect_tx.
-__device__ __forceinline__ void mbar_expect_tx_only(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
 // One arrival (release semantics: this thread's earlier writes are visible to the thread whose wait sees
 // the phase complete).

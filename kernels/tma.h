@@ -1,6 +1,6 @@
 // Host side of the Tensor Memory Accelerator (sm_90): cuTensorMapEncodeTiled through the CUDA runtime's driver
-// entry point, so nothing links against libcuda. Used by the TMA-fed FP8 GEMV (linear_fp8_tma.cu) and the wgmma
-// MLA decode's rope tiles (sm90a/mla_decode_wgmma.cu). The device side (cp.async.bulk.tensor) is tma_load_2d in
+// entry point, so nothing links against libcuda. Used by the TMA-fed FP8 GEMV (linear_fp8_tma.cu; until session 8
+// also by the wgmma MLA decode's rope rows). The device side (cp.async.bulk.tensor) is tma_load_2d in
 // kernels/mbarrier.cuh.
 #pragma once
 #include <cuda.h>

@@ -7,10 +7,10 @@
 //
 // CTA = 4 warpgroups (512 threads, one CTA per SM: 226.3 of the 227 KB of shared memory), 64 query heads of one
 // request, one chunk of its top-k rows, tiles of 64 rows:
-//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows arrive by one cp.async.bulk of codes per row into the
-//       K buffer they will fill and one TMA box of rope straight into its final place, both issued by WG1
-//       (issue_fp8_rope, issue_fp8_codes; dequantized by produce_fp8_bulk), BF16 rows
-//       with 16-byte ld.global.nc into registers (produce) -- the next tile's while the consumers compute; dequantize FP8 codes exactly as kv_cast does
+//   WG2 + WG3 (producers): gather the tile's 64 rows -- FP8 rows: codes by one cp.async.bulk per row, issued by WG1
+//       (issue_fp8_codes), into the K buffer they will fill, scales and rope by 16-byte loads (produce_fp8_bulk);
+//       BF16 rows with 16-byte ld.global.nc into registers (produce_bf16) -- the next tile's while the consumers
+//       compute; dequantize FP8 codes exactly as kv_cast does
 //       (round_bf16(e4m3 * scale)) or copy BF16 rows, and write the 64 x 576 bf16 K tile in the
 //       128-byte-swizzled K-major wgmma layout (kernels/wgmma.cuh) of one of two buffers; invalid rows
 //       (index -1 or past the chunk) are zeros with a -inf score bias. Signals `full[buf]`.
@@ -22,13 +22,11 @@
 //       overlaps WG0's Q . K^T of tile i + 1. FP8 rows: then issues tile i + 2's copies into that buffer
 //       (issue_fp8_codes; WG1 waited ~4.5k of each ~6.3k-cycle tile for P in s7h).
 // Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
-// buffers (for FP8 rows full also counts the rope boxes' bytes), and for FP8 rows rawfull[2] (the code copies'
-// bytes) and full_lo[2] (panels 0..3 stored: WG0 starts Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
+// buffers, and for FP8 rows rawfull[2] (the code copies' bytes, 4 WG1 warp arrivals) and full_lo[2] (panels 0..3 stored: WG0 starts Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
 // written) and S_free (WG1 -> WG0: done reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
 // Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
-#include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -42,7 +40,6 @@
 #include "kernels/launch.cuh"
 #include "kernels/mbarrier.cuh"
 #include "kernels/mla_decode_tc.cuh"
-#include "kernels/tma.h"
 #include "kernels/wgmma.cuh"
 
 namespace glm5 {
@@ -252,16 +249,16 @@ __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, in
 // FP8 rows, bulk-copy feed (S7). Why: the register-fed producer above keeps two 656-byte rows per warp in
 // flight, 16 rows = 10.5 KB per SM, and S6's phase probe measured the consumers waiting on it ~45% of each tile
 // (reports/2026-11-30-h200-mla-wgmma-probe.md); loaded HBM latency x the per-SM share of 4.26 TB/s wants ~3x that.
-// Here the tile's 64 rows are in flight at once, with no registers held: WG1 issues (issue_fp8_rope, issue_fp8_codes), per
-// valid row,
-//   - one cp.async.bulk of its 512 code bytes into panels 4..7's place of the K buffer the tile is dequantized into
-//     (completing rawfull[buf]'s transaction bytes; no shared memory is left for a separate ring: Q + 2 K tiles + P
-//     take 226 of the 227 KB), and
-//   - one 2-D TMA box of its 64 bf16 rope values straight into panel 8 at row t, 128-byte swizzled by the copy
-//     engine as wgmma reads it (completing full[buf]'s transaction bytes), so the rope costs no producer work;
-// and each producer lane reads its rows' four fp32 scales from global memory while the copies fly. The copy of tile i
-// is issued by WG1 right after its P . V of tile i - 2, so it lands while the producers still dequantize tile i - 1;
-// the producers wait on empty[buf] (WG0's P . V of tile i - 2 done) before they write panels 0..3.
+// Here the tile's 64 rows are in flight at once, with no registers held: WG1 issues (issue_fp8_codes) one
+// cp.async.bulk per valid row of its 512 code bytes into panels 4..7's place of the K buffer the tile is dequantized
+// into (rawfull[buf]'s transaction bytes; no shared memory is left for a separate ring: Q + 2 K tiles + P take 226 of
+// the 227 KB). Each producer lane loads its rows' four fp32 scales and one 16-byte rope chunk from global memory while
+// the codes fly, and stores the rope chunk at its swizzled place in panel 8. The copy of tile i is issued by WG1
+// right after its P . V of tile i - 2, so it lands while the producers still dequantize tile i - 1; the producers
+// wait on empty[buf] (WG0's P . V of tile i - 2 done) before they write panels 0..3 and 8.
+// Session 7 had the producers issue the copies after their own wait on empty (the copy latency was theirs) and the
+// rope as a 2-D TMA box per row; S8b/S8e (reports/2026-11-30-h200-mla-wgmma-probe.md): the copy engine takes
+// ~20 cycles per code copy and ~40 per rope box, so the boxes doubled WG1's issue time for no gain over the loads.
 // Dequantization reads the codes back from shared memory:
 //   round 1, panels 0..3 (dims 0..255), writes bytes [0, 32768) of the buffer, below the codes: streamed, then
 //   full_lo[buf] lets WG0 start Q . K^T on those panels;
@@ -274,12 +271,12 @@ __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, in
 constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;   // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
 constexpr int kRopeOffB = kL + 4 * (kL / 128);         // 528: the rope in an FP8 row
 constexpr int kRawOff = 4 * kPanelBytes;              // 32768: the codes of the tile, panels 4..7's place
-constexpr int kRopePanel = kL / 64;                    // 8: the rope panel, filled by TMA
+constexpr int kRopePanel = kL / 64;                    // 8: the rope panel
 constexpr int kLoDims = kL / 2;                        // 256 dims (panels 0..3), round 1, signalled by full_lo
 constexpr uint64_t kLoDesc = uint64_t(kLoDims / 64 * kPanelBytes) >> 4;  // their wgmma descriptor offset
 static_assert(kRawOff == 4 * kPanelBytes && kRawOff + kTile * kL == kRopePanel * kPanelBytes,
               "the codes fill exactly panels 4..7; round 1's stores (panels 0..3) stay below them");
-static_assert(kRowB % 16 == 0 && kRopeOffB % 16 == 0, "cp.async.bulk and TMA move 16-byte aligned multiples");
+static_assert(kRowB % 16 == 0 && kRopeOffB % 16 == 0, "cp.async.bulk and the rope's uint4 loads need 16-byte alignment");
 static_assert(kRowsPerWarp == 8 && kL == 512, "the lane -> (row, chunk) map below is written for 8 rows x 32 chunks");
 static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: both are 64-row swizzled operands");
 
@@ -294,12 +291,12 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
 
-// FP8 rows: WG1 issues each tile's copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
+// FP8 rows: WG1 issues each tile's code copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
 // t = 16 w + lane: the 512 code bytes of a valid row by cp.async.bulk into panels 4..7's place (rawfull's transaction
-// bytes) and its 64 rope values by TMA into panel 8 (full's). Tiles 0 and 1 at the start, tile i + 2 right after
-// WG1's own P . V of tile i: panels 4..7 were read by WG0's Q . K^T of tile i (done before it signalled S_ready) and
-// by WG1's P . V, and panel 8 by Q . K^T alone, so the copy needs no wait on WG0 (panels 0..3, still read by WG0's
-// P . V, are guarded by the producers' wait on empty). The copy then flies while the producers dequantize tile i + 1.
+// bytes). Tiles 0 and 1 at the start, tile i + 2 right after WG1's own P . V of tile i: panels 4..7 were read by
+// WG0's Q . K^T of tile i (done before it signalled S_ready) and by WG1's P . V, so the copy needs no wait on WG0
+// (panels 0..3 and 8, still read by WG0's P . V or written by nobody yet, are guarded by the producers' wait on
+// empty). The copy then flies while the producers dequantize tile i + 1.
 // S8a: issued by the producers after their own wait on empty, the copy could only start when they had finished the
 // previous tile, and its latency was theirs (s7h: ~2.1k + 0.7k of ~6.3k cycles per tile, mla-wgmma-probe.md).
 // One lane per warp announces the bytes of the warp's valid rows, then the lanes issue: one mbarrier operation
@@ -310,43 +307,16 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
   const int lane = wt & 31, j = j0 + tile * kTile + kIssueRows * (wt >> 5) + lane;
   return lane < kIssueRows && j < j_end ? __ldg(ind + j) : -1;
 }
-// Rope part: panel 8 of tile i's buffer was read only by WG0's Q . K^T of tile i, so WG1 issues tile i + 2's rope
-// boxes while its own P . V wgmma of tile i runs (S8b: the 128 copies per tile issued after P . V took WG1 ~2.5k
-// cycles). Must precede issue_fp8_codes for the same tile: full's bytes are announced before rawfull can complete.
-__device__ __forceinline__ void issue_fp8_rope(const CUtensorMap* rope_map, int index, int tile, uint8_t* kv_s,
-                                               uint64_t* full, int wt) {
-  const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
-  const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
-  if (lane == 0) mbar_expect_tx_only(&full[buf], unsigned(valid) * 2 * kR);
-  __syncwarp();
-  if (index >= 0) tma_load_2d(kv_s + buf * kOpBytes + kRopePanel * kPanelBytes + t * 128, rope_map, 0, index, &full[buf]);
-}
-// Code part, into panels 4..7's place: after WG1's P . V of tile i (the last reader of those panels) has completed.
-// kCodeFeedCpAsync (probe variant): instead of one cp.async.bulk per row, the warp copies each of its 16 rows with
-// one 16-byte cp.async per lane (the LSU path, not the TMA unit) and every WG1 thread arrives on rawfull when its
-// copies have landed (rawfull then counts 128 arrivals).
-#ifndef GLM5_MLA_WG_CODES_CP_ASYNC
-#define GLM5_MLA_WG_CODES_CP_ASYNC 0
-#endif
-constexpr bool kCodeFeedCpAsync = GLM5_MLA_WG_CODES_CP_ASYNC != 0;
-constexpr int kRawfullArrivals = kCodeFeedCpAsync ? 32 * kIssueWarps : kIssueWarps;
+// Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
+// has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
+// issue took 1.8-2.0k instead of 1.3-1.5k cycles per tile, and the kernel was 2-5% slower.
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
                                                 uint64_t* rawfull, int wt) {
   const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
-  uint8_t* raw = kv_s + buf * kOpBytes + kRawOff;
-  if constexpr (kCodeFeedCpAsync) {
-#pragma unroll 4
-    for (int r = 0; r < kIssueRows; ++r) {
-      const int idx = __shfl_sync(0xffffffffu, index, r), row = kIssueRows * (wt >> 5) + r;
-      if (idx >= 0) cp_async16_g2s(raw + row * kL + 16 * lane, p.kv + int64_t(idx) * kRowB + 16 * lane);
-    }
-    mbar_arrive_on_cp_async(&rawfull[buf]);
-  } else {
-    const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
-    if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
-    __syncwarp();
-    if (index >= 0) bulk_copy_g2s(raw + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
-  }
+  const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
+  if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
+  __syncwarp();
+  if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
@@ -355,31 +325,36 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
-  int idx_cur = index_of(0), idx_nxt = index_of(1);
   const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
+  // This lane's two rows pw + 8 (u + 4 r) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
+  // window idx_lanes).
+  int idx[2];
+  float4 sc[2];
+  uint4 rope[2];
+  auto load_rows = [&](int idx_lanes) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * r);
+      const uint8_t* row = p.kv + int64_t(idx[r] < 0 ? 0 : idx[r]) * kRowB;
+      sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(row + kL)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      rope[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + kRopeOffB) + q) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  int idx_cur = index_of(0), idx_nxt = index_of(1);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
-    int idx[2];
-    float4 sc[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {  // rows pw + 8 (u + 4 r): their index, and their scales read while the codes fly
-      idx[r] = __shfl_sync(0xffffffffu, idx_cur, u + 4 * r);
-      sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(p.kv + int64_t(idx[r]) * kRowB + kL))
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-    PROBE(21);  // producer: indices and scales issued
+    load_rows(idx_cur);  // in flight while the codes land
+    PROBE(21);           // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
     if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
     PROBE(22);  // producer: wait for the codes and the buffer
     if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // invalid rows: zero rope (16 bytes per lane q; the swizzle only permutes a row's chunks)
-      if (idx[r] < 0)
-        *reinterpret_cast<uint4*>(dst + kRopePanel * kPanelBytes + (pw + kProducerWarps * (u + 4 * r)) * 128 + 16 * q) =
-            zero;
+    for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
+      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) = rope[r];
+    const uint4 zero = make_uint4(0, 0, 0, 0);
     uint4 v[2][2];
 #pragma unroll
     for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
@@ -472,10 +447,8 @@ __device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&
 }
 
 template <bool kFp8, bool kSplit>
-// rope_map: the FP8 pool's rope values as a 2-D bf16 tensor [rows][64] (row stride 656 B, 128-byte swizzle, box 64 x 1;
-// rope_map_for); unused for BF16 rows.
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk, const __grid_constant__ CUtensorMap rope_map) {
+    mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -499,8 +472,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], 256);
     mbar_init(&empty[1], 256);
-    mbar_init(&rawfull[0], kRawfullArrivals);
-    mbar_init(&rawfull[1], kRawfullArrivals);
+    mbar_init(&rawfull[0], kIssueWarps);
+    mbar_init(&rawfull[1], kIssueWarps);
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
     mbar_init_fence();
@@ -517,11 +490,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
   if (kFp8 && wg == 1) {  // the first two tiles' copies
-    for (int tile = 0; tile < 2 && tile < n; ++tile) {
-      const int index = issue_index(ind, j0, j_end, tile, tid - 128);
-      issue_fp8_rope(&rope_map, index, tile, kv_s, full, tid - 128);
-      issue_fp8_codes(p, index, tile, kv_s, rawfull, tid - 128);
-    }
+    for (int tile = 0; tile < 2 && tile < n; ++tile)
+      issue_fp8_codes(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
     if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
   }
   PROBE_T0;
@@ -667,13 +637,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
       scale_rows(o, a0, a1);
       issue_pv(o, dp, dk, 4);
-      if (kFp8 && i + 2 < n) issue_fp8_rope(&rope_map, next_index, i + 2, kv_s, full, tid - 128);  // while P . V runs
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
-      PROBE(11);  // WG1: rescale + P . V (FP8: + issue of tile i + 2's rope)
+      PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
         issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
         next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
@@ -687,34 +656,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// The rope of every FP8 row as a 2-D tensor for tma_load_2d: element (c, r) = bf16 rope value c of pool row r, at
-// p.kv + 656 r + 528 + 2 c. The pool's row count is not in MlaDecodeParams (indices are trusted to be in range, as
-// everywhere in mla_decode), so the outer extent is the largest a map allows; only indexed rows are ever read.
-CUtensorMap rope_map_for(const MlaDecodeParams& p) {
-  CUtensorMap m;
-  std::memset(&m, 0, sizeof(m));
-  const cuuint64_t dims[2] = {cuuint64_t(kR), cuuint64_t(1) << 31};
-  const cuuint64_t strides[1] = {cuuint64_t(kRowB)};
-  const cuuint32_t box[2] = {cuuint32_t(kR), 1};
-  const cuuint32_t estrides[2] = {1, 1};
-  const CUresult rc = tensor_map_encode_fn("mla_decode_wgmma_launch")(
-      &m, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, const_cast<uint8_t*>(p.kv + kRopeOffB), dims, strides, box, estrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  require(rc == CUDA_SUCCESS,
-          "mla_decode_wgmma_launch: cuTensorMapEncodeTiled refused the FP8 pool's rope view: error " + std::to_string(int(rc)));
-  return m;
-}
-
 template <bool kFp8, bool kSplit>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
   auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
-  CUtensorMap rope_map;
-  if constexpr (kFp8) rope_map = rope_map_for(p);
-  else std::memset(&rope_map, 0, sizeof(rope_map));
-  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk,
-                rope_map);
+  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk);
   CUDA_CHECK_LAUNCH();
 }
 

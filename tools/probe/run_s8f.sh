@@ -1,0 +1,12 @@
+tar xJf .device/pack.tar.xz -C .device
+B=.device/bin
+$B/dequant_probe; echo "rc=$?"
+CO=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null); echo "cuobjdump: $CO"
+if [ -n "$CO" ]; then
+  $CO -sass $B/dequant_probe > $OUT/dq.sass 2>&1
+  for f in time_kernelILi0 time_kernelILi1 time_kernelILi2 time_kernelILi3; do
+    echo "== $f"; awk -v f="$f" '/Function :/ {p = index($0, f) > 0} p' $OUT/dq.sass | grep -oE "^\s+/\*[0-9a-f]+\*/\s+[A-Z0-9_.]+" | awk '{print $2}' | sed 's/\..*//' | sort | uniq -c | sort -rn | head -14
+  done
+  $CO -sass -fun '_ZN4glm56mla_wg23mla_decode_wgmma_kernelILb1ELb0EEEvNS_15MlaDecodeParamsEi14CUtensorMap_st' $B/kernels_gpu_mla_decode > $OUT/wg.sass 2>&1
+  echo "== wgmma fp8 kernel"; grep -oE "^\s+/\*[0-9a-f]+\*/\s+[A-Z0-9_.]+" $OUT/wg.sass | awk '{print $2}' | sort | uniq -c | sort -rn | grep -E "F2F|HADD2|F2FP|PRMT|FMUL|HMUL" 
+fi
