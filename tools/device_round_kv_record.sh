@@ -13,7 +13,7 @@ export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="
 BIN=$PWD/.device/bin
 timeout 120 $BIN/kernels_gpu_mla_decode > $W/mla_test.log 2>&1; echo "mla test rc=$?"
 grep -E "Failure|FAILED|PASSED" $W/mla_test.log | head; echo "wgmma checks: $(grep -c 'wgmma kernel:' $W/mla_test.log)"
-timeout 60 $BIN/mla_wgmma_probe > $W/probe.txt 2>&1; echo "probe rc=$?"; grep -A1 -E "^B=(64 H=64|128 H=128)" $W/probe.txt
+timeout 60 $BIN/mla_wgmma_probe > $W/probe.txt 2>&1; echo "probe rc=$?"; grep -A5 -E "^B=(64 H=64|128 H=64|128 H=128)" $W/probe.txt | grep -v "^--"
 OUT=$W/flashmla FLASHMLA_BUDGET_S=165 FLASHMLA_BENCH_S=60 FLASHMLA_BENCH_ARGS="--batches 1,64,128 --reps 20" \
   timeout 170 bash tools/device_flashmla.sh > $W/flashmla/run.txt 2>&1; echo "flashmla rc=$?"
 grep -E "^ +shared|^per_query" $W/flashmla/flashmla.txt 2>/dev/null | head -20 || tail -5 $W/flashmla/run.txt

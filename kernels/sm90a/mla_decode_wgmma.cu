@@ -446,7 +446,103 @@ __device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&
   }
 }
 
-template <bool kFp8, bool kSplit>
+// Split-K inside a thread-block cluster (kMerge; S = 2..kMlaWgmmaClusterMergeMax): the S CTAs of one (head block,
+// request) form a cluster along z. Each stores its unnormalized O partial (64 heads x 512 fp32, rows kOStride apart
+// against bank conflicts) and its stats m (log2 units) / l over its own K buffers, which are free once both
+// consumer warpgroups passed kBarEpilogue; after a cluster barrier, CTA rank r reads the partials of its heads
+// [r hs, r hs + hs) from all S CTAs through distributed shared memory and writes out and lse with the log-sum-exp
+// rule of mla_decode_combine_kernel (out = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s); a second cluster barrier
+// keeps every CTA's shared memory alive until its partners have read it. Why: at batch 64 / 64 heads the workspace
+// round trip and the separate combine launch cost ~15 us of a ~95 us decode (S8h), FlashMLA's whole time being 79.5.
+constexpr int kOStride = kL + 8;
+static_assert(kHeads * kOStride * 4 <= 2 * kOpBytes, "the O partial fits the two K buffers");
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// The shared::cluster address of `local` (a pointer into this CTA's shared memory) in CTA `rank` of the cluster.
+__device__ __forceinline__ uint32_t dsmem_addr(const void* local, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
+  return a;
+}
+__device__ __forceinline__ float ld_dsmem(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float2 ld_dsmem2(uint32_t addr) {
+  float2 v;
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+  return v;
+}
+
+// This thread's O half (warpgroup g, rows r0 and r0 + 8) into o_s [64][kOStride] fp32, unnormalized.
+// st.shared with one 32-bit base and immediate offsets: written as generic float2 stores, ptxas spilled ~170 bytes
+// inside the tile loops of the kMerge variants.
+__device__ __forceinline__ void store_o_smem(const float (&o)[4][32], float* o_s, int g, int r0, int lane) {
+  const uint32_t base = smem_u32(o_s + r0 * kOStride + 256 * g + 2 * (lane & 3));
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(base + 4 * (8 * half * kOStride + 64 * j + 8 * q)),
+                     "f"(o[j][4 * q + 2 * half]), "f"(o[j][4 * q + 2 * half + 1])
+                     : "memory");
+}
+
+// The merge of the cluster's S partials for this CTA's slice of heads (both consumer warpgroups, ct = 0..255).
+// o_s / ml_s: this CTA's partial and stats (the partners' are at the same offsets); w_s: scratch for the weights.
+// Everything but p is re-derived here (shared-memory layout, block and thread index), so nothing extra stays live
+// in registers across the tile loops (ptxas spilled ~170 bytes in the loops when these were arguments).
+__device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t* smem_base) {
+  const float* o_s = reinterpret_cast<const float*>(smem_base + Smem::kv);
+  const float* ml_s = reinterpret_cast<const float*>(smem_base + Smem::ml);
+  float* w_s = reinterpret_cast<float*>(smem_base + Smem::p);
+  const int b = int(blockIdx.y), h0 = int(blockIdx.x) * kHeads, HQ = p.H * p.s_q, ct = int(threadIdx.x);
+  const int S = int(gridDim.z), rank = int(cluster_rank()), hs = (kHeads + S - 1) / S;
+  const int h_lo = min(kHeads, rank * hs), h_hi = min(kHeads, h_lo + hs);
+  cluster_sync();  // every CTA's partial and stats are in its shared memory
+  for (int hh = ct; hh < h_hi - h_lo; hh += 256) {
+    const int h = h_lo + hh;
+    float M = kNegBig;
+    for (int r = 0; r < S; ++r) M = fmaxf(M, ld_dsmem(dsmem_addr(ml_s + h, r)));
+    float L = 0.f;
+    for (int r = 0; r < S; ++r) {
+      const float w = exp2f(ld_dsmem(dsmem_addr(ml_s + h, r)) - M);
+      w_s[hh * kMlaWgmmaClusterMergeMax + r] = w;
+      L = fmaf(w, ld_dsmem(dsmem_addr(ml_s + kHeads + h, r)), L);
+    }
+    const float inv = L > 0.f ? 1.f / L : 0.f;
+    for (int r = 0; r < S; ++r) w_s[hh * kMlaWgmmaClusterMergeMax + r] *= inv;
+    if (p.lse && h0 + h < HQ) p.lse[int64_t(b) * HQ + h0 + h] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+  }
+  wgmma::bar_sync(kBarEpilogue, 256);  // the slice's weights are written
+  for (int e = ct; e < (h_hi - h_lo) * (kL / 2); e += 256) {
+    const int hh = e / (kL / 2), d = 2 * (e % (kL / 2)), h = h_lo + hh;
+    if (h0 + h >= HQ) continue;
+    float2 acc = make_float2(0.f, 0.f);
+    for (int r = 0; r < S; ++r) {
+      const float w = w_s[hh * kMlaWgmmaClusterMergeMax + r];
+      const float2 v = ld_dsmem2(dsmem_addr(o_s + h * kOStride + d, r));
+      acc.x = fmaf(w, v.x, acc.x);
+      acc.y = fmaf(w, v.y, acc.y);
+    }
+    *reinterpret_cast<float2*>(p.out + (int64_t(b) * HQ + h0 + h) * kL + d) = acc;
+  }
+  cluster_sync();  // the partners are done reading this CTA's shared memory
+}
+
+// kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
+// merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
+template <bool kFp8, bool kSplit, bool kMerge>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   extern __shared__ uint8_t smem_raw[];
@@ -607,6 +703,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       ml_s[64 + r0 + 8] = l1;
     }
     wgmma::bar_sync(kBarEpilogue, 256);
+    if constexpr (kMerge) {
+      store_o_smem(o, reinterpret_cast<float*>(kv_s), 0, r0, lane);  // cluster_merge below
+    } else {
     store_o<kSplit>(p, o, b, h0, HQ, 0, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
                     kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
     if ((lane & 3) == 0) {
@@ -625,6 +724,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           p.lse[k] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
         }
       }
+    }
     }
   } else {  // wg == 1: O[:, 256:512]
     wgmma::setmaxnreg_inc<160>();
@@ -650,18 +750,24 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     wgmma::bar_sync(kBarEpilogue, 256);
-    const float l0 = ml_s[64 + r0], l1 = ml_s[64 + r0 + 8];
-    store_o<kSplit>(p, o, b, h0, HQ, 1, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
-                    kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
+    if constexpr (kMerge) {
+      store_o_smem(o, reinterpret_cast<float*>(kv_s), 1, r0, lane);
+    } else {
+      const float l0 = ml_s[64 + r0], l1 = ml_s[64 + r0 + 8];
+      store_o<kSplit>(p, o, b, h0, HQ, 1, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
+                      kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
+    }
   }
+  if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
+    cluster_merge(p, reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
 }
 
-template <bool kFp8, bool kSplit>
+template <bool kFp8, bool kSplit, bool kMerge>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
-  launch_kernel(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream, p, chunk);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
+                        dim3(1, 1, kMerge ? S : 1), p, chunk);
 }
 
 }  // namespace mla_wg
@@ -708,12 +814,15 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStr
               " and a workspace");
   require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
                                         " < " + std::to_string(p.topk) + ")");
+  const bool merge = mla_decode_wgmma_merges_in_cluster(S);
   if (p.layout.fp8) {
-    if (S > 1) mla_wg::launch<true, true>(p, S, chunk, stream);
-    else mla_wg::launch<true, false>(p, S, chunk, stream);
+    if (merge) mla_wg::launch<true, true, true>(p, S, chunk, stream);
+    else if (S > 1) mla_wg::launch<true, true, false>(p, S, chunk, stream);
+    else mla_wg::launch<true, false, false>(p, S, chunk, stream);
   } else {
-    if (S > 1) mla_wg::launch<false, true>(p, S, chunk, stream);
-    else mla_wg::launch<false, false>(p, S, chunk, stream);
+    if (merge) mla_wg::launch<false, true, true>(p, S, chunk, stream);
+    else if (S > 1) mla_wg::launch<false, true, false>(p, S, chunk, stream);
+    else mla_wg::launch<false, false, false>(p, S, chunk, stream);
   }
 }
 

@@ -25,11 +25,18 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p);
 // *chunk (optional) receives the chunk length in rows (topk when S == 1).
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
 
+// Split-K counts up to which the S CTAs of a (head block, request) merge their partials inside the kernel, as one
+// thread-block cluster (distributed shared memory; 8 is the portable cluster size), instead of through
+// p.workspace and mla_decode_cuda's combine kernel.
+constexpr int kMlaWgmmaClusterMergeMax = 8;
+inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
+
 // Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
 // [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
-// kMlaWgmmaTile when S > 1). S > 1: unnormalized partials to p.workspace in mla_decode_cuda's split-K
-// layout (the caller runs the combine kernel); S == 1: out and lse. Same arithmetic contract as the
-// mma.sync kernel (mla_decode.h): Q and P rounded to bf16, fp32 accumulation and softmax.
+// kMlaWgmmaTile when S > 1). S == 1, or S = 2..kMlaWgmmaClusterMergeMax (merged in the kernel): out and lse;
+// larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
+// combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
+// fp32 accumulation and softmax.
 void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream);
 
 }  // namespace glm5
