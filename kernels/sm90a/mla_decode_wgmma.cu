@@ -446,15 +446,18 @@ __device__ __forceinline__ void store_o(const MlaDecodeParams& p, const float (&
   }
 }
 
-// Split-K inside a thread-block cluster (kMerge; S = 2..kMlaWgmmaClusterMergeMax): the S CTAs of one (head block,
+// Split-K inside a thread-block cluster (kMerge; S = 2, kMlaWgmmaClusterMergeMax): the S CTAs of one (head block,
 // request) form a cluster along z. Each stores its unnormalized O partial (64 heads x 512 fp32, rows kOStride apart
 // against bank conflicts) and its stats m (log2 units) / l over its own K buffers, which are free once both
 // consumer warpgroups passed kBarEpilogue; after a cluster barrier, CTA rank r reads the partials of its heads
 // [r hs, r hs + hs) from all S CTAs through distributed shared memory and writes out and lse with the log-sum-exp
 // rule of mla_decode_combine_kernel (out = sum_s 2^(m_s - M) O_s / sum_s 2^(m_s - M) l_s); a second cluster barrier
 // keeps every CTA's shared memory alive until its partners have read it. Why: at batch 64 / 64 heads the workspace
-// round trip and the separate combine launch cost ~15 us of a ~95 us decode (S8h), FlashMLA's whole time being 79.5.
+// round trip and the separate combine launch cost ~15 us of a ~95 us decode (S8h), FlashMLA's whole time being 79.5;
+// with the merge 78.0 us (S8j). The code handles any S up to the cluster size; the header says why only S = 2 runs.
 constexpr int kOStride = kL + 8;
+constexpr int kMergeWStride = 8;  // per-head weights in the P panel's place: up to 8 partials (the portable cluster size)
+static_assert(kMlaWgmmaClusterMergeMax <= kMergeWStride && kHeads * kMergeWStride * 4 <= kPanelBytes, "merge scratch");
 static_assert(kHeads * kOStride * 4 <= 2 * kOpBytes, "the O partial fits the two K buffers");
 
 __device__ __forceinline__ void cluster_sync() {
@@ -517,11 +520,11 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
     float L = 0.f;
     for (int r = 0; r < S; ++r) {
       const float w = exp2f(ld_dsmem(dsmem_addr(ml_s + h, r)) - M);
-      w_s[hh * kMlaWgmmaClusterMergeMax + r] = w;
+      w_s[hh * kMergeWStride + r] = w;
       L = fmaf(w, ld_dsmem(dsmem_addr(ml_s + kHeads + h, r)), L);
     }
     const float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int r = 0; r < S; ++r) w_s[hh * kMlaWgmmaClusterMergeMax + r] *= inv;
+    for (int r = 0; r < S; ++r) w_s[hh * kMergeWStride + r] *= inv;
     if (p.lse && h0 + h < HQ) p.lse[int64_t(b) * HQ + h0 + h] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
   }
   wgmma::bar_sync(kBarEpilogue, 256);  // the slice's weights are written
@@ -530,7 +533,7 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
     if (h0 + h >= HQ) continue;
     float2 acc = make_float2(0.f, 0.f);
     for (int r = 0; r < S; ++r) {
-      const float w = w_s[hh * kMlaWgmmaClusterMergeMax + r];
+      const float w = w_s[hh * kMergeWStride + r];
       const float2 v = ld_dsmem2(dsmem_addr(o_s + h * kOStride + d, r));
       acc.x = fmaf(w, v.x, acc.x);
       acc.y = fmaf(w, v.y, acc.y);

@@ -26,14 +26,16 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p);
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
 
 // Split-K counts up to which the S CTAs of a (head block, request) merge their partials inside the kernel, as one
-// thread-block cluster (distributed shared memory; 8 is the portable cluster size), instead of through
-// p.workspace and mla_decode_cuda's combine kernel.
-constexpr int kMlaWgmmaClusterMergeMax = 8;
+// thread-block cluster (distributed shared memory), instead of through p.workspace and mla_decode_cuda's combine
+// kernel. Only S = 2: on the H200 (S8j, reports/2026-11-30-h200-kv-kernels.md) the merge took batch 64 / 64 heads
+// (S = 2) from 94.6 to 78.0 us, but clusters of 4 (batch 32, S = 4) ran 89.0 us against 59.8 with the workspace:
+// a cluster of one-CTA-per-SM blocks must fit in one GPC, and 32 clusters of 4 SMs evidently did not fit at once.
+constexpr int kMlaWgmmaClusterMergeMax = 2;
 inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
 
 // Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
 // [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
-// kMlaWgmmaTile when S > 1). S == 1, or S = 2..kMlaWgmmaClusterMergeMax (merged in the kernel): out and lse;
+// kMlaWgmmaTile when S > 1). S == 1, or S = 2 (kMlaWgmmaClusterMergeMax; merged in the kernel): out and lse;
 // larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
 // combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
 // fp32 accumulation and softmax.
