@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Device call S8f (reports/2026-11-30-h200-mla-wgmma-probe.md): tools/probe/dequant_probe (e4m3 -> bf16 variants,
 # checked bitwise, then timed) and the SASS instruction mix of its kernels and of the wgmma MLA kernel's FP8 variant.
+# (The wgmma kernel name below is the S8f build's, before the cluster variant added a template parameter.)
 # Pack: nvcc -std=c++20 -O3 -arch=sm_90a -I. -Isrc tools/probe/dequant_probe.cu -o build-lead/dequant_probe;
 #       tools/device_pack.sh build-lead dequant_probe kernels_gpu_mla_decode; run `bash THIS` with carry [".device"].
 tar xJf .device/pack.tar.xz -C .device
