@@ -102,7 +102,9 @@ int mla_decode_num_splits(int B, int H, int topk, int heads_per_cta = 64);
 int mla_decode_heads_per_cta(const MlaDecodeParams& p);
 // Bytes of workspace the split-K path needs: B * H * S * (L + 2) * 4 with S = mla_decode_num_splits
 // (0 when S == 1). GLM-5 (H = 64, L = 512, topk = 2048): B = 1 -> 8.4 MB (S = 64), B = 32 -> 17 MB
-// (S = 4), B = 64 -> 17 MB (S = 2), B = 128 -> 0 (S = 1).
+// (S = 4), B = 64 -> 17 MB (S = 2), B = 128 -> 0 (S = 1). The sm_90a wgmma kernel merges S = 2 inside a
+// thread-block cluster and then leaves the workspace untouched (mla_decode_wgmma_merges_in_cluster); mla_decode_cuda
+// still sizes S from it, so pass it anyway.
 size_t mla_decode_workspace_bytes(int B, int H, int topk, int L);
 void mla_decode_cpu(const MlaDecodeParams& p);
 void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream);

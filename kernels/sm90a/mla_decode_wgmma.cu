@@ -24,6 +24,8 @@
 // Handshakes: mbarriers full[2] (256 producer arrivals) / empty[2] (256 consumer arrivals) for the K
 // buffers, and for FP8 rows rawfull[2] (the code copies' bytes, 4 WG1 warp arrivals) and full_lo[2] (panels 0..3 stored: WG0 starts Q . K^T on them while the producers store the rest); named barriers S_ready (WG0 -> WG1: P and factors
 // written) and S_free (WG1 -> WG0: done reading P). Registers: setmaxnreg 192 / 160 / 80 / 80 (sum 512 = 4 x 128, the launch allocation).
+// Split-K at S = 2: the two CTAs of a (head block, request) run as one thread-block cluster and merge their partials
+// through distributed shared memory (cluster_merge); larger S write partials for mla_decode_cuda's combine kernel.
 // Shared memory: Q 72 KB + 2 K tiles 144 KB + P 8 KB + stats 1.3 KB.
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
@@ -32,7 +34,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "common/error.h"
@@ -266,7 +267,7 @@ __device__ __forceinline__ void produce_bf16(const MlaDecodeParams& p, int b, in
 //   then a named barrier of the 256 producers, then the stores.
 // Lane (u = lane / 8, q = lane % 8) converts rows pw + 8 u and pw + 8 (u + 4), code chunks q, 8 + q (round 1) and
 // 16 + q, 24 + q (round 2): a quarter-warp reads 128 contiguous bytes of one row (no bank conflicts), and its odd
-// panel's lanes store their odd output chunk first. Same chunk -> bf16 as the register feed (dequant4_bf16 =
+// panel's lanes store their odd output chunk first. Same chunk -> bf16 as the register feed (dequant16_bf16 =
 // kv_cast's rounding); invalid rows are zeros (the producers zero their rope row; no copy is issued for them).
 constexpr int kRowB = kL + 4 * (kL / 128) + 2 * kR;   // 656: FP8 row (codes, 4 fp32 scales, bf16 rope)
 constexpr int kRopeOffB = kL + 4 * (kL / 128);         // 528: the rope in an FP8 row
@@ -294,9 +295,11 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
 // FP8 rows: WG1 issues each tile's code copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
 // t = 16 w + lane: the 512 code bytes of a valid row by cp.async.bulk into panels 4..7's place (rawfull's transaction
 // bytes). Tiles 0 and 1 at the start, tile i + 2 right after WG1's own P . V of tile i: panels 4..7 were read by
-// WG0's Q . K^T of tile i (done before it signalled S_ready) and by WG1's P . V, so the copy needs no wait on WG0
-// (panels 0..3 and 8, still read by WG0's P . V or written by nobody yet, are guarded by the producers' wait on
-// empty). The copy then flies while the producers dequantize tile i + 1.
+// WG0's Q . K^T of tile i (done before it signalled S_ready) and by WG1's P . V, and last written by the producers'
+// round 2 of tile i, whose generic stores are ordered before the copy by their fence.proxy.async -> full[buf] ->
+// WG1's wait on full. So the copy needs no wait on WG0; panels 0..3 (still read by WG0's P . V) and panel 8 (read by
+// Q . K^T, written by the producers) are the producers' only after their wait on empty. The copy then flies while
+// the producers dequantize tile i + 1.
 // S8a: issued by the producers after their own wait on empty, the copy could only start when they had finished the
 // previous tile, and its latency was theirs (s7h: ~2.1k + 0.7k of ~6.3k cycles per tile, mla-wgmma-probe.md).
 // One lane per warp announces the bytes of the warp's valid rows, then the lanes issue: one mbarrier operation
@@ -463,10 +466,20 @@ static_assert(kHeads * kOStride * 4 <= 2 * kOpBytes, "the O partial fits the two
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
 }
+// The last barrier of the merge only has to keep this CTA's shared memory alive until the partners' reads of it are
+// done; those reads fed the values this thread already stored, so no release (a MEMBAR.GPU behind the out stores).
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed;\n\tbarrier.cluster.wait;" ::: "memory");
+}
 __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
+}
+__device__ __forceinline__ uint32_t cluster_ctas() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
 }
 // The shared::cluster address of `local` (a pointer into this CTA's shared memory) in CTA `rank` of the cluster.
 __device__ __forceinline__ uint32_t dsmem_addr(const void* local, uint32_t rank) {
@@ -476,12 +489,12 @@ __device__ __forceinline__ uint32_t dsmem_addr(const void* local, uint32_t rank)
 }
 __device__ __forceinline__ float ld_dsmem(uint32_t addr) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ float2 ld_dsmem2(uint32_t addr) {
-  float2 v;
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+__device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
   return v;
 }
 
@@ -501,46 +514,72 @@ __device__ __forceinline__ void store_o_smem(const float (&o)[4][32], float* o_s
                      : "memory");
 }
 
-// The merge of the cluster's S partials for this CTA's slice of heads (both consumer warpgroups, ct = 0..255).
-// o_s / ml_s: this CTA's partial and stats (the partners' are at the same offsets); w_s: scratch for the weights.
+// The merge of the cluster's kS partials for this CTA's slice of the valid heads (both consumer warpgroups,
+// ct = 0..255): rank r takes heads [r hs, r hs + hs) of the hv = min(64, HQ - h0) valid ones, hs = ceil(hv / kS).
 // Everything but p is re-derived here (shared-memory layout, block and thread index), so nothing extra stays live
 // in registers across the tile loops (ptxas spilled ~170 bytes in the loops when these were arguments).
+// The element loop issues kU float4 loads from every partial (this CTA's by ld.shared, the partners' by
+// ld.shared::cluster) before its first multiply: one round trip per kU elements, not per element (review 8).
+template <int kS>
 __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t* smem_base) {
   const float* o_s = reinterpret_cast<const float*>(smem_base + Smem::kv);
   const float* ml_s = reinterpret_cast<const float*>(smem_base + Smem::ml);
   float* w_s = reinterpret_cast<float*>(smem_base + Smem::p);
   const int b = int(blockIdx.y), h0 = int(blockIdx.x) * kHeads, HQ = p.H * p.s_q, ct = int(threadIdx.x);
-  const int S = int(gridDim.z), rank = int(cluster_rank()), hs = (kHeads + S - 1) / S;
-  const int h_lo = min(kHeads, rank * hs), h_hi = min(kHeads, h_lo + hs);
+  if (cluster_ctas() != unsigned(kS) || gridDim.z != unsigned(kS)) __trap();  // launched without its cluster
+  const int rank = int(cluster_rank()), hv = min(kHeads, HQ - h0), hs = (hv + kS - 1) / kS;
+  const int h_lo = min(hv, rank * hs), h_hi = min(hv, h_lo + hs);
   cluster_sync();  // every CTA's partial and stats are in its shared memory
   for (int hh = ct; hh < h_hi - h_lo; hh += 256) {
     const int h = h_lo + hh;
-    float M = kNegBig;
-    for (int r = 0; r < S; ++r) M = fmaxf(M, ld_dsmem(dsmem_addr(ml_s + h, r)));
-    float L = 0.f;
-    for (int r = 0; r < S; ++r) {
-      const float w = exp2f(ld_dsmem(dsmem_addr(ml_s + h, r)) - M);
-      w_s[hh * kMergeWStride + r] = w;
-      L = fmaf(w, ld_dsmem(dsmem_addr(ml_s + kHeads + h, r)), L);
+    float m[kS], l[kS], M = kNegBig;
+#pragma unroll
+    for (int r = 0; r < kS; ++r) {
+      m[r] = r == rank ? ml_s[h] : ld_dsmem(dsmem_addr(ml_s + h, r));
+      l[r] = r == rank ? ml_s[kHeads + h] : ld_dsmem(dsmem_addr(ml_s + kHeads + h, r));
+      M = fmaxf(M, m[r]);
     }
+    float L = 0.f;
+#pragma unroll
+    for (int r = 0; r < kS; ++r) L = fmaf(exp2f(m[r] - M), l[r], L);
     const float inv = L > 0.f ? 1.f / L : 0.f;
-    for (int r = 0; r < S; ++r) w_s[hh * kMergeWStride + r] *= inv;
-    if (p.lse && h0 + h < HQ) p.lse[int64_t(b) * HQ + h0 + h] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
+#pragma unroll
+    for (int r = 0; r < kS; ++r) w_s[hh * kMergeWStride + r] = exp2f(m[r] - M) * inv;
+    if (p.lse) p.lse[int64_t(b) * HQ + h0 + h] = L > 0.f ? (M + log2f(L)) * kLn2 : -INFINITY;
   }
   wgmma::bar_sync(kBarEpilogue, 256);  // the slice's weights are written
-  for (int e = ct; e < (h_hi - h_lo) * (kL / 2); e += 256) {
-    const int hh = e / (kL / 2), d = 2 * (e % (kL / 2)), h = h_lo + hh;
-    if (h0 + h >= HQ) continue;
-    float2 acc = make_float2(0.f, 0.f);
-    for (int r = 0; r < S; ++r) {
-      const float w = w_s[hh * kMergeWStride + r];
-      const float2 v = ld_dsmem2(dsmem_addr(o_s + h * kOStride + d, r));
-      acc.x = fmaf(w, v.x, acc.x);
-      acc.y = fmaf(w, v.y, acc.y);
+  constexpr int kU = 4, kRow4 = kL / 4;  // float4 elements per head row
+  const int n_el = (h_hi - h_lo) * kRow4;
+  for (int e0 = ct; e0 < n_el; e0 += 256 * kU) {
+    float4 v[kU][kS];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int e = min(e0 + 256 * u, n_el - 1);  // past the end: a valid address, result not stored
+      const float* src = o_s + (h_lo + e / kRow4) * kOStride + 4 * (e % kRow4);
+#pragma unroll
+      for (int r = 0; r < kS; ++r)
+        v[u][r] = r == rank ? *reinterpret_cast<const float4*>(src) : ld_dsmem4(dsmem_addr(src, r));
     }
-    *reinterpret_cast<float2*>(p.out + (int64_t(b) * HQ + h0 + h) * kL + d) = acc;
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int e = e0 + 256 * u;
+      if (e >= n_el) break;
+      const int hh = e / kRow4, d = 4 * (e % kRow4);
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int r = 0; r < kS; ++r) {
+        const float w = w_s[hh * kMergeWStride + r];
+        acc.x = fmaf(w, v[u][r].x, acc.x);
+        acc.y = fmaf(w, v[u][r].y, acc.y);
+        acc.z = fmaf(w, v[u][r].z, acc.z);
+        acc.w = fmaf(w, v[u][r].w, acc.w);
+      }
+      float* dst = p.out + (int64_t(b) * HQ + h0 + h_lo + hh) * kL + d;  // out is 8-byte aligned (mla_decode_cuda)
+      *reinterpret_cast<float2*>(dst) = make_float2(acc.x, acc.y);
+      *reinterpret_cast<float2*>(dst + 2) = make_float2(acc.z, acc.w);
+    }
   }
-  cluster_sync();  // the partners are done reading this CTA's shared memory
+  cluster_sync_relaxed();  // the partners are done reading this CTA's shared memory
 }
 
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
@@ -548,6 +587,7 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 template <bool kFp8, bool kSplit, bool kMerge>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
+  static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -709,25 +749,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     if constexpr (kMerge) {
       store_o_smem(o, reinterpret_cast<float*>(kv_s), 0, r0, lane);  // cluster_merge below
     } else {
-    store_o<kSplit>(p, o, b, h0, HQ, 0, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
-                    kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
-    if ((lane & 3) == 0) {
+      store_o<kSplit>(p, o, b, h0, HQ, 0, r0, kSplit ? 1.f : (l0 > 0.f ? 1.f / l0 : 0.f),
+                      kSplit ? 1.f : (l1 > 0.f ? 1.f / l1 : 0.f), lane);
+      if ((lane & 3) == 0) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int h = h0 + r0 + 8 * half;
-        const float m = half ? m1 : m0, l = half ? l1 : l0;
-        if (h >= HQ) continue;
-        const int S = gridDim.z;
-        const int64_t k = (int64_t(b) * HQ + h) * S + blockIdx.z;  // single-pass: the (b, h) index of lse
-        if constexpr (kSplit) {
-          const int64_t n_part = int64_t(p.B) * HQ * S;
-          p.workspace[n_part * kL + k] = l > 0.f ? m * kLn2 : -INFINITY;
-          p.workspace[n_part * (kL + 1) + k] = l;
-        } else if (p.lse) {
-          p.lse[k] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+        for (int half = 0; half < 2; ++half) {
+          const int h = h0 + r0 + 8 * half;
+          const float m = half ? m1 : m0, l = half ? l1 : l0;
+          if (h >= HQ) continue;
+          const int S = gridDim.z;
+          const int64_t k = (int64_t(b) * HQ + h) * S + blockIdx.z;  // single-pass: the (b, h) index of lse
+          if constexpr (kSplit) {
+            const int64_t n_part = int64_t(p.B) * HQ * S;
+            p.workspace[n_part * kL + k] = l > 0.f ? m * kLn2 : -INFINITY;
+            p.workspace[n_part * (kL + 1) + k] = l;
+          } else if (p.lse) {
+            p.lse[k] = l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY;
+          }
         }
       }
-    }
     }
   } else {  // wg == 1: O[:, 256:512]
     wgmma::setmaxnreg_inc<160>();
@@ -762,7 +802,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
-    cluster_merge(p, reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
+    cluster_merge<kMlaWgmmaClusterMergeMax>(
+        p, reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
 }
 
 template <bool kFp8, bool kSplit, bool kMerge>
@@ -811,10 +852,11 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
 void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
   require(S >= 1 && S <= 65535 && p.B <= 65535,
           "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", B = " + std::to_string(p.B) + ", expected 1..65535");
-  require(S == 1 || (chunk > 0 && chunk % kMlaWgmmaTile == 0 && int64_t(S) * chunk >= p.topk && p.workspace),
+  require(S == 1 || (chunk > 0 && chunk % kMlaWgmmaTile == 0 && int64_t(S) * chunk >= p.topk &&
+                     (p.workspace || mla_decode_wgmma_merges_in_cluster(S))),
           "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", chunk = " + std::to_string(chunk) +
               ": a split launch needs chunks of whole 64-row tiles covering topk = " + std::to_string(p.topk) +
-              " and a workspace");
+              " and, above S = " + std::to_string(kMlaWgmmaClusterMergeMax) + ", a workspace");
   require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
                                         " < " + std::to_string(p.topk) + ")");
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);

@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(256, 1) time_kernel(const uint4* src, float sc
       out_s[2 * (t + 256 * k)] = v[0];
       out_s[2 * (t + 256 * k) + 1] = v[1];
     }
-    __syncwarp();
-    acc ^= out_s[2 * t + (s & 15)].x;
+    acc ^= out_s[2 * (t + 256 * (s & 7))].x;  // this thread's own output: no cross-thread read
   }
   sink[blockIdx.x * 256 + t] = acc;
 }
