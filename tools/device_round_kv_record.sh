@@ -2,7 +2,8 @@
 # One device call recording issue 3's numbers: gpu_mla_decode, the wgmma MLA phase probe, FlashMLA built from
 # source on the device (tools/device_flashmla.sh; never committed) and `glm5prof bench kernels --only mla` in the
 # same run, and the decode step at batch 32 (FP8 weights, graphs). Calls made with it: S6k (session 6's final
-# kernel), S7e (session 7's bulk-copy FP8 feed), S7f (S7e plus six Q loads in flight; not kept), S7i (bulk feed v2: rope by TMA). Results:
+# kernel), S7e (session 7's bulk-copy FP8 feed), S7f (S7e plus six Q loads in flight; not kept), S7i (bulk feed v2: rope by TMA),
+# S8h (WG1 issues the code copies), S8j (+ cluster merge for S = 2..8), S8n (session 8's final kernel). Results:
 # reports/2026-11-30-h200-kv-kernels.md / .json, -decode-step.md / .json, -mla-wgmma-probe.md.
 #   tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; run `bash THIS TAG` with carry [".device"]
 set -u

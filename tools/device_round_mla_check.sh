@@ -14,6 +14,8 @@
 #   S7d                         REPEAT=1 SANITIZE=0 PROBES="mla_wgmma_probe probe_int" (+ kernels_gpu_dequant; the integer
 #                               decode and its test are in commit cea59ff's parent only)
 #   S7h                         REPEAT=2 SANITIZE=1   (bulk feed v2: rope by TMA, codes only bulk-copied)
+#   S8a, S8b, S8g, S8i          REPEAT=1-2 SANITIZE=1 (WG1 issues the code copies; S8i: the cluster merge)
+#   S8c-S8e                     REPEAT=1 SANITIZE=0   (issue / rope variants; S8c PROBES="mla_wgmma_probe probe_cpa")
 # Pack: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode [named_barrier_racecheck] <PROBES...>;
 # run `bash THIS TAG` with carry [".device"].
 set -u
