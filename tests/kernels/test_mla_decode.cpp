@@ -268,6 +268,13 @@ TEST(MlaDecodeSplit, WgmmaSplitsCoverTopkInWholeTiles) {
   EXPECT_EQ(chunk, 448);
   EXPECT_EQ(mla_decode_wgmma_splits(64, 0, &chunk), 1);
   EXPECT_EQ(chunk, 0);
+  // The in-kernel cluster merge (S = 2 only, reports/2026-11-30-h200-kv-kernels.md S8j): GLM-5 at TP1 takes it at
+  // batch 64 (two chunks per request); batch 32 (S = 4, clusters of 4 measured slower) and batch 1 (S = 32) do not.
+  auto glm5_splits = [](int B) { return mla_decode_wgmma_splits(mla_decode_num_splits(B, 64, 2048), 2048); };
+  EXPECT_TRUE(mla_decode_wgmma_merges_in_cluster(glm5_splits(64)));
+  EXPECT_FALSE(mla_decode_wgmma_merges_in_cluster(glm5_splits(32)));
+  EXPECT_FALSE(mla_decode_wgmma_merges_in_cluster(glm5_splits(1)));
+  EXPECT_FALSE(mla_decode_wgmma_merges_in_cluster(glm5_splits(128)));  // S = 1: no split at all
   for (int cap : {0, 1, 2, 3, 4, 7, 16, 33, 64, 132})
     for (int topk : {0, 1, 63, 64, 65, 100, 2047, 2048, 4096}) {
       const int s = mla_decode_wgmma_splits(cap, topk, &chunk), tiles = (topk + 63) / 64;

@@ -88,8 +88,9 @@ int main() {
     unsigned long long pr[32];
     CUDA_CHECK(cudaMemcpyFromSymbol(pr, mla_wg::g_probe, sizeof(pr)));
     const double ctas = double((H + 63) / 64) * B * S, tiles = double((H + 63) / 64) * B * topk / 64;
-    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (no combine), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
-                1e3 * ms[ms.size() / 2], int(ctas), tiles / ctas);
+    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
+                1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
+                int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
     std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
                 pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
