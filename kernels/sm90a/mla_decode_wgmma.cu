@@ -38,6 +38,7 @@
 
 #include "common/error.h"
 #include "kernels/kv_cast.cuh"
+#include "kernels/cluster.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/mbarrier.cuh"
 #include "kernels/mla_decode_tc.cuh"
@@ -156,12 +157,16 @@ constexpr int kRowsPerWarp = kTile / kProducerWarps;  // 8 rows of each tile per
 constexpr int kInFlight = GLM5_MLA_WG_INFLIGHT;
 constexpr bool kPrefetchL2 = GLM5_MLA_WG_PREFETCH != 0;
 
-// Producer lane u < 8 of warp pw: the pool index of row pw + 8 u of tile `tile` of the chunk [j0, j_end)
-// (n tiles), or -1 (no such row, or lane >= 8). Both feeds keep one tile's indices this way.
-// ind = request b's top-k indices.
+// The pool index of row t of tile `tile` of the chunk [j0, j_end), or -1 when !has_row or past the chunk's end
+// (one predicate, so the load stays a single predicated __ldg). ind = request b's top-k indices.
+__device__ __forceinline__ int row_index(const int32_t* ind, int j0, int j_end, int tile, int t, bool has_row) {
+  const int j = j0 + tile * kTile + t;
+  return has_row && j < j_end ? __ldg(ind + j) : -1;
+}
+// Producer lane u < 8 of warp pw: the index of row pw + 8 u of tile `tile` (of n), or -1 (no such row, or
+// lane >= 8). Both feeds keep one tile's indices this way.
 __device__ __forceinline__ int tile_row_index(const int32_t* ind, int j0, int j_end, int n, int pw, int lane, int tile) {
-  const int j = j0 + tile * kTile + pw + kProducerWarps * lane;
-  return lane < kRowsPerWarp && tile < n && j < j_end ? __ldg(ind + j) : -1;
+  return row_index(ind, j0, j_end, tile, pw + kProducerWarps * lane, lane < kRowsPerWarp && tile < n);
 }
 
 struct RowSlot {
@@ -307,8 +312,8 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
 // one tile ahead (issue_index).
 constexpr int kIssueWarps = 4, kIssueRows = kTile / kIssueWarps;  // 16 rows per WG1 warp
 __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt) {
-  const int lane = wt & 31, j = j0 + tile * kTile + kIssueRows * (wt >> 5) + lane;
-  return lane < kIssueRows && j < j_end ? __ldg(ind + j) : -1;
+  const int lane = wt & 31;
+  return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
 }
 // Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
 // has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
@@ -463,41 +468,6 @@ constexpr int kMergeWStride = 8;  // per-head weights in the P panel's place: up
 static_assert(kMlaWgmmaClusterMergeMax <= kMergeWStride && kHeads * kMergeWStride * 4 <= kPanelBytes, "merge scratch");
 static_assert(kHeads * kOStride * 4 <= 2 * kOpBytes, "the O partial fits the two K buffers");
 
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// The last barrier of the merge only has to keep this CTA's shared memory alive until the partners' reads of it are
-// done; those reads fed the values this thread already stored, so no release (a MEMBAR.GPU behind the out stores).
-__device__ __forceinline__ void cluster_sync_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed;\n\tbarrier.cluster.wait;" ::: "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ uint32_t cluster_ctas() {
-  uint32_t n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
-}
-// The shared::cluster address of `local` (a pointer into this CTA's shared memory) in CTA `rank` of the cluster.
-__device__ __forceinline__ uint32_t dsmem_addr(const void* local, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(smem_u32(local)), "r"(rank));
-  return a;
-}
-__device__ __forceinline__ float ld_dsmem(uint32_t addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
-  return v;
-}
-
 // This thread's O half (warpgroup g, rows r0 and r0 + 8) into o_s [64][kOStride] fp32, unnormalized.
 // st.shared with one 32-bit base and immediate offsets: written as generic float2 stores, ptxas spilled ~170 bytes
 // inside the tile loops of the kMerge variants.
@@ -516,16 +486,14 @@ __device__ __forceinline__ void store_o_smem(const float (&o)[4][32], float* o_s
 
 // The merge of the cluster's kS partials for this CTA's slice of the valid heads (both consumer warpgroups,
 // ct = 0..255): rank r takes heads [r hs, r hs + hs) of the hv = min(64, HQ - h0) valid ones, hs = ceil(hv / kS).
-// Everything but p is re-derived here (shared-memory layout, block and thread index), so nothing extra stays live
-// in registers across the tile loops (ptxas spilled ~170 bytes in the loops when these were arguments).
 // The element loop issues kU float4 loads from every partial (this CTA's by ld.shared, the partners' by
 // ld.shared::cluster) before its first multiply: one round trip per kU elements, not per element (review 8).
 template <int kS>
-__device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t* smem_base) {
-  const float* o_s = reinterpret_cast<const float*>(smem_base + Smem::kv);
-  const float* ml_s = reinterpret_cast<const float*>(smem_base + Smem::ml);
-  float* w_s = reinterpret_cast<float*>(smem_base + Smem::p);
-  const int b = int(blockIdx.y), h0 = int(blockIdx.x) * kHeads, HQ = p.H * p.s_q, ct = int(threadIdx.x);
+// base: the kernel's 1024-byte-aligned shared memory (Smem offsets); b, h0, HQ as in the kernel.
+__device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t* base, int b, int h0, int HQ, int ct) {
+  const float* o_s = reinterpret_cast<const float*>(base + Smem::kv);
+  const float* ml_s = reinterpret_cast<const float*>(base + Smem::ml);
+  float* w_s = reinterpret_cast<float*>(base + Smem::p);
   if (cluster_ctas() != unsigned(kS) || gridDim.z != unsigned(kS)) __trap();  // launched without its cluster
   const int rank = int(cluster_rank()), hv = min(kHeads, HQ - h0), hs = (hv + kS - 1) / kS;
   const int h_lo = min(hv, rank * hs), h_hi = min(hv, h_lo + hs);
@@ -802,8 +770,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
-    cluster_merge<kMlaWgmmaClusterMergeMax>(
-        p, reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023)));
+    cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
 }
 
 template <bool kFp8, bool kSplit, bool kMerge>
