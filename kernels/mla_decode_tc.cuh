@@ -138,11 +138,7 @@ __device__ __forceinline__ void dequant_tile(const LatentLayout& l, const uint8_
     if (c < code_chunks) {
       const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * c);
       const float sc = *reinterpret_cast<const float*>(row + L + 4 * ((16 * c) / l.group));
-      const uint2 a = dequant4_bf16(codes.x, sc), b2 = dequant4_bf16(codes.y, sc);
-      const uint2 c2 = dequant4_bf16(codes.z, sc), d2 = dequant4_bf16(codes.w, sc);
-      uint4* o = reinterpret_cast<uint4*>(out + 16 * c);
-      o[0] = make_uint4(a.x, a.y, b2.x, b2.y);
-      o[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+      dequant16_bf16(codes, sc, reinterpret_cast<uint4*>(out + 16 * c));
     } else {
       const int k = c - code_chunks;
       *reinterpret_cast<uint4*>(out + L + 8 * k) = *reinterpret_cast<const uint4*>(row + l.rope_offset() + 16 * k);
@@ -157,11 +153,7 @@ __device__ __forceinline__ void dequant_codes_job(const LatentLayout& l, const u
   const uint8_t* row = stage + r * l.row_bytes;
   const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * c);
   const float sc = *reinterpret_cast<const float*>(row + kL + 4 * (c >> 3));
-  const uint2 a = dequant4_bf16(codes.x, sc), b2 = dequant4_bf16(codes.y, sc);
-  const uint2 c2 = dequant4_bf16(codes.z, sc), d2 = dequant4_bf16(codes.w, sc);
-  uint4* o = reinterpret_cast<uint4*>(kv_s + r * kStride + 16 * c);
-  o[0] = make_uint4(a.x, a.y, b2.x, b2.y);
-  o[1] = make_uint4(c2.x, c2.y, d2.x, d2.y);
+  dequant16_bf16(codes, sc, reinterpret_cast<uint4*>(kv_s + r * kStride + 16 * c));
 }
 __device__ __forceinline__ void dequant_rope(const LatentLayout& l, const uint8_t* stage, uint16_t* kv_s, int tid) {
   const int per_row = l.rope_dim / 8;  // 16-byte chunks of rope per row

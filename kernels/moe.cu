@@ -17,6 +17,7 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/kv_layout.h"
 #include "kernels/fp8_dot.cuh"
+#include "kernels/linear_bf16_mma.cuh"
 #include "kernels/linear_fp8_mma.cuh"
 #include "kernels/launch.cuh"
 
@@ -524,11 +525,12 @@ __global__ void moe_down_grouped_kernel(MoeExpertsParams p) {
   }
 }
 
-// ---- expert-grouped FP8 path on the tensor cores (MoeExpertsParams.fp8_mma) ----
-// The warp tile of linear_fp8_mma (kernels/linear_fp8_mma.cuh): W rows straight from global memory,
-// tokens = the expert bucket's pairs, 8 per n-tile (x / act rounded to f16 with per-128-column
+// ---- expert-grouped path on the tensor cores (MoeExpertsParams.fp8_mma) ----
+// FP8 experts: the warp tile of linear_fp8_mma (kernels/linear_fp8_mma.cuh): W rows straight from global
+// memory, tokens = the expert bucket's pairs, 8 per n-tile (x / act rounded to f16 with per-128-column
 // power-of-two scales). Bytes in flight per lane per 128-column block: 4 m-tiles x 2 rows x 2 chunks
-// x 16 B (the GEMV-style grouped kernels above keep one row's 16 B).
+// x 16 B (the GEMV-style grouped kernels above keep one row's 16 B). BF16 experts (kFp8 false): the
+// same kernels with bf16_mma_warp_tile (kernels/linear_bf16_mma.cuh: x / act split into bf16 hi + lo).
 constexpr int kMoeMmaWarps = 4;
 constexpr int kMoeMmaHalfTiles = 2;  // gate_up: m-tiles of gate rows (and as many of up rows) per warp
 constexpr int kMoeMmaDownTiles = 4;  // down: m-tiles (16 hidden rows each) per warp
@@ -536,6 +538,7 @@ constexpr int kMoeMmaDownTiles = 4;  // down: m-tiles (16 hidden rows each) per 
 // grid (E, ceil(inter / (16 kMoeMmaHalfTiles kMoeMmaWarps))): a warp owns inter rows
 // [i0, i0 + 16 kMoeMmaHalfTiles) of expert e; m-tiles 0..H-1 are those gate rows, H..2H-1 the same up
 // rows, so a C fragment holds gate and up of the same (row, pair): act = silu(g) * u in registers.
+template <bool kFp8, bool kPf>
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_kernel(MoeExpertsParams p) {
   pdl_begin();
   constexpr int H = kMoeMmaHalfTiles;
@@ -546,7 +549,8 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_ker
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int i0 = (blockIdx.y * kMoeMmaWarps + warp) * 16 * H;
   if (i0 >= p.inter) return;
-  const size_t expert_off = size_t(e) * p.inter * p.hidden;
+  constexpr size_t es = kFp8 ? 1 : 2;  // bytes per weight
+  const size_t expert_off = size_t(e) * p.inter * p.hidden * es;
   const uint8_t* wg = static_cast<const uint8_t*>(p.w_gate) + expert_off;
   const uint8_t* wu = static_cast<const uint8_t*>(p.w_up) + expert_off;
   const int sc = (p.hidden + 127) / 128, sr = (p.inter + 127) / 128;
@@ -557,17 +561,18 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_ker
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const size_t r = size_t(min(i0 + 16 * i + g + 8 * h, p.inter - 1));  // rows past inter: never stored
-      wrow[i][h] = wg + r * p.hidden;
-      wrow[H + i][h] = wu + r * p.hidden;
+      wrow[i][h] = wg + r * p.hidden * es;
+      wrow[H + i][h] = wu + r * p.hidden * es;
     }
     const size_t sb = (size_t(e) * sr + min(i0 + 16 * i, p.inter - 1) / 128) * sc;
-    srow[i] = p.s_gate + sb;
-    srow[H + i] = p.s_up + sb;
+    srow[i] = kFp8 ? p.s_gate + sb : nullptr;
+    srow[H + i] = kFp8 ? p.s_up + sb : nullptr;
   }
   for (int c0 = 0; c0 < count; c0 += 8) {
     const float* xrow[1] = {c0 + g < count ? p.x + size_t(pairs[c0 + g] / p.k) * p.hidden : nullptr};
     float acc[2 * H][1][4];
-    fp8_mma_warp_tile<2 * H, 1>(wrow, srow, xrow, 1, 0, p.hidden, acc);
+    if constexpr (kFp8) fp8_mma_warp_tile<2 * H, 1, kPf>(wrow, srow, xrow, 1, 0, p.hidden, acc);
+    else bf16_mma_warp_tile<2 * H, 1, kPf>(wrow, xrow, 1, 0, p.hidden, acc);
 #pragma unroll
     for (int i = 0; i < H; ++i)
 #pragma unroll
@@ -583,6 +588,7 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_gate_up_grouped_mma_ker
 
 // grid (E, ceil(hidden / (16 kMoeMmaDownTiles kMoeMmaWarps))): pair_out[pair, d] = down_e[d, :] . act[pair, :]
 // for every pair routed to expert e.
+template <bool kFp8, bool kPf>
 __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel(MoeExpertsParams p) {
   pdl_begin();
   constexpr int MT = kMoeMmaDownTiles;
@@ -593,20 +599,22 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int d0 = (blockIdx.y * kMoeMmaWarps + warp) * 16 * MT;
   if (d0 >= p.hidden) return;
-  const uint8_t* wd = static_cast<const uint8_t*>(p.w_down) + size_t(e) * p.hidden * p.inter;
+  constexpr size_t es = kFp8 ? 1 : 2;  // bytes per weight
+  const uint8_t* wd = static_cast<const uint8_t*>(p.w_down) + size_t(e) * p.hidden * p.inter * es;
   const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
   const uint8_t* wrow[MT][2];
   const float* srow[MT];
 #pragma unroll
   for (int i = 0; i < MT; ++i) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) wrow[i][h] = wd + size_t(min(d0 + 16 * i + g + 8 * h, p.hidden - 1)) * p.inter;
-    srow[i] = p.s_down + (size_t(e) * sr + min(d0 + 16 * i, p.hidden - 1) / 128) * sc;
+    for (int h = 0; h < 2; ++h) wrow[i][h] = wd + size_t(min(d0 + 16 * i + g + 8 * h, p.hidden - 1)) * p.inter * es;
+    srow[i] = kFp8 ? p.s_down + (size_t(e) * sr + min(d0 + 16 * i, p.hidden - 1) / 128) * sc : nullptr;
   }
   for (int c0 = 0; c0 < count; c0 += 8) {
     const float* xrow[1] = {c0 + g < count ? p.act + size_t(pairs[c0 + g]) * p.inter : nullptr};
     float acc[MT][1][4];
-    fp8_mma_warp_tile<MT, 1>(wrow, srow, xrow, 1, 0, p.inter, acc);
+    if constexpr (kFp8) fp8_mma_warp_tile<MT, 1, kPf>(wrow, srow, xrow, 1, 0, p.inter, acc);
+    else bf16_mma_warp_tile<MT, 1, kPf>(wrow, xrow, 1, 0, p.inter, acc);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -675,11 +683,18 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");
     launch_kernel(moe_group_kernel, 1, 256, smem, stream, p);
     CUDA_CHECK_LAUNCH();
-    if (fp8 && p.fp8_mma && vec_up && vec_down) {  // tensor cores (vec: hidden, inter % 16 == 0, aligned)
+    // tensor cores (vec: hidden, inter % 16 (FP8) / % 8 (BF16) == 0, 16-byte aligned rows and x)
+    if (p.fp8_mma && vec_up && vec_down) {
       const int mrows = 16 * kMoeMmaHalfTiles * kMoeMmaWarps, drows = 16 * kMoeMmaDownTiles * kMoeMmaWarps;
-      launch_kernel(moe_gate_up_grouped_mma_kernel, dim3(p.E, (p.inter + mrows - 1) / mrows), 32 * kMoeMmaWarps, 0, stream, p);
+      const dim3 gu(p.E, (p.inter + mrows - 1) / mrows), gd(p.E, (p.hidden + drows - 1) / drows);
+      const bool pf = p.mma_prefetch < 0 ? !fp8 : p.mma_prefetch > 0;  // see MoeExpertsParams.mma_prefetch
+      launch_kernel(fp8 ? (pf ? moe_gate_up_grouped_mma_kernel<true, true> : moe_gate_up_grouped_mma_kernel<true, false>)
+                        : (pf ? moe_gate_up_grouped_mma_kernel<false, true> : moe_gate_up_grouped_mma_kernel<false, false>),
+                    gu, 32 * kMoeMmaWarps, 0, stream, p);
       CUDA_CHECK_LAUNCH();
-      launch_kernel(moe_down_grouped_mma_kernel, dim3(p.E, (p.hidden + drows - 1) / drows), 32 * kMoeMmaWarps, 0, stream, p);
+      launch_kernel(fp8 ? (pf ? moe_down_grouped_mma_kernel<true, true> : moe_down_grouped_mma_kernel<true, false>)
+                        : (pf ? moe_down_grouped_mma_kernel<false, true> : moe_down_grouped_mma_kernel<false, false>),
+                    gd, 32 * kMoeMmaWarps, 0, stream, p);
       CUDA_CHECK_LAUNCH();
       launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
       CUDA_CHECK_LAUNCH();

@@ -65,14 +65,23 @@ struct MoeExpertsParams {
   // without it, and faster: see moe_down_pair_fp8_kernel in moe.cu).
   int32_t* group = nullptr;
   float* pair_out = nullptr;
-  // Grouped path (group and pair_out set, B >= 4) with FP8 weights whose rows are 16-byte multiples:
-  // true = the tensor-core kernels (moe_*_grouped_mma_kernel: linear_fp8_mma's warp tile, W read
-  // straight into registers, 8 pairs of an expert per n-tile). They round x (gate_up) and act (down)
-  // to f16 with per-128-column power-of-two scales (|error| <= 2^-11 |value|, kernels/linear_fp8.h), so
-  // they are NOT bit-compatible with the per-token path: gate/up differ by <= 2^-11 sum |x w| each, down
-  // by <= sum |w_d| (|d act| + 2^-11 |act|); tests/kernels/gpu_moe_grouped.cpp checks this bound per output.
+  // Grouped path (group and pair_out set, B >= 4) with weight rows that are 16-byte multiples:
+  // true = the tensor-core kernels (moe_*_grouped_mma_kernel, W read straight into registers, 8 pairs of
+  // an expert per n-tile), for FP8 and BF16 experts alike (the name predates the BF16 variant).
+  // FP8: linear_fp8_mma's warp tile; x (gate_up) and act (down) rounded to f16 with per-128-column
+  // power-of-two scales (|error| <= 2^-11 |value|, kernels/linear_fp8.h). BF16: bf16_mma_warp_tile
+  // (kernels/linear_bf16_mma.cuh); x and act split into bf16 hi + lo (|error| <= 2^-16 |value|).
+  // So they are NOT bit-compatible with the per-token path: gate/up differ by <= eps sum |x w| each, down
+  // by <= sum |w_d| (|d act| + eps |act|) (eps 2^-11 / 2^-16, plus fp32 summation);
+  // tests/kernels/gpu_moe_grouped.cpp checks this bound per output.
   // false = the fp32 GEMV-style grouped kernels (bitwise equal to the per-token path).
   bool fp8_mma = true;
+  // Tensor-core grouped kernels only: each warp issues the next column step's weight loads before the
+  // current step's math (the warp tiles' PF option; more bytes in flight, more registers). -1 (default):
+  // per weight type as measured on the H200 (S9f, `glm5prof bench kernels --only moe`, moe_experts_*_mma_pf):
+  // on for BF16 (+3-7%: 59.5 -> 63.7% of copy at batch 32), off for FP8 (the FP8 kernels already hold ~200
+  // registers; with the prefetch 91.5 -> 60.4%); 0 off; 1 on. Either way the same bits.
+  int mma_prefetch = -1;
   // Optional shared expert fused into the routed launches (DeepSeek / GLM-5 `shared_experts`): out[b]
   // gets + down_s(silu(gate_s x_b) * up_s x_b) after the routed slots, as the HF order (routed sum, then
   // + shared). Rows: shared_gate_up [2 * inter, hidden] = [gate; up], shared_down [hidden, inter] (the

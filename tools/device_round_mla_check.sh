@@ -16,6 +16,11 @@
 #   S7h                         REPEAT=2 SANITIZE=1   (bulk feed v2: rope by TMA, codes only bulk-copied)
 #   S8a, S8b, S8g, S8i          REPEAT=1-2 SANITIZE=1 (WG1 issues the code copies; S8i: the cluster merge)
 #   S8c-S8e                     REPEAT=1 SANITIZE=0   (issue / rope variants; S8c PROBES="mla_wgmma_probe probe_cpa")
+#   S9a                         REPEAT=1 SANITIZE=0 STEP_BATCHES=64 PROBES="mla_wgmma_probe probe_bf16io" (the decode step
+#                               at batch 64 runs the cluster merge in a CUDA graph; probe_bf16io: -DGLM5_MLA_PROBE_BF16_IO=1)
+#   S9b                         REPEAT=1 SANITIZE=0 PROBES="mla_wgmma_probe probe_first probe_bf16io probe_both ..." (not kept)
+#   S9c                         REPEAT=1 SANITIZE=0 PROBES= STEP_BATCHES="1 8 32 128" STEP_WEIGHTS="bf16 fp8"
+#                               STEP_GRAPHS="0 1" STEP_TIMEOUT=470 (issue 4's whole sweep on one build)
 # Pack: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode [named_barrier_racecheck] <PROBES...>;
 # run `bash THIS TAG` with carry [".device"].
 set -u
@@ -29,6 +34,16 @@ grep -B2 -A8 -m2 "Failure" $W/mla_test.log | head -40
 timeout 90 $BIN/glm5prof bench kernels --only mla --quick --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
 grep -E "^  mla_decode_(fp8|bf16)_wgmma" $W/mla.txt | head -12
 for pb in $PROBES; do echo "== $pb"; timeout 60 $BIN/$pb > $W/$pb.txt 2>&1; echo "probe rc=$?"; grep -A5 -E "^B=(64 H=64|128 H=64|128 H=128)" $W/$pb.txt | grep -v "^--"; done
+if [ -n "${STEP_BATCHES:-}" ]; then  # S9a: the decode step at batch 64 (the S = 2 cluster merge captured in a CUDA graph)
+  BATCHES="$STEP_BATCHES" WEIGHTS="${STEP_WEIGHTS:-fp8}" GRAPHS="${STEP_GRAPHS:-1}" timeout ${STEP_TIMEOUT:-200} tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1
+  echo "step rc=$?"; grep -v "^batch" $W/step/bench.log | tail -n 4
+  python3 -c "
+import json
+for r in json.load(open('$W/step/decode-step.json')):
+  if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
+  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -n 60
+  rm -rf $W/step/runs/*/trace.json
+fi
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
 if [ "$SANITIZE" = 1 ] && [ -n "$CS" ]; then
   if [ -x $BIN/named_barrier_racecheck ]; then

@@ -720,9 +720,14 @@ void DecodeEngine::mlp(int l) {
       GLM5_RUN(moe_route, p);
     }
     {
-      // Expected share of the B*K routed slots on this rank's experts: 1 / tp.
+      // Expected share of the B*K routed slots on this rank's experts: 1 / tp. Weight bytes: each distinct
+      // expert the batch selects is read once (the grouped kernels read an expert's rows once for all its
+      // tokens), E_local (1 - (1 - K/E)^B) of them under uniform routing, as the step floor counts them
+      // (step_floor.h). Counting B*K slots instead overstated the bytes ~4x at batch 128 and showed the
+      // slow BF16 grouped kernels at 107% of copy (S9c).
       double slots = double(B) * K / tp_;
-      double bytes = slots * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
+      const double distinct = double(L.experts) * (1.0 - std::pow(1.0 - double(K) / E, double(B)));
+      double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
       if (fuse_shared) slots += B, bytes += 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert, read once
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,

@@ -761,23 +761,26 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
   }
 }
 
-// --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
-// 2048, FP8 128x128 block scales): the tensor-core kernels (moe_experts_fp8_mma, the default) vs the fp32
-// grouped kernels (moe_experts_fp8_grouped, MoeExpertsParams.fp8_mma = false). Uniform random routing
-// (8 distinct experts per token). Bytes = the distinct experts' weights and scales (each read once) +
-// x, act (written + read), pair_out (written + read), out; FLOPs 2 B k 3 inter hidden. Weights: a 1 MiB
-// pattern of finite e4m3 codes repeated (9.7 GB). Checked: mma vs fp32 grouped within 1e-2 of max |out|
-// (the per-output f16 bound is tested in gpu_moe_grouped).
-void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
-                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
-  std::fprintf(stderr, "bench kernels: moe_experts_fp8_mma, moe_experts_fp8_grouped\n");
+// One weight dtype of bench_moe_grouped.
+void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
+                             uint64_t seed, DType dt, std::vector<KernelBenchRecord>& out) {
+  const bool fp8 = dt == DType::F8_E4M3;
+  const std::string tag = fp8 ? "fp8" : "bf16";
   const int E = 256, k = 8, hidden = 6144, inter = 2048;
-  const size_t per = size_t(inter) * hidden;  // bytes of one expert's gate (= up = down)
-  const size_t n = size_t(E) * per;
+  const size_t per = size_t(inter) * hidden;  // elements of one expert's gate (= up = down)
+  const size_t es = fp8 ? 1 : 2, n = size_t(E) * per * es;
   auto fill_fp8 = [&](Buffer& b, uint64_t stream_id) {
     const size_t pattern = size_t(1) << 20;
     std::vector<uint8_t> h(pattern);
     for (size_t i = 0; i < pattern; ++i) {
+      if (!fp8) {  // little-endian bf16 bits, two bytes per element
+        if (i % 2 == 0) {
+          const uint16_t v = float_to_bf16_bits(rng_normal(seed, stream_id, i / 2) / std::sqrt(float(hidden)));
+          h[i] = uint8_t(v & 0xff);
+          h[i + 1] = uint8_t(v >> 8);
+        }
+        continue;
+      }
       uint8_t v = float_to_e4m3_bits(rng_normal(seed, stream_id, i) * 64.f);
       if ((v & 0x7f) == 0x7f) v = 0x3f;
       h[i] = v;
@@ -824,10 +827,10 @@ void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer
     p.w_gate = wg.data();
     p.w_up = wu.data();
     p.w_down = wd.data();
-    p.w_dtype = DType::F8_E4M3;
-    p.s_gate = sg.as<float>();
-    p.s_up = su.as<float>();
-    p.s_down = sd.as<float>();
+    p.w_dtype = dt;
+    p.s_gate = fp8 ? sg.as<float>() : nullptr;
+    p.s_up = fp8 ? su.as<float>() : nullptr;
+    p.s_down = fp8 ? sd.as<float>() : nullptr;
     p.act = act.as<float>();
     p.out = dout.as<float>();
     p.B = B;
@@ -837,26 +840,37 @@ void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer
     p.inter = inter;
     p.group = group.as<int32_t>();
     p.pair_out = pair.as<float>();
-    std::vector<float> ref, got;
-    for (bool mma : {false, true}) {
-      p.fp8_mma = mma;
+    // The fp32 grouped kernels' output, then both tensor-core variants (with and without the prefetch) against it.
+    std::vector<float> ref, got[2];
+    for (int variant : {2, 0, 1}) {
+      p.fp8_mma = variant < 2;
+      p.mma_prefetch = variant;  // 0 off, 1 on
       moe_experts_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      (mma ? got : ref) = to_host<float>(dout, size_t(B) * hidden);
+      (variant == 2 ? ref : got[variant]) = to_host<float>(dout, size_t(B) * hidden);
     }
+    p.mma_prefetch = -1;
     double mx = 0, err = 0;
-    for (size_t i = 0; i < ref.size(); ++i) {
-      mx = std::max(mx, std::fabs(double(ref[i])));
-      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-    }
-    require(std::isfinite(err) && err <= 1e-2 * mx, "bench kernels: moe grouped fp8 mma vs fp32 grouped: max err " +
-                                                        sci(err) + " of max |out| " + sci(mx));
-    const double bytes = double(distinct) * (3.0 * per + 3.0 * (inter / 128) * (hidden / 128) * 4) +
+    for (size_t i = 0; i < ref.size(); ++i) mx = std::max(mx, std::fabs(double(ref[i])));
+    for (const std::vector<float>& g : got)
+      for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::fabs(double(g[i]) - ref[i]));
+    require(std::isfinite(err) && err <= 1e-2 * mx, "bench kernels: moe grouped " + tag +
+                                                        " mma vs fp32 grouped: max err " + sci(err) + " of max |out| " +
+                                                        sci(mx));
+    const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
                          double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
-    for (bool mma : {true, false}) {
+    // Tensor cores with the weight prefetch off and on (MoeExpertsParams.mma_prefetch; the default is on for
+    // BF16, off for FP8), then the fp32 kernels. (S9f also timed caps of 2 and 3 CTAs per SM, by padding the
+    // dynamic shared memory: 12-35% slower for BF16, the FP8 kernels already run at 2 per SM; not kept.)
+    struct Variant { const char* suffix; bool mma; int pf; };
+    const Variant variants[] = {{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
+    for (const Variant& v : variants) {
+      const bool mma = v.mma;
       p.fp8_mma = mma;
+      p.mma_prefetch = v.pf;
       std::vector<double> us = timer.time([&] { moe_experts_cuda(p, stream); });
-      KernelBenchRecord r = make_record(mma ? "moe_experts_fp8_mma" : "moe_experts_fp8_grouped", us, bytes,
+      p.mma_prefetch = -1;
+      KernelBenchRecord r = make_record("moe_experts_" + tag + v.suffix, us, bytes,
                                         2.0 * B * k * 3.0 * double(per), c);
       r.batch = B;
       r.topk = k;
@@ -868,6 +882,21 @@ void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer
       out.push_back(r);
     }
   }
+}
+
+
+// --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
+// 2048), FP8 experts with 128x128 block scales and BF16 experts: the tensor-core kernels
+// (moe_experts_{fp8,bf16}_mma, the default) vs the fp32 grouped kernels (moe_experts_{fp8,bf16}_grouped,
+// MoeExpertsParams.fp8_mma = false). Uniform random routing (8 distinct experts per token). Bytes = the
+// distinct experts' weights and scales (each read once) + x, act (written + read), pair_out (written +
+// read), out; FLOPs 2 B k 3 inter hidden. Weights: a 1 MiB pattern repeated (FP8: finite e4m3 codes,
+// 9.7 GB; BF16: N(0, 1/hidden) values, 19.3 GB, allocated after the FP8 ones are freed). Checked: mma vs
+// fp32 grouped within 1e-2 of max |out| (the per-output bounds are tested in gpu_moe_grouped).
+void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
+                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
+  std::fprintf(stderr, "bench kernels: moe_experts_{fp8,bf16}_mma, moe_experts_{fp8,bf16}_grouped\n");
+  for (DType dt : {DType::F8_E4M3, DType::BF16}) bench_moe_grouped_dtype(opt, stream, timer, c, seed, dt, out);
 }
 
 }  // namespace

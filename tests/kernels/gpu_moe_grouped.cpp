@@ -2,10 +2,10 @@
 // kernels (same per-token accumulation order: agreement to 1e-6 relative, bitwise expected) and the CPU
 // twin, for BF16 and FP8 block-scaled experts of GLM-5's row lengths (hidden 6144, inter 2048), with
 // repeated experts in a batch, a token choosing the same expert twice and expert parallelism
-// (expert_begin: slots routed to another rank's experts contribute nothing). FP8: the fp32 grouped
-// kernels (fp8_mma = false) are held to the per-token path as above; the tensor-core grouped kernels
-// (fp8_mma = true, the default) round x and act to f16, and each output is checked against exact
-// (double) arithmetic within the bound derived in fp8_mma_bound below.
+// (expert_begin: slots routed to another rank's experts contribute nothing). The fp32 grouped kernels
+// (fp8_mma = false) are held to the per-token path as above; the tensor-core grouped kernels (fp8_mma =
+// true, the default; FP8: x and act rounded to f16, BF16: split into bf16 hi + lo) are checked output by
+// output against exact (double) arithmetic within the bound derived in mma_bound below.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,16 +81,24 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Exact (double) MoE output of token b and the bound on |tensor-core grouped result - exact| for each
-// d, from the numerics of kernels/linear_fp8.h: every dot product of f16-rounded activations with exact
-// e4m3 x scale weights, summed in fp32, is within eps * sum |a w| of the exact one, eps = 2^-11 (f16
-// rounding after an exact power-of-two scale) + 1e-5 (fp32 summation order). With G = sum |x w_g|,
+// d. FP8 (kernels/linear_fp8.h): every dot product of f16-rounded activations with exact e4m3 x scale
+// weights, summed in fp32, is within eps * sum |a w| of the exact one, eps = 2^-11 (f16 rounding after an
+// exact power-of-two scale) + 1e-5 (fp32 summation order). BF16 (kernels/linear_bf16_mma.cuh): activations
+// as bf16 hi + lo, exact bf16 weights, eps = 2^-16 + 1e-5. With G = sum |x w_g|,
 // U = sum |x w_u| per inter row i and |silu'| <= 1.1:
 //   |d act_i| <= 1.1 eps G (|u| + eps U) + |silu(g)| eps U,
 //   |d o_d|   <= sum_i |w_d[d, i]| (|d act_i| + eps (|act_i| + |d act_i|)),   |d out_d| <= sum_j tw_j |d o_d|.
-void fp8_mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<int32_t>& ids,
+void mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<int32_t>& ids,
                    const std::vector<float>& tw, int b, int k, int hidden, int inter, int expert_begin, int E_local,
                    std::vector<double>& exact, std::vector<double>& bound) {
-  const double eps = 0x1p-11 + 1e-5;
+  const bool fp8 = X.dt == DType::F8_E4M3;
+  const double eps = (fp8 ? 0x1p-11 : 0x1p-16) + 1e-5;
+  auto weight = [&](const std::vector<uint8_t>& w, size_t i, const float* s, int c) {  // exact decoded weight
+    if (fp8) return double(e4m3_bits_to_float(w[i])) * s[c / 128];
+    uint16_t b;
+    std::memcpy(&b, w.data() + 2 * i, 2);
+    return double(bf16_bits_to_float(b));
+  };
   const int sch = (hidden + 127) / 128, sci = (inter + 127) / 128;
   exact.assign(size_t(hidden), 0.0);
   bound.assign(size_t(hidden), 0.0);
@@ -105,8 +113,7 @@ void fp8_mma_bound(const Experts& X, const std::vector<float>& x, const std::vec
       const float* su = X.su.data() + (size_t(e) * sci + i / 128) * sch;
       for (int c = 0; c < hidden; ++c) {
         const double xv = x[size_t(b) * hidden + c];
-        const double wg = double(e4m3_bits_to_float(X.g[row + c])) * sg[c / 128];
-        const double wu = double(e4m3_bits_to_float(X.u[row + c])) * su[c / 128];
+        const double wg = weight(X.g, row + c, sg, c), wu = weight(X.u, row + c, su, c);
         g += xv * wg;
         u += xv * wu;
         G += std::fabs(xv * wg);
@@ -121,7 +128,7 @@ void fp8_mma_bound(const Experts& X, const std::vector<float>& x, const std::vec
       const float* sd = X.sd.data() + (size_t(e) * sch + d / 128) * sci;
       double o = 0, dob = 0;
       for (int i = 0; i < inter; ++i) {
-        const double wd = double(e4m3_bits_to_float(X.d[row + i])) * sd[i / 128];
+        const double wd = weight(X.d, row + i, sd, i);
         o += wd * a[size_t(i)];
         dob += std::fabs(wd) * (da[size_t(i)] + eps * (std::fabs(a[size_t(i)]) + da[size_t(i)]));
       }
@@ -180,11 +187,16 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
   moe_experts_cuda(p, nullptr);  // grouped by expert, fp32 kernels
   dout.download(grouped.data(), dout.bytes());
   const double e_pt = rel(grouped, per_token);
-  if (fp8) {  // grouped by expert on the tensor cores: within the derived bound of exact, per output
+  {  // grouped by expert on the tensor cores: within the derived bound of exact, per output
     p.fp8_mma = true;
     moe_experts_cuda(p, nullptr);
-    std::vector<float> mma(per_token.size());
+    std::vector<float> mma(per_token.size()), mma_pf(per_token.size());
     dout.download(mma.data(), dout.bytes());
+    p.mma_prefetch = 1 - (fp8 ? 0 : 1);  // the other setting than the default (BF16 on, FP8 off): the same bits
+    moe_experts_cuda(p, nullptr);
+    dout.download(mma_pf.data(), dout.bytes());
+    p.mma_prefetch = -1;
+    EXPECT_EQ(std::memcmp(mma.data(), mma_pf.data(), mma.size() * 4), 0) << "mma_prefetch changed the result; B=" << B;
     std::vector<int> tokens = {0, 1, B / 2, B - 1};
     if (with_cpu) {
       tokens.clear();
@@ -194,7 +206,7 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
     size_t over = 0;
     for (int b : tokens) {
       std::vector<double> exact, bound;
-      fp8_mma_bound(X, x, ids, tw, b, k, hidden, inter, expert_begin, E_local, exact, bound);
+      mma_bound(X, x, ids, tw, b, k, hidden, inter, expert_begin, E_local, exact, bound);
       double mx = 0;
       for (double v : exact) mx = std::max(mx, std::fabs(v));
       for (int d = 0; d < hidden; ++d) {
@@ -204,9 +216,10 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
         worst_rel = std::max(worst_rel, err / std::max(mx, 1e-30));
       }
     }
-    std::printf("moe grouped mma fp8 B=%d experts [%d, %d) of %d, %zu tokens: max err / bound %.3g, max err / max|out| %.3g\n",
-                B, expert_begin, expert_begin + E_local, E_total, tokens.size(), worst, worst_rel);
-    EXPECT_EQ(over, 0u) << "outputs beyond the f16 bound; B=" << B;
+    std::printf("moe grouped mma %s B=%d experts [%d, %d) of %d, %zu tokens: max err / bound %.3g, max err / max|out| %.3g\n",
+                dtype_name(X.dt).c_str(), B, expert_begin, expert_begin + E_local, E_total, tokens.size(), worst, worst_rel);
+    EXPECT_EQ(over, 0u) << "outputs beyond the " << (fp8 ? "f16" : "bf16 hi + lo") << " bound; B=" << B;
+    EXPECT_GT(worst, 0.0) << "the tensor-core result equals exact arithmetic to the bit: the check cannot fail";
     p.fp8_mma = false;
   }
   double e_cpu = -1;

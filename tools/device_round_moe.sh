@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One device call checking and timing the expert-grouped MoE kernels (kernels/moe.cu): gpu_moe_grouped (the
+# tensor-core kernels within their per-output bound of exact arithmetic, FP8 and BF16 experts), `glm5prof bench
+# kernels --only moe` and the decode step with the weights / batches in STEP_WEIGHTS / STEP_BATCHES (graphs on).
+# Calls made with it: S9d (session 9: BF16 experts on the tensor cores). Results: reports/2026-11-30-h200-decode-step.md.
+#   tools/device_pack.sh build-lead glm5prof kernels_gpu_moe_grouped; run `bash THIS TAG` with carry [".device"]
+set -u
+TAG=${1:-moe}
+W=$OUT/$TAG; mkdir -p $W
+tar xJf .device/pack.tar.xz -C .device
+export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
+BIN=$PWD/.device/bin
+timeout ${TEST_TIMEOUT:-240} $BIN/kernels_gpu_moe_grouped --gtest_filter="${TEST_FILTER:-GpuMoeGrouped.MatchesPerTokenAndCpu}" > $W/moe_test.log 2>&1
+echo "moe test rc=$?"; grep -E "moe grouped|Failure|FAILED|PASSED|OK \]" $W/moe_test.log | head -30
+timeout 150 $BIN/glm5prof bench kernels --only moe --reps ${REPS:-10} --out $W/moe.json > $W/moe.txt 2>&1; echo "moe bench rc=$?"
+grep -E "^  (moe_|copy|gemm)" $W/moe.txt | head -20
+BATCHES="${STEP_BATCHES:-8 32 128}" WEIGHTS="${STEP_WEIGHTS:-bf16}" GRAPHS=1 timeout ${STEP_TIMEOUT:-240} \
+  tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
+python3 -c "
+import json
+for r in json.load(open('$W/step/decode-step.json')):
+  if 'skipped' in r: continue
+  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -n 30
+for d in $W/step/runs/*/; do [ -f $d/report.md ] && { echo "== $d"; sed -n '/## Run `fp8`/,/Per-layer/p' $d/report.md | grep "moe.experts"; }; done
+rm -rf $W/step/runs/*/trace.json
+(cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)
