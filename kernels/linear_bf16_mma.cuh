@@ -62,39 +62,12 @@ __device__ __forceinline__ void bf16_mma_warp_tile(const uint8_t* const (&wrow)[
                                                    int nt_active, int c_lo, int c_hi, float (&acc)[MT][NT][4]) {
   constexpr int kStep = 64;  // columns per step: 2 chunks of 32
   const int lane = threadIdx.x % 32, t = lane % 4;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  auto load_w = [&](uint4 (&dst)[MT][2][2], int kb) {
-#pragma unroll
-    for (int ch = 0; ch < 2; ++ch) {
-      const int c = kb + 32 * ch + 8 * t;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          dst[i][ch][h] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + 2 * size_t(c)))
-                                   : make_uint4(0, 0, 0, 0);
-    }
-  };
+  mma_tile_zero(acc);
   uint4 wnext[MT][2][2];  // PF only
-  if constexpr (PF) load_w(wnext, c_lo);
+  if constexpr (PF) mma_tile_load_w<MT>(wnext, wrow, 2 * c_lo, 2 * c_hi, t);
   for (int kb0 = c_lo; kb0 < c_hi; kb0 += kStep) {
-    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]
-    if constexpr (PF) {
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int ch = 0; ch < 2; ++ch)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) wv[i][ch][h] = wnext[i][ch][h];
-      load_w(wnext, kb0 + kStep);  // past c_hi: zeros, no load
-    } else {
-      load_w(wv, kb0);
-    }
+    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]; two bytes per column: chunk ch = columns [32 ch, 32 ch + 32)
+    mma_tile_step_w<MT, PF>(wv, wnext, wrow, 2 * kb0, 2 * (kb0 + kStep), 2 * c_hi, t);
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       if (j >= nt_active) break;  // warp-uniform

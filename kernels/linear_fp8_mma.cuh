@@ -53,6 +53,53 @@ __device__ __forceinline__ uint32_t uint4_word(const uint4& v, int s) {
   return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w;
 }
 
+// The weight feed of a warp tile step, shared with bf16_mma_warp_tile (kernels/linear_bf16_mma.cuh): lane
+// (g, t) loads the 16 bytes at byte offsets b0 + 64 ch + 16 t (ch = 0, 1: two 64-byte chunks) of W rows
+// wrow[i][h] (16 i + g + 8 h of the warp's rows); zeros and no load at or past byte b_hi (the caller's c_hi in
+// bytes, a multiple of 16: a lane's 16 bytes are all in or out). dst[i][ch][h].
+template <int MT>
+__device__ __forceinline__ void mma_tile_load_w(uint4 (&dst)[MT][2][2], const uint8_t* const (&wrow)[MT][2], int b0,
+                                                int b_hi, int t) {
+#pragma unroll
+  for (int ch = 0; ch < 2; ++ch) {
+    const int b = b0 + 64 * ch + 16 * t;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        dst[i][ch][h] = b < b_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + b)) : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// The step's W fragments: without PF loaded now (step at byte b0); with PF taken from next, whose loads for the
+// step at byte b_next are then issued (a register double buffer: they fly while the warp computes this step).
+template <int MT, bool PF>
+__device__ __forceinline__ void mma_tile_step_w(uint4 (&wv)[MT][2][2], uint4 (&next)[MT][2][2],
+                                                const uint8_t* const (&wrow)[MT][2], int b0, int b_next, int b_hi,
+                                                int t) {
+  if constexpr (PF) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int ch = 0; ch < 2; ++ch)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) wv[i][ch][h] = next[i][ch][h];
+    mma_tile_load_w<MT>(next, wrow, b_next, b_hi, t);  // past b_hi: zeros, no load
+  } else {
+    mma_tile_load_w<MT>(wv, wrow, b0, b_hi, t);
+  }
+}
+
+template <int MT, int NT>
+__device__ __forceinline__ void mma_tile_zero(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
+}
+
 // wrow[i][h]: W row (16 i + g + 8 h of the warp's rows) as bytes, column 0 (rows past the end: any valid
 // row, its results unused); srow[i]: m-tile i's block-scale row (indexed by column / 128); xrow[j]: this
 // lane's token (token g of n-tile j) as fp32, column 0, or null for a missing token (zeros). Only the
@@ -65,38 +112,12 @@ __device__ __forceinline__ void fp8_mma_warp_tile(const uint8_t* const (&wrow)[M
                                                   const float* const (&xrow)[NT], int nt_active, int c_lo, int c_hi,
                                                   float (&acc)[MT][NT][4]) {
   const int lane = threadIdx.x % 32, t = lane % 4;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.f;
-  auto load_w = [&](uint4 (&dst)[MT][2][2], int kb) {
-#pragma unroll
-    for (int ch = 0; ch < 2; ++ch) {
-      const int c = kb + 64 * ch + 16 * t;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          dst[i][ch][h] = c < c_hi ? __ldg(reinterpret_cast<const uint4*>(wrow[i][h] + c)) : make_uint4(0, 0, 0, 0);
-    }
-  };
+  mma_tile_zero(acc);
   uint4 wnext[MT][2][2];  // PF only
-  if constexpr (PF) load_w(wnext, c_lo);
+  if constexpr (PF) mma_tile_load_w<MT>(wnext, wrow, c_lo, c_hi, t);
   for (int kb0 = c_lo; kb0 < c_hi; kb0 += kFp8WeightBlock) {
-    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]
-    if constexpr (PF) {
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int ch = 0; ch < 2; ++ch)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) wv[i][ch][h] = wnext[i][ch][h];
-      load_w(wnext, kb0 + kFp8WeightBlock);  // past c_hi: zeros, no load
-    } else {
-      load_w(wv, kb0);
-    }
+    uint4 wv[MT][2][2];  // [m-tile][chunk][row g / g+8]; one byte per column
+    mma_tile_step_w<MT, PF>(wv, wnext, wrow, kb0, kb0 + kFp8WeightBlock, c_hi, t);
     float ws[MT];
 #pragma unroll
     for (int i = 0; i < MT; ++i) ws[i] = __ldg(srow[i] + kb0 / kFp8WeightBlock);

@@ -2,8 +2,8 @@
 // family, no per-expert host loop. Small batches (B < 4, or no grouping scratch): one block row per
 // (token, expert-slot) pair. Larger batches: the pairs are bucketed by expert (moe_group_kernel) and
 // blocks (expert, row block) read each selected expert's weights once for all its tokens, 8 tokens per
-// warp pass (moe_*_grouped_kernel, moe_combine_kernel); with FP8 weights the grouped pass runs on the
-// tensor cores by default (moe_*_grouped_mma_kernel, MoeExpertsParams.fp8_mma). Per-token path:
+// warp pass (moe_*_grouped_kernel, moe_combine_kernel); with FP8 and BF16 weights the grouped pass runs on
+// the tensor cores by default (moe_*_grouped_mma_kernel, MoeExpertsParams.fp8_mma). Per-token path:
 //   moe_gate_up_kernel: act[b,j,i] = silu(gate_e[i,:] . x_b) * (up_e[i,:] . x_b),  e = topk_ids[b,j]
 //   moe_down_kernel:    out[b,d]   = sum_j topk_weights[b,j] * (down_e[d,:] . act[b,j,:])
 // Memory-bound GEMV: one warp per output row, 16-byte bf16 weight loads (8 values) when the row

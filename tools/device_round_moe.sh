@@ -2,7 +2,7 @@
 # One device call checking and timing the expert-grouped MoE kernels (kernels/moe.cu): gpu_moe_grouped (the
 # tensor-core kernels within their per-output bound of exact arithmetic, FP8 and BF16 experts), `glm5prof bench
 # kernels --only moe` and the decode step with the weights / batches in STEP_WEIGHTS / STEP_BATCHES (graphs on).
-# Calls made with it: S9d (session 9: BF16 experts on the tensor cores). Results: reports/2026-11-30-h200-decode-step.md.
+# Calls made with it: S9d, S9g, S9h (session 9: BF16 experts on the tensor cores; S9g/S9h: STEP_BATCHES as their records say). Results: reports/2026-11-30-h200-decode-step.md.
 #   tools/device_pack.sh build-lead glm5prof kernels_gpu_moe_grouped; run `bash THIS TAG` with carry [".device"]
 set -u
 TAG=${1:-moe}

@@ -769,7 +769,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
   const int E = 256, k = 8, hidden = 6144, inter = 2048;
   const size_t per = size_t(inter) * hidden;  // elements of one expert's gate (= up = down)
   const size_t es = fp8 ? 1 : 2, n = size_t(E) * per * es;
-  auto fill_fp8 = [&](Buffer& b, uint64_t stream_id) {
+  auto fill_weights = [&](Buffer& b, uint64_t stream_id) {
     const size_t pattern = size_t(1) << 20;
     std::vector<uint8_t> h(pattern);
     for (size_t i = 0; i < pattern; ++i) {
@@ -790,9 +790,9 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       CUDA_CHECK(cudaMemcpy(b.as<uint8_t>() + off, b.data(), std::min(off, b.bytes() - off), cudaMemcpyDeviceToDevice));
   };
   Buffer wg(Where::Device, n, "bench moe gate"), wu(Where::Device, n, "bench moe up"), wd(Where::Device, n, "bench moe down");
-  fill_fp8(wg, 51);
-  fill_fp8(wu, 52);
-  fill_fp8(wd, 53);
+  fill_weights(wg, 51);
+  fill_weights(wu, 52);
+  fill_weights(wd, 53);
   const size_t ns = size_t(E) * (inter / 128) * (hidden / 128);
   std::vector<float> hs(ns);
   for (size_t i = 0; i < ns; ++i) hs[i] = (0.5f + rng_uniform(seed, 54, i)) / 64.f / std::sqrt(float(hidden));
@@ -844,7 +844,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     std::vector<float> ref, got[2];
     for (int variant : {2, 0, 1}) {
       p.fp8_mma = variant < 2;
-      p.mma_prefetch = variant;  // 0 off, 1 on
+      p.mma_prefetch = variant == 1 ? 1 : 0;  // 0 off, 1 on (variant 2: the fp32 kernels, no prefetch)
       moe_experts_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       (variant == 2 ? ref : got[variant]) = to_host<float>(dout, size_t(B) * hidden);
@@ -859,8 +859,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
                                                         sci(mx));
     const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
                          double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
-    // Tensor cores with the weight prefetch off and on (MoeExpertsParams.mma_prefetch; the default is on for
-    // BF16, off for FP8), then the fp32 kernels. (S9f also timed caps of 2 and 3 CTAs per SM, by padding the
+    // Tensor cores with the weight prefetch off (_mma) and on (_mma_pf) (MoeExpertsParams.mma_prefetch; the
+    // default is on for BF16, off for FP8), then the fp32 kernels. (S9f also timed caps of 2 and 3 CTAs per SM, by padding the
     // dynamic shared memory: 12-35% slower for BF16, the FP8 kernels already run at 2 per SM; not kept.)
     struct Variant { const char* suffix; bool mma; int pf; };
     const Variant variants[] = {{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
