@@ -4,9 +4,12 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "engine/decode_engine.h"
 #include "engine/step_floor.h"
+#include "golden.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "profiler/op_tracer.h"
 
 using namespace glm5;
 
@@ -113,4 +116,38 @@ TEST(StepFloor, FromLoadedWeightsMatchesConfigAndCountsFp8) {
   EXPECT_LT(q.attention_weight_bytes, 0.5 * ref.attention_weight_bytes * 1.05);  // ~1 byte vs 4
   EXPECT_LT(q.total_bytes, ref.total_bytes);
   EXPECT_DOUBLE_EQ(q.kv_bytes, ref.kv_bytes);
+}
+
+// The engine's moe.experts op declares the expert bytes the floor counts (step_floor.h): each distinct expert
+// the batch selects, read once, E (1 - (1 - K/E)^B) of them, plus the activations; not B*K slots (which
+// overstated the bytes ~4x at GLM-5 batch 128 and showed slow kernels above the copy rate, session 9's S9c).
+// glm5-tiny (8 experts, top-2) on the CPU engine at batch 4: 5.47 distinct experts against 8 slots.
+TEST(StepFloor, MoeExpertsOpDeclaresDistinctExpertBytes) {
+  struct Recorder : OpTracer {
+    std::vector<OpDesc> ops;
+    void begin_op(const OpDesc& op) override { ops.push_back(op); }
+  };
+  const ModelConfig cfg = load_model_config(test::golden_dir() + "/config.json");
+  const Weights w = load_weights(cfg, test::golden_dir(), WeightOptions{});  // host, F32: 4 bytes per weight
+  EngineOptions opt;
+  opt.kv_path = KvPath::Bf16;
+  opt.batch = 4;
+  opt.max_seq_len = 4;
+  Recorder rec;
+  DecodeEngine e(cfg, w, opt, rec);
+  e.step({1, 2, 3, 4});
+  const double E = cfg.n_routed_experts, K = cfg.num_experts_per_tok, B = 4, H = cfg.hidden_size;
+  const double distinct = E * (1.0 - std::pow(1.0 - K / E, B));
+  const double want = distinct * 3.0 * H * cfg.moe_intermediate_size * 4 + B * H * 8;
+  int n = 0;
+  for (const OpDesc& op : rec.ops) {
+    if (op.op != "moe.experts") continue;
+    EXPECT_NEAR(op.bytes, want, 1e-9 * want) << "layer " << op.layer;
+    ++n;
+  }
+  int moe_layers = 0;
+  for (bool m : cfg.layer_is_moe) moe_layers += m;
+  EXPECT_EQ(n, moe_layers);
+  EXPECT_GT(n, 0);
+  EXPECT_LT(want, B * K * 3.0 * H * cfg.moe_intermediate_size * 4);  // the slot count would be larger
 }
