@@ -10,8 +10,9 @@
 // sum |x w| of the exact one: near the fp32 CUDA-core kernels, at twice the MMA work (the kernels are bound
 // by weight bytes, not MMAs). A single bf16 rounding of x would cost 2^-8 per product, 16x the f16 rounding
 // the FP8 tile accepts. Each 64-column step sums its 8 MMAs per tile in a temporary that is then added to
-// acc (fp32), so no accumulation chain inside the tensor cores runs over the whole row. Why tensor cores at all: the GEMV-style grouped kernels
-// (moe_*_grouped_kernel) re-load 8 fp32 x values per 16 weight bytes per token from L1, so at GLM-5 batch
+// acc (fp32), so no accumulation chain inside the tensor cores runs over the whole row. Why tensor cores at
+// all: the GEMV-style grouped kernels (moe_*_grouped_kernel) re-load 8 fp32 x values per 16 weight bytes per
+// token from L1, so at GLM-5 batch
 // 8-128 with BF16 experts the MoE ran at 3-1 TB/s effective, 87-95% of the whole step (S9c,
 // reports/2026-11-30-h200-decode-step.md).
 //

@@ -650,6 +650,15 @@ void launch_down_grouped(const MoeExpertsParams& p, dim3 grid, cudaStream_t stre
   launch_kernel(moe_down_grouped_kernel<kVec, kFp8>, grid, 32 * kWarps, 0, stream, p);
 }
 
+// The tensor-core grouped pair (gate_up then down) for one weight type and prefetch setting.
+template <bool kFp8, bool kPf>
+void launch_grouped_mma(const MoeExpertsParams& p, dim3 gu, dim3 gd, cudaStream_t stream) {
+  launch_kernel(moe_gate_up_grouped_mma_kernel<kFp8, kPf>, gu, 32 * kMoeMmaWarps, 0, stream, p);
+  CUDA_CHECK_LAUNCH();
+  launch_kernel(moe_down_grouped_mma_kernel<kFp8, kPf>, gd, 32 * kMoeMmaWarps, 0, stream, p);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
@@ -688,14 +697,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
       const int mrows = 16 * kMoeMmaHalfTiles * kMoeMmaWarps, drows = 16 * kMoeMmaDownTiles * kMoeMmaWarps;
       const dim3 gu(p.E, (p.inter + mrows - 1) / mrows), gd(p.E, (p.hidden + drows - 1) / drows);
       const bool pf = p.mma_prefetch < 0 ? !fp8 : p.mma_prefetch > 0;  // see MoeExpertsParams.mma_prefetch
-      launch_kernel(fp8 ? (pf ? moe_gate_up_grouped_mma_kernel<true, true> : moe_gate_up_grouped_mma_kernel<true, false>)
-                        : (pf ? moe_gate_up_grouped_mma_kernel<false, true> : moe_gate_up_grouped_mma_kernel<false, false>),
-                    gu, 32 * kMoeMmaWarps, 0, stream, p);
-      CUDA_CHECK_LAUNCH();
-      launch_kernel(fp8 ? (pf ? moe_down_grouped_mma_kernel<true, true> : moe_down_grouped_mma_kernel<true, false>)
-                        : (pf ? moe_down_grouped_mma_kernel<false, true> : moe_down_grouped_mma_kernel<false, false>),
-                    gd, 32 * kMoeMmaWarps, 0, stream, p);
-      CUDA_CHECK_LAUNCH();
+      if (fp8) pf ? launch_grouped_mma<true, true>(p, gu, gd, stream) : launch_grouped_mma<true, false>(p, gu, gd, stream);
+      else pf ? launch_grouped_mma<false, true>(p, gu, gd, stream) : launch_grouped_mma<false, false>(p, gu, gd, stream);
       launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
       CUDA_CHECK_LAUNCH();
       return;

@@ -21,11 +21,7 @@ grep -E "^ +shared|^per_query" $W/flashmla/flashmla.txt 2>/dev/null | head -20 |
 timeout 170 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
 grep -E "^  (mla_decode_fp8_wgmma|mla_decode_bf16_wgmma|copy|gemm)" $W/mla.txt | head -40
 BATCHES="32" WEIGHTS=fp8 GRAPHS=1 timeout 150 tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
-python3 -c "
-import json
-for r in json.load(open('$W/step/decode-step.json')):
-  if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
-  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -6
+python3 tools/decode_step_summary.py $W/step/decode-step.json 2>&1 | tail -6
 rm -rf $W/step/runs/*/trace.json
 if [ -x $BIN/kernels_gpu_linear_fp8 ]; then  # S7i: the TMA GEMV after its tensor-map helpers moved to kernels/tma.h
   timeout 60 $BIN/kernels_gpu_linear_fp8 --gtest_filter='GpuLinearFp8Tma.*' > $W/linear_tma.log 2>&1; echo "linear fp8 tma rc=$?"

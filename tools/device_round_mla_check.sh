@@ -37,11 +37,7 @@ for pb in $PROBES; do echo "== $pb"; timeout 60 $BIN/$pb > $W/$pb.txt 2>&1; echo
 if [ -n "${STEP_BATCHES:-}" ]; then  # S9a: the decode step at batch 64 (the S = 2 cluster merge captured in a CUDA graph)
   BATCHES="$STEP_BATCHES" WEIGHTS="${STEP_WEIGHTS:-fp8}" GRAPHS="${STEP_GRAPHS:-1}" timeout ${STEP_TIMEOUT:-200} tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1
   echo "step rc=$?"; grep -v "^batch" $W/step/bench.log | tail -n 4
-  python3 -c "
-import json
-for r in json.load(open('$W/step/decode-step.json')):
-  if 'skipped' in r: print('skipped', r.get('batch'), r.get('skipped')); continue
-  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -n 60
+  python3 tools/decode_step_summary.py $W/step/decode-step.json 2>&1 | tail -n 60
   rm -rf $W/step/runs/*/trace.json
 fi
 CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)

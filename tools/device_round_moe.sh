@@ -16,11 +16,7 @@ timeout 150 $BIN/glm5prof bench kernels --only moe --reps ${REPS:-10} --out $W/m
 grep -E "^  (moe_|copy|gemm)" $W/moe.txt | head -20
 BATCHES="${STEP_BATCHES:-8 32 128}" WEIGHTS="${STEP_WEIGHTS:-bf16}" GRAPHS=1 timeout ${STEP_TIMEOUT:-240} \
   tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
-python3 -c "
-import json
-for r in json.load(open('$W/step/decode-step.json')):
-  if 'skipped' in r: continue
-  print(r['weights_dtype'], 'b%d'%r['batch'], 'ctx', r['context'], r['kv_path'], 'graph', int(r['graph']), '%.2f ms'%(r['step_us']/1e3), 'ratio %.2f'%r['ratio'], 'traced %.2f'%(r['traced_step_us']/1e3))" 2>&1 | tail -n 30
+python3 tools/decode_step_summary.py $W/step/decode-step.json 2>&1 | tail -n 30
 for d in $W/step/runs/*/; do [ -f $d/report.md ] && { echo "== $d"; sed -n '/## Run `fp8`/,/Per-layer/p' $d/report.md | grep "moe.experts"; }; done
 rm -rf $W/step/runs/*/trace.json
 (cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)

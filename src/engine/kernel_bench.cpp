@@ -772,18 +772,17 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
   auto fill_weights = [&](Buffer& b, uint64_t stream_id) {
     const size_t pattern = size_t(1) << 20;
     std::vector<uint8_t> h(pattern);
-    for (size_t i = 0; i < pattern; ++i) {
-      if (!fp8) {  // little-endian bf16 bits, two bytes per element
-        if (i % 2 == 0) {
-          const uint16_t v = float_to_bf16_bits(rng_normal(seed, stream_id, i / 2) / std::sqrt(float(hidden)));
-          h[i] = uint8_t(v & 0xff);
-          h[i + 1] = uint8_t(v >> 8);
-        }
-        continue;
+    if (fp8) {
+      for (size_t i = 0; i < pattern; ++i) {
+        uint8_t v = float_to_e4m3_bits(rng_normal(seed, stream_id, i) * 64.f);
+        if ((v & 0x7f) == 0x7f) v = 0x3f;
+        h[i] = v;
       }
-      uint8_t v = float_to_e4m3_bits(rng_normal(seed, stream_id, i) * 64.f);
-      if ((v & 0x7f) == 0x7f) v = 0x3f;
-      h[i] = v;
+    } else {
+      for (size_t i = 0; i < pattern / 2; ++i) {  // little-endian bf16 bits
+        const uint16_t v = float_to_bf16_bits(rng_normal(seed, stream_id, i) / std::sqrt(float(hidden)));
+        std::memcpy(&h[2 * i], &v, 2);
+      }
     }
     CUDA_CHECK(cudaMemcpy(b.data(), h.data(), std::min(pattern, b.bytes()), cudaMemcpyHostToDevice));
     for (size_t off = pattern; off < b.bytes(); off *= 2)
@@ -840,36 +839,37 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     p.inter = inter;
     p.group = group.as<int32_t>();
     p.pair_out = pair.as<float>();
-    // The fp32 grouped kernels' output, then both tensor-core variants (with and without the prefetch) against it.
-    std::vector<float> ref, got[2];
-    for (int variant : {2, 0, 1}) {
-      p.fp8_mma = variant < 2;
-      p.mma_prefetch = variant == 1 ? 1 : 0;  // 0 off, 1 on (variant 2: the fp32 kernels, no prefetch)
+    // Tensor cores with the weight prefetch off (_mma) and on (_mma_pf) (MoeExpertsParams.mma_prefetch; the
+    // default is on for BF16, off for FP8), and the fp32 kernels (_grouped, the reference). (S9f also timed caps
+    // of 2 and 3 CTAs per SM, by padding the dynamic shared memory: 12-35% slower for BF16, the FP8 kernels
+    // already run at 2 per SM; not kept.)
+    struct Variant { const char* suffix; bool mma; int pf; };
+    const Variant variants[] = {{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
+    auto use = [&](const Variant& v) {
+      p.fp8_mma = v.mma;
+      p.mma_prefetch = v.pf;
+    };
+    // Every tensor-core variant's output against the fp32 kernels' before anything is timed.
+    std::vector<float> got[3];
+    for (int i = 0; i < 3; ++i) {
+      use(variants[i]);
       moe_experts_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
-      (variant == 2 ? ref : got[variant]) = to_host<float>(dout, size_t(B) * hidden);
+      got[i] = to_host<float>(dout, size_t(B) * hidden);
     }
-    p.mma_prefetch = -1;
+    const std::vector<float>& ref = got[2];
     double mx = 0, err = 0;
     for (size_t i = 0; i < ref.size(); ++i) mx = std::max(mx, std::fabs(double(ref[i])));
-    for (const std::vector<float>& g : got)
-      for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::fabs(double(g[i]) - ref[i]));
+    for (int v = 0; v < 2; ++v)
+      for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::fabs(double(got[v][i]) - ref[i]));
     require(std::isfinite(err) && err <= 1e-2 * mx, "bench kernels: moe grouped " + tag +
                                                         " mma vs fp32 grouped: max err " + sci(err) + " of max |out| " +
                                                         sci(mx));
     const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
                          double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
-    // Tensor cores with the weight prefetch off (_mma) and on (_mma_pf) (MoeExpertsParams.mma_prefetch; the
-    // default is on for BF16, off for FP8), then the fp32 kernels. (S9f also timed caps of 2 and 3 CTAs per SM, by padding the
-    // dynamic shared memory: 12-35% slower for BF16, the FP8 kernels already run at 2 per SM; not kept.)
-    struct Variant { const char* suffix; bool mma; int pf; };
-    const Variant variants[] = {{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
     for (const Variant& v : variants) {
-      const bool mma = v.mma;
-      p.fp8_mma = mma;
-      p.mma_prefetch = v.pf;
+      use(v);
       std::vector<double> us = timer.time([&] { moe_experts_cuda(p, stream); });
-      p.mma_prefetch = -1;
       KernelBenchRecord r = make_record("moe_experts_" + tag + v.suffix, us, bytes,
                                         2.0 * B * k * 3.0 * double(per), c);
       r.batch = B;
@@ -883,7 +883,6 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     }
   }
 }
-
 
 // --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
 // 2048), FP8 experts with 128x128 block scales and BF16 experts: the tensor-core kernels
