@@ -25,6 +25,11 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/launch.cuh"
 
+// Phase marks of topk_kernel for tools/probe/topk_probe.cu (clock64 of block 0, thread 0); empty here.
+#ifndef GLM5_TOPK_MARK
+#define GLM5_TOPK_MARK(i)
+#endif
+
 namespace glm5 {
 namespace {
 
@@ -514,11 +519,19 @@ __device__ __forceinline__ void load_keys(const float* __restrict__ s, int end, 
   }
 }
 
-// Adds `digit` (kNoDigit: nothing) to the shared histogram; lanes with equal digits add once
-// (scores crowd into few top digits, so this saves most same-address atomics). Whole warp calls.
+// Adds `digit` (kNoDigit: nothing) to the shared histogram. Whole warp calls.
 __device__ __forceinline__ void hist_add(unsigned* hist, unsigned digit) {
-  const unsigned peers = __match_any_sync(0xffffffffu, digit);
-  if (digit != kNoDigit && (threadIdx.x % 32) == unsigned(__ffs(peers) - 1)) atomicAdd(&hist[digit], __popc(peers));
+  // The lanes with lane 0's digit add once (all of them when a row is one heavy tie); the others add
+  // singly. Measured on the H200 (tools/probe/topk_probe.cu, B 1, pass 0 at 4096 keys per block): 1.7 us,
+  // against 3.0-3.6 us with __match_any_sync peers (its latency, not contention: uniformly spread keys
+  // cost the same) and 1.2 us with plain atomics, which serialize 32-way on an all-equal row.
+  const unsigned lane = threadIdx.x % 32, d0 = __shfl_sync(0xffffffffu, digit, 0);
+  const unsigned with0 = __ballot_sync(0xffffffffu, digit == d0);
+  if (digit == d0) {
+    if (lane == 0 && d0 != kNoDigit) atomicAdd(&hist[d0], unsigned(__popc(with0)));
+  } else if (digit != kNoDigit) {
+    atomicAdd(&hist[digit], 1u);
+  }
 }
 
 // Digit of `key` for a pass at `shift` with `bits`, or kNoDigit unless valid and the bits above
@@ -574,14 +587,16 @@ __device__ unsigned block_exclusive_sum(unsigned v, unsigned* warp_sums, unsigne
   __syncthreads();  // the previous call's readers are done with warp_sums
   if (lane == 31) warp_sums[warp] = incl;
   __syncthreads();
-  unsigned before = incl - v, sum = 0;
-  for (int w = 0; w < kTopkWarps; ++w) {
-    const unsigned c = warp_sums[w];
-    if (w < warp) before += c;
-    sum += c;
+  // Lane l scans the first l + 1 warp totals (one shared load and five shuffles, not a serial walk
+  // over the 32 totals in every thread).
+  unsigned scan = warp_sums[lane];  // kTopkWarps == 32 lanes
+  for (int o = 1; o < 32; o <<= 1) {
+    const unsigned u = __shfl_up_sync(0xffffffffu, scan, o);
+    if (lane >= o) scan += u;
   }
-  *total = sum;
-  return before;
+  const unsigned lower = __shfl_sync(0xffffffffu, scan, (warp + 31) % 32);  // warps < this one (warp 0: unused)
+  *total = __shfl_sync(0xffffffffu, scan, 31);
+  return incl - v + (warp > 0 ? lower : 0u);
 }
 
 // Block-wide sum of `v` (every thread gets it); barriers inside, callable in a loop.
@@ -609,7 +624,9 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // carries no cluster attribute; launch_kernel adds only the PDL one.)
 template <int C_>
 __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_kernel(TopkParams p, int limit) {
+  GLM5_TOPK_MARK(0);
   pdl_begin();
+  GLM5_TOPK_MARK(1);
   extern __shared__ uint32_t topk_smem[];
   unsigned* hist = topk_smem;                  // [kTopkBins] this block's histogram (read by the cluster)
   unsigned* merged = hist + kTopkBins;         // [kTopkBins] the cluster's
@@ -633,6 +650,11 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
   const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
+  // The block-table entry of this thread's first 8 positions, for the compaction's first step: loaded
+  // here, its latency hidden behind the passes (B 1: every block's positions fit in one step).
+  const int32_t first_page = begin + kTopkPerThread * tid < end
+                                 ? p.block_table[int64_t(b) * p.max_pages + (begin + kTopkPerThread * tid) / kPageSize]
+                                 : -1;
   // When this block's positions fit (GLM-5 128K: 16,384 at C = 8, 32,768 at C = 4), their order
   // keys are read from global memory once, here, with all loads in flight together; every later
   // scan reads shared memory.
@@ -655,6 +677,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     }
     __syncthreads();
   }
+  GLM5_TOPK_MARK(2);
   // The order keys of positions base + 8*tid + j, from shared memory or global memory.
   auto fetch = [&](int base, uint32_t (&key)[kTopkPerThread], bool (&valid)[kTopkPerThread]) {
     if (!chunk_in_smem) {
@@ -700,18 +723,29 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
           hist_add(hist, digit_of(key[j], valid[j], prefix, prefix_mask, shift, bits));
       }
     }
+    GLM5_TOPK_MARK(3 + 4 * pass);
     cluster.sync();  // every block's histogram is complete
-    for (int i = tid; i < nbins; i += kTopkThreads) {  // C_ remote loads in flight together
+    // Reduce-scatter + all-gather: block `rank` sums its 1/C slice of the bins over the C histograms
+    // and stores the sums into every block's `merged` (C remote loads and C remote stores per bin of the
+    // slice; every block reading all C histograms whole was C times the distributed-shared-memory
+    // traffic: ~2.5 us per pass at C = 8). No block still reads `merged` of the previous pass: it has
+    // passed the cluster barrier above.
+    const int slice = nbins / C_;  // nbins 1024 or 2048, C_ <= 8
+    for (int i = tid; i < slice; i += kTopkThreads) {
+      const int bin = rank * slice + i;
       unsigned part[C_];
 #pragma unroll
-      for (int r = 0; r < C_; ++r) part[r] = cluster.map_shared_rank(hist, r)[i];
+      for (int r = 0; r < C_; ++r) part[r] = cluster.map_shared_rank(hist, r)[bin];
       unsigned sum = 0;
 #pragma unroll
       for (int r = 0; r < C_; ++r) sum += part[r];
-      merged[i] = sum;
+#pragma unroll
+      for (int r = 0; r < C_; ++r) cluster.map_shared_rank(merged, r)[bin] = sum;
     }
     cluster.sync();  // the remote reads are done (hist is rewritten next pass); merged is complete
+    GLM5_TOPK_MARK(4 + 4 * pass);
     select_digit(merged, nbins, remaining, warp_sums, sel);
+    GLM5_TOPK_MARK(5 + 4 * pass);
     const unsigned digit = sel[0], above = sel[1];
     const unsigned in_digit = hist[digit];  // this block's keys in the selected digit
     prefix |= digit << shift;
@@ -730,14 +764,22 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
         fetch(base, key, valid);
+        // One shared atomic per warp and step (the warp's takes of all 8 keys), not one per key: the
+        // same-address atomics of 32 warps were ~1 us of this copy at 4096 positions per block.
+        unsigned mask[kTopkPerThread], total = 0;
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j) {
-          const bool take = valid[j] && (key[j] & prefix_mask) == prefix;
-          const unsigned mask = __ballot_sync(0xffffffffu, take);
-          unsigned at = 0;
-          if (lane == 0 && mask) at = atomicAdd(&cand_count, unsigned(__popc(mask)));
-          at = __shfl_sync(0xffffffffu, at, 0);
-          if (take) cand[at + __popc(mask & ((1u << lane) - 1u))] = key[j];
+          mask[j] = __ballot_sync(0xffffffffu, valid[j] && (key[j] & prefix_mask) == prefix);
+          total += __popc(mask[j]);
+        }
+        unsigned at = 0;
+        if (lane == 0 && total) at = atomicAdd(&cand_count, total);
+        at = __shfl_sync(0xffffffffu, at, 0);
+        const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+        for (int j = 0; j < kTopkPerThread; ++j) {
+          if (mask[j] >> lane & 1u) cand[at + __popc(mask[j] & below)] = key[j];
+          at += __popc(mask[j]);
         }
       }
       __syncthreads();
@@ -745,6 +787,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       count = cand_count;  // == in_digit
     }
     __syncthreads();  // hist, sel and warp_sums are rewritten by the next pass
+    GLM5_TOPK_MARK(6 + 4 * pass);
   }
   const uint32_t kth = prefix;
   // This block's keys > kth and == kth, for the higher ranks (the last rank's are not needed).
@@ -774,7 +817,9 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       rank_counts[1] = eq;
     }
   }
+  GLM5_TOPK_MARK(15);
   cluster.sync();  // rank_counts of every block are written
+  GLM5_TOPK_MARK(16);
   unsigned gt_lower = 0, eq_lower = 0;  // keys > / == kth at the positions of the lower ranks
   for (int r = 0; r < rank; ++r) {
     const unsigned* rc = cluster.map_shared_rank(rank_counts, r);
@@ -790,7 +835,9 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     // This thread's 8 positions share one page (first is a multiple of 8): one block-table load,
     // in flight during the prefix sum, instead of a dependent load per written slot.
     const int first = base + kTopkPerThread * tid;
-    const int32_t page_id = first < end ? p.block_table[int64_t(b) * p.max_pages + first / kPageSize] : -1;
+    const int32_t page_id = base == begin ? first_page
+                            : first < end   ? p.block_table[int64_t(b) * p.max_pages + first / kPageSize]
+                                            : -1;
     unsigned gt = 0, eq = 0;
 #pragma unroll
     for (int j = 0; j < kTopkPerThread; ++j) {
@@ -818,7 +865,9 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     written += gt_total + min(eq_total, eq_left);
     eq_seen += eq_total;
   }
+  GLM5_TOPK_MARK(17);
   cluster.sync();  // no block leaves while another may still read its shared memory
+  GLM5_TOPK_MARK(18);
 }
 
 }  // namespace

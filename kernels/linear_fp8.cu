@@ -25,6 +25,13 @@ namespace glm5 {
 
 namespace {
 
+// GLM5_GEMV_U / GLM5_GEMV_MIN_BLOCKS: overridable only for tools/probe/gemv_probe.cu's sweeps.
+#ifndef GLM5_GEMV_U
+#define GLM5_GEMV_U 2
+#endif
+#ifndef GLM5_GEMV_MIN_BLOCKS
+#define GLM5_GEMV_MIN_BLOCKS 6
+#endif
 constexpr int kWarps = 4;
 constexpr int kRows = 4;  // output rows per warp
 constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM of an H200
@@ -48,13 +55,13 @@ struct GemvGroup : LinearGroupParams {
 // MT 1: at most 80 registers (6 CTAs per SM), as before the GEMV became PDL-aware and grouped (ptxas
 // then gave 95: 5 CTAs per SM, and o_proj at m = 1 lost its one-wave split-K).
 template <int MT>
-__global__ void __launch_bounds__(32 * kWarps, MT == 1 ? 6 : 1) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
+__global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 1) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
   int seg = 0;
   while (seg + 1 < g.count && int(blockIdx.y) >= g.first[seg + 1]) ++seg;
   const LinearParams& p = g.p[seg];
   float* part = g.part[seg];
   const int by = blockIdx.y - g.first[seg];  // row block within the projection
-  constexpr int U = 2;  // 16-byte chunks per row per lane in flight (kRows * U loads)
+  constexpr int U = GLM5_GEMV_U;  // 16-byte chunks per row per lane in flight (kRows * U loads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
   const int r0 = (by * kWarps + warp) * kRows;
