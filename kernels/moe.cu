@@ -30,6 +30,12 @@ constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate 
 constexpr int kDownRowsPerWarp = 1;    // hidden rows per warp (each row: k dot products); B=1 still
                                        // gives hidden/8 = 768 blocks at GLM-5 size
 
+// out[b, d] = v, or out[b, d] + v with MoeExpertsParams.accumulate (the residual add fused in).
+__device__ __forceinline__ void store_out(const MoeExpertsParams& p, int b, int d, float v) {
+  float* o = p.out + size_t(b) * p.hidden + d;
+  *o = p.accumulate ? *o + v : v;
+}
+
 // Dot product of fp32 `x` with a bf16 row of length n, summed over the warp (all lanes get it).
 template <bool kVec>
 __device__ float warp_dot_bf16(const float* x, const uint16_t* w, int n) {
@@ -198,7 +204,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
     for (int r = 0; r < G; ++r)
       if (g + r < nv) sum += o[r] * p.topk_weights[b * p.k + js[g + r]];
   }
-  if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
+  if (lane == 0) store_out(p, b, d, sum);
 }
 
 // FP8 down projection per (token, slot) pair, for small batches with pair_out scratch: grid (B*k,
@@ -262,7 +268,7 @@ __global__ void moe_down_kernel(MoeExpertsParams p) {
       const float* act = p.act + (size_t(b) * p.k + j) * p.inter;
       sum += expert_row_dot<kVec, kFp8>(act, p.w_down, p.s_down, e, p.hidden, d, p.inter) * p.topk_weights[b * p.k + j];
     }
-    if (lane == 0) p.out[size_t(b) * p.hidden + d] = sum;
+    if (lane == 0) store_out(p, b, d, sum);
   }
 }
 
@@ -625,7 +631,7 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel
   }
 }
 
-// out[b, d] = sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
+// out[b, d] (=|+=) sum_j topk_weights[b, j] * pair_out[b*k + j, d] over this rank's slots, in slot order.
 __global__ void moe_combine_kernel(MoeExpertsParams p) {
   pdl_begin();
   const int b = blockIdx.y;
@@ -638,7 +644,7 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
     sum += p.pair_out[(size_t(b) * p.k + j) * p.hidden + d] * p.topk_weights[b * p.k + j];
   }
   if (p.shared_down) sum += p.pair_out[(size_t(p.B) * p.k + b) * p.hidden + d];  // + the shared expert
-  p.out[size_t(b) * p.hidden + d] = sum;
+  store_out(p, b, d, sum);
 }
 
 template <bool kVec, bool kFp8>

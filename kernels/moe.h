@@ -95,6 +95,9 @@ struct MoeExpertsParams {
   const void* shared_down = nullptr;
   const float* s_shared_gate_up = nullptr;
   const float* s_shared_down = nullptr;
+  // out[b, :] += the result instead of out[b, :] = result: the residual stream's add fused in
+  // (DecodeEngine at --tp 1 with the shared expert fused). The same bits as out + result computed apart.
+  bool accumulate = false;
 };
 constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,

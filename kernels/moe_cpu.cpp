@@ -135,8 +135,8 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
   validate_moe_experts_params(p, "moe_experts_cpu", true);
   for (int b = 0; b < p.B; ++b) {
     const float* x = p.x + size_t(b) * p.hidden;
-    float* out = p.out + size_t(b) * p.hidden;
-    for (int d = 0; d < p.hidden; ++d) out[d] = 0.0f;
+    // The sum starts from 0 (accumulate adds it to out at the end, as a separate residual add would).
+    std::vector<float> out(size_t(p.hidden), 0.0f);
     for (int j = 0; j < p.k; ++j) {
       const int total = p.num_experts_total > 0 ? p.num_experts_total : p.E;
       const int id = p.topk_ids[size_t(b) * p.k + j];
@@ -165,6 +165,8 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
       for (int d = 0; d < p.hidden; ++d)
         out[d] += float(dot_row(act, p.shared_down, p.w_dtype, d, p.inter, p.s_shared_down, p.hidden));
     }
+    float* o = p.out + size_t(b) * p.hidden;
+    for (int d = 0; d < p.hidden; ++d) o[d] = p.accumulate ? o[d] + out[d] : out[d];
   }
 }
 

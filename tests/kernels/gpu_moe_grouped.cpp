@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <tuple>
 #include <vector>
@@ -226,7 +227,9 @@ void check(const Experts& X, int B, int E_total, int expert_begin, int E_local, 
     // The bound above is loose (measured: <= 1.8e-4 of it for BF16), loose enough that a BF16 tile dropping or
     // misplacing its lo term (bf16-rounded activations, ~2^-9 relative per product) would pass it. Measured
     // with hi + lo: max err / max |out| 4.3-4.9e-6 (S9d); a single bf16 rounding gives ~1e-3. So for BF16 also:
-    if (!fp8) EXPECT_LT(worst_rel, 5e-5) << "BF16 tile error as if its activations were rounded once; B=" << B;
+    if (!fp8) {
+      EXPECT_LT(worst_rel, 5e-5) << "BF16 tile error as if its activations were rounded once; B=" << B;
+    }
     p.fp8_mma = false;
   }
   double e_cpu = -1;
@@ -327,6 +330,39 @@ TEST(GpuMoeGrouped, PairDownMatchesPerTokenBitwise) {
       std::printf("moe fused shared expert fp8 B=%d: vs CPU %.3g (shared part max %.3g)\n", B, e_shared, shared_part);
       EXPECT_LT(e_shared, 1e-4);
       EXPECT_GT(shared_part, 0.0);
+      // The residual add fused into the combine (accumulate): residual + the bits above, exactly.
+      MoeExpertsParams f = q;
+      std::vector<float> resid(fused.size()), got(fused.size());
+      for (size_t i = 0; i < resid.size(); ++i) resid[i] = rng_normal(seed, 52, i);
+      dout.upload(resid.data(), dout.bytes());
+      f.accumulate = true;
+      moe_experts_cuda(f, nullptr);
+      dout.download(got.data(), dout.bytes());
+      size_t diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float want = resid[i] + fused[i];
+        diff += std::memcmp(&got[i], &want, 4) != 0;
+      }
+      EXPECT_EQ(diff, 0u) << "fused combine + residual add, B=" << B << ", seed " << seed;
+      // The same on the per-token down kernel (no pair_out): residual + per_token, exactly.
+      MoeExpertsParams pa = p;
+      pa.pair_out = nullptr;
+      pa.accumulate = true;
+      dout.upload(resid.data(), dout.bytes());
+      moe_experts_cuda(pa, nullptr);
+      dout.download(got.data(), dout.bytes());
+      diff = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const float want = resid[i] + per_token[i];
+        diff += std::memcmp(&got[i], &want, 4) != 0;
+      }
+      EXPECT_EQ(diff, 0u) << "per-token down + residual add, B=" << B << ", seed " << seed;
+      // The CPU twin's accumulate: residual + its own result, within the same tolerance.
+      std::vector<float> out3(resid);
+      hq.out = out3.data();
+      hq.accumulate = true;
+      moe_experts_cpu(hq);
+      EXPECT_LT(rel(got, out3), 1e-4);
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -165,6 +166,18 @@ TEST(MoeExperts, RandomBf16AgainstDouble) {
   }
   std::printf("moe_experts_cpu max rel err vs double: %.3g\n", max_err);
   EXPECT_LT(max_err, 1e-5);
+  // accumulate: out = residual + the result above, bit for bit (the residual add fused in).
+  std::vector<float> resid(out.size()), acc_out(out.size());
+  for (auto& v : resid) v = nd(rng);
+  acc_out = resid;
+  MoeExpertsParams pa = p;
+  pa.out = acc_out.data();
+  pa.accumulate = true;
+  moe_experts_cpu(pa);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float want = resid[i] + out[i];
+    ASSERT_EQ(std::memcmp(&acc_out[i], &want, 4), 0) << "i " << i << ": " << acc_out[i] << " vs " << want;
+  }
 }
 
 }  // namespace
