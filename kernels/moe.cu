@@ -370,6 +370,96 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
 }
 
 
+// One warp per token with the choice scores in registers: lane l holds experts [l P, l P + P), P = E / 32
+// <= 8 (GLM-5 / DeepSeek-V3: 256 experts, P = 8). The block-wide kernel above spends two barriers per pick
+// (k = 8: 16 of them); here a pick is a local argmax over P registers and a warp argmax. Groups (n_group >
+// 1) need each group on whole lanes (group_size % P == 0) and a power-of-two lane count per group; the
+// group's top-2 is merged across its lanes by shuffles. Same picks and weights as the CPU twin (ties to
+// the lower index, the weight sum in pick order), NaN choices count as -inf like the block kernel, and a
+// taken expert is a bit in a mask (the block kernel marks it +inf in place, so it could never pick an
+// expert whose choice score is +inf itself; the CPU twin can).
+template <int P>
+__global__ void __launch_bounds__(32) moe_route_warp_kernel(MoeRouteParams p) {
+  pdl_begin();
+  const int b = blockIdx.x, lane = threadIdx.x;
+  const float* logits = p.logits + size_t(b) * p.E + lane * P;
+  float score[P], choice[P];
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    score[i] = 1.0f / (1.0f + expf(-logits[i]));
+    choice[i] = score[i] + p.bias[lane * P + i];
+    if (isnan(choice[i])) choice[i] = -INFINITY;
+  }
+  if (p.n_group > 1) {
+    const int group_size = p.E / p.n_group, lanes = group_size / P, g = lane * P / group_size;
+    float first = -INFINITY, second = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (choice[i] > first) { second = first; first = choice[i]; }
+      else if (choice[i] > second) second = choice[i];
+    }
+    for (int off = 1; off < lanes; off <<= 1) {  // top-2 of the union of two top-2 lists
+      const float of = __shfl_xor_sync(0xffffffffu, first, off), os = __shfl_xor_sync(0xffffffffu, second, off);
+      second = fmaxf(fminf(first, of), fmaxf(second, os));
+      first = fmaxf(first, of);
+    }
+    const float group_score = first + second;  // validated: >= 2 experts per group
+    bool kept = false;
+    for (int t = 0; t < p.topk_group; ++t) {
+      float v = kept ? -INFINITY : group_score;
+      int idx = kept ? 0x7fffffff : g;  // a kept group loses every tie, even against -inf
+      warp_argmax(v, idx);
+      kept = kept || idx == g;
+    }
+    if (!kept)
+#pragma unroll
+      for (int i = 0; i < P; ++i) choice[i] = -INFINITY;  // HF masked_fill(~mask, -inf)
+  }
+  unsigned taken = 0;
+  int my_id = 0;
+  float my_w = 0.f, weight_sum = 0.f;
+  for (int j = 0; j < p.k; ++j) {
+    float v = -INFINITY;
+    int idx = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      if (!(taken >> i & 1u) && (choice[i] > v || idx == 0x7fffffff)) { v = choice[i]; idx = lane * P + i; }
+    warp_argmax(v, idx);
+    const int owner = idx / P, slot = idx % P;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      if (i == slot) s = score[i];
+    s = __shfl_sync(0xffffffffu, s, owner);
+    if (lane == owner) taken |= 1u << slot;
+    if (lane == j) {
+      my_id = idx;
+      my_w = s;
+    }
+    weight_sum += s;  // every lane, in pick order (the CPU twin's order)
+  }
+  if (lane < p.k) {
+    float w = my_w;
+    if (p.norm_topk_prob) w /= (weight_sum + 1e-20f);
+    p.topk_ids[size_t(b) * p.k + lane] = my_id;
+    p.topk_weights[size_t(b) * p.k + lane] = w * p.routed_scaling_factor;
+  }
+}
+
+// The experts-per-lane count moe_route_warp_kernel runs with for `p`, or 0 where it does not apply.
+int route_warp_p(const MoeRouteParams& p) {
+  if (p.E % 32 != 0 || p.E > 256 || p.k > 32) return 0;
+  const int P = p.E / 32;
+  if (P != 1 && P != 2 && P != 4 && P != 8) return 0;
+  if (p.n_group > 1) {
+    const int group_size = p.E / p.n_group;
+    if (group_size % P != 0) return 0;
+    const int lanes = group_size / P;
+    if (lanes > 32 || (lanes & (lanes - 1)) != 0) return 0;
+  }
+  return P;
+}
+
 // ---- expert-grouped path ----
 constexpr int kGroup = 8;  // pairs per pass of a warp (weights loaded once per pass)
 
@@ -670,6 +760,14 @@ void launch_grouped_mma(const MoeExpertsParams& p, dim3 gu, dim3 gd, cudaStream_
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
   validate_moe_route_params(p, "moe_route_cuda");
   require(p.k <= 32, "moe_route_cuda: MoeRouteParams.k = " + std::to_string(p.k) + ", expected <= 32 (one lane per pick)");
+  if (p.B == 0) return;
+  switch (route_warp_p(p)) {  // one warp per token (moe_route_warp_kernel)
+    case 1: launch_kernel(moe_route_warp_kernel<1>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
+    case 2: launch_kernel(moe_route_warp_kernel<2>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
+    case 4: launch_kernel(moe_route_warp_kernel<4>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
+    case 8: launch_kernel(moe_route_warp_kernel<8>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
+    default: break;
+  }
   const size_t smem = sizeof(float) * (2 * size_t(p.E) + p.n_group);
   require(smem <= 48 * 1024, "moe_route_cuda: MoeRouteParams.E = " + std::to_string(p.E) + " needs " +
                                  std::to_string(smem) + " bytes of shared memory, expected <= 49152");

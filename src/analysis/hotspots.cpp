@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 
 namespace glm5 {
@@ -26,6 +27,13 @@ std::string fmt(const char* format, double v) {
 // reach ~85-90%): the target used to estimate savings of under-performing memory-bound ops.
 constexpr double kAchievableFraction = 0.8;
 constexpr double kOpShareThreshold = 0.30;
+// Latency-bound kernels: an op (in one layer) whose kernels average under kLatencyKernelUs and whose
+// roofline floor max(bytes / copy peak, FLOPs / BF16 peak) is under kLatencyRooflineFraction of its time.
+// On an H200 a dependent kernel costs ~2-4 us before it does any work (reports/2026-11-30-h200-decode-step.md),
+// so below ~10 us that fixed cost dominates. Reported when such ops add up to kLatencyShareThreshold.
+constexpr double kLatencyKernelUs = 10.0;
+constexpr double kLatencyRooflineFraction = 0.25;
+constexpr double kLatencyShareThreshold = 0.10;
 
 }  // namespace
 
@@ -144,6 +152,59 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   std::stable_sort(generic.begin(), generic.end(),
                    [](const Hotspot& x, const Hotspot& y) { return x.share_of_step > y.share_of_step; });
   out.insert(out.end(), generic.begin(), generic.end());
+
+  // 3. Latency-bound kernels: many short kernels far below both roofline ceilings (batch-1 decode).
+  double lat_us = 0, lat_floor_us = 0, lat_kernels = 0, lat_bytes = 0;
+  std::map<std::string, double> by_op;  // op -> us per step
+  std::set<int> lat_layers;
+  for (const OpCell& c : a.layer_ops) {
+    if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kLatencyKernelUs) continue;
+    if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast") continue;  // rule 1's
+    const double floor_us = std::max(peaks.copy_gbps > 0 ? c.bytes / (peaks.copy_gbps * 1e3) : 0.0,
+                                     peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
+    if (floor_us >= kLatencyRooflineFraction * c.time_us) continue;
+    lat_us += c.time_us;
+    lat_floor_us += floor_us;
+    lat_kernels += c.kernels;
+    lat_bytes += c.bytes;
+    by_op[op_label(c.op)] += c.time_us;
+    if (c.layer >= 0) lat_layers.insert(c.layer);
+  }
+  if (a.step_median_us > 0 && lat_us >= kLatencyShareThreshold * a.step_median_us) {
+    Hotspot h;
+    h.kind = "latency_bound";
+    std::vector<std::pair<std::string, double>> ops(by_op.begin(), by_op.end());
+    std::stable_sort(ops.begin(), ops.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+    std::string list;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (i == 6) {
+        list += ", and " + std::to_string(ops.size() - 6) + " more";
+        break;
+      }
+      h.what += (i ? ", " : "") + ops[i].first;
+      list += (i ? ", " : "") + ops[i].first + " " + fmt("%.0f", ops[i].second) + " us";
+    }
+    h.time_us = lat_us;
+    h.share_of_step = lat_us / a.step_median_us;
+    h.bytes = lat_bytes;
+    h.achieved_gbps = lat_bytes / (lat_us * 1e-6) / 1e9;
+    h.pct_of_peak = peaks.copy_gbps > 0 ? 100.0 * h.achieved_gbps / peaks.copy_gbps : 0;
+    h.est_saving_us = lat_us - lat_floor_us;
+    const std::string per_layer =
+        lat_layers.empty() ? std::string()
+                           : " (" + fmt("%.1f", lat_kernels / double(lat_layers.size())) + " per layer over " +
+                                 std::to_string(lat_layers.size()) + " layers)";
+    h.recommendation = fmt("%.0f", lat_kernels) + " kernels per step" + per_layer + " each run under " +
+                       fmt("%.0f", kLatencyKernelUs) + " us at under " + fmt("%.0f", 100 * kLatencyRooflineFraction) +
+                       "% of their roofline floor: " + fmt("%.1f", lat_us) + " us per step (" +
+                       fmt("%.1f", 100 * h.share_of_step) + "% of the step; " + list +
+                       "). At this size a kernel's time is its fixed cost (the previous kernel's drain, the launch, "
+                       "the first memory round trip), not its work; CUDA graphs and programmatic dependent launch "
+                       "hide only part of it. Fusing these ops into their neighbours (a norm into the next "
+                       "projection, a combine into its producer) or one persistent kernel per layer would save up "
+                       "to " + fmt("%.1f", h.est_saving_us) + " us per step (their time above their roofline floor).";
+    out.push_back(h);
+  }
   return out;
 }
 

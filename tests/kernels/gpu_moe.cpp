@@ -7,21 +7,31 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "common/buffer.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/rng.h"
+#include "kernel_test_util.h"
 #include "kernels/moe.h"
 
 namespace glm5 {
 namespace {
 
 void check_route(int B, int E, int k, int n_group, int topk_group, bool norm) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
   std::vector<float> logits(size_t(B) * E), bias(E);
-  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 2.f * rng_normal(1, B * 1000 + E, i);
-  for (int e = 0; e < E; ++e) bias[e] = 0.1f * rng_normal(2, E, e);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = 2.f * rng_normal(seed, B * 1000 + E, i);
+  for (int e = 0; e < E; ++e) bias[e] = 0.1f * rng_normal(seed + 1, E, e);
+  if (E >= 64)  // experts 32..47 repeat 0..15 exactly: equal choice scores, the lower index must win
+    for (int b = 0; b < B; ++b)
+      for (int e = 32; e < 48; ++e) {
+        logits[size_t(b) * E + e] = logits[size_t(b) * E + e - 32];
+        bias[e] = bias[e - 32];
+      }
   std::vector<int32_t> ids(size_t(B) * k);
   std::vector<float> w(size_t(B) * k);
   moe_route_cpu({logits.data(), bias.data(), ids.data(), w.data(), B, E, k, n_group, topk_group, norm, 2.5f});
@@ -48,9 +58,13 @@ void check_route(int B, int E, int k, int n_group, int topk_group, bool norm) {
 TEST(GpuMoe, RouteMatchesCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (int B : {1, 3, 32}) {
-    check_route(B, 256, 8, 8, 4, true);
-    check_route(B, 8, 2, 1, 1, true);
+    check_route(B, 256, 8, 8, 4, true);  // DeepSeek-V3 (one warp per token, 8 experts per lane)
+    check_route(B, 256, 8, 1, 1, true);  // GLM-5 (one warp per token, no groups)
+    check_route(B, 8, 2, 1, 1, true);    // the block kernel (8 experts: not a multiple of 32)
   }
+  check_route(4, 64, 6, 8, 3, true);   // warp kernel, 2 experts per lane, groups of 4 lanes
+  check_route(4, 32, 5, 4, 2, false);  // warp kernel, 1 expert per lane, groups of 8 lanes
+  check_route(2, 96, 4, 1, 1, true);   // 3 per lane: the block kernel
   check_route(5, 60, 7, 6, 2, false);
   check_route(2, 40, 32, 4, 1, true);  // k > experts in the kept group: dropped experts at -inf
 }

@@ -123,6 +123,45 @@ TEST(Analysis, GenericHotspotAboveThirtyPercent) {
   EXPECT_DOUBLE_EQ(a.cast_us, 0);
 }
 
+// Batch-1-like steps: per layer a 3 us norm and an 8 us top-k moving a few KB, and a 50 us projection at
+// 80% of the copy peak. The short ops are reported together as latency-bound, after the op-share hotspot.
+TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  uint64_t id = 1;
+  for (int s = -1; s < 2; ++s)
+    for (int layer = 0; layer < 4; ++layer) {
+      test::add_op(t, &clock, id++, s, layer, "attn.norm", 1, 3'000, 1e4);
+      test::add_op(t, &clock, id++, s, layer, "attn.indexer.topk", 1, 8'000, 1e5);
+      test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor at 4000 GB/s
+    }
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  for (const Activity& a : t.activities) t.kernels_recorded += a.kind == ActivityKind::kernel;
+  t.kernels_launched = t.kernels_recorded;
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  EXPECT_DOUBLE_EQ(a.step_median_us, 4 * 61);
+  ASSERT_EQ(a.hotspots.size(), 2u);
+  EXPECT_EQ(a.hotspots[0].kind, "op_share");
+  EXPECT_EQ(a.hotspots[0].what, "attn.o_proj");
+  const Hotspot& h = a.hotspots[1];
+  EXPECT_EQ(h.kind, "latency_bound");
+  EXPECT_EQ(h.what, "attn.indexer.topk, attn.norm");  // by time: 32 us, then 12 us per step
+  EXPECT_NEAR(h.time_us, 44, 1e-9);
+  EXPECT_NEAR(h.share_of_step, 44.0 / 244, 1e-12);
+  EXPECT_NEAR(h.bytes, 4 * (1e4 + 1e5), 1e-6);
+  EXPECT_NEAR(h.est_saving_us, 44 - 4 * (1e4 + 1e5) / 4e12 * 1e6, 1e-9);  // time above the roofline floor
+  EXPECT_NE(h.recommendation.find("8 kernels per step (2.0 per layer over 4 layers)"), std::string::npos)
+      << h.recommendation;
+}
+
+TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
+  // decode_run's kernels are 10 us or longer: none is latency-bound.
+  for (const Hotspot& h : analyze(test::decode_run(3, 300, 30), Peaks{4000, 900}).hotspots)
+    EXPECT_NE(h.kind, "latency_bound");
+}
+
 TEST(Analysis, PyTorchCastKernelsAreKvCasts) {
   Activity a;
   a.kind = ActivityKind::kernel;
