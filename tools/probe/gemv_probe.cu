@@ -17,10 +17,11 @@
 #include <vector>
 
 #include "kernels/linear_fp8.cu"
+#include "tools/probe/chained_timer.cuh"
 
 using namespace glm5;
 
-namespace probe {
+namespace glm5::probe {
 
 template <int U>
 __global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, size_t n16, unsigned* sink) {
@@ -39,24 +40,6 @@ __global__ void __launch_bounds__(256) read_kernel(const uint4* __restrict__ p, 
   if (acc == 0x12345678u) *sink = acc;
 }
 
-template <typename F>
-float chained_us(F launch, int reps) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 4; ++i) launch(i);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch(i);
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  return 1000.f * ms / reps;
-}
-
 template <int U>
 void read_row(const char* shape, uint8_t* const* w, size_t bytes, unsigned* sink) {
   int per_sm = 0, sms = 0;
@@ -67,13 +50,13 @@ void read_row(const char* shape, uint8_t* const* w, size_t bytes, unsigned* sink
         launch_kernel(read_kernel<U>, sms * per_sm, 256, 0, nullptr, reinterpret_cast<const uint4*>(w[i % 4]),
                       bytes / 16, sink);
       },
-      40);
+      40, 4);
   std::printf("%-22s read_U%d        %8.2f us  %7.1f GB/s\n", shape, U, us, bytes / us / 1e3);
 }
 
-}  // namespace probe
+}  // namespace glm5::probe
 
-using namespace probe;
+using namespace glm5::probe;
 
 int main() {
   std::printf("GLM5_GEMV_U %d  GLM5_GEMV_MIN_BLOCKS %d\n", GLM5_GEMV_U, GLM5_GEMV_MIN_BLOCKS);
@@ -138,7 +121,7 @@ int main() {
           q.w_scale = s[i % 4];
           linear_fp8_gemv_cuda(q, part, part_elems, nullptr, ctr, ctr_elems);
         },
-        40);
+        40, 4);
     std::printf("%-22s gemv S %2d      %8.2f us  %7.1f GB/s  (rows 0, n/2, n-1: max err / sum|wx| %.1e)\n", sh.name, S, us,
                 (wb + sb) / us / 1e3, worst);
     read_row<1>(sh.name, w, wb, sink);

@@ -22,10 +22,11 @@ __device__ long long g_topk_marks[32];
   if (blockIdx.x == 0 && threadIdx.x == 0) g_topk_marks[i] = clock64();
 
 #include "kernels/indexer.cu"
+#include "tools/probe/chained_timer.cuh"
 
 using namespace glm5;
 
-namespace probe {
+namespace glm5::probe {
 
 template <int C>
 __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(1024) empty_kernel(int* sink) {
@@ -34,53 +35,16 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(1024) empty_kernel(i
   if (threadIdx.x == 9999) *sink = 1;
 }
 
-template <typename F>
-float chained_us(F launch, int reps) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  launch();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaEventRecord(a));
-  for (int i = 0; i < reps; ++i) launch();
-  CUDA_CHECK(cudaEventRecord(b));
-  CUDA_CHECK(cudaEventSynchronize(b));
-  float ms = 0;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  return 1000.f * ms / reps;
-}
-
-template <typename F>
-float single_us(F launch, int reps) {
-  std::vector<float> t;
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < reps; ++i) {
-    CUDA_CHECK(cudaEventRecord(a));
-    launch();
-    CUDA_CHECK(cudaEventRecord(b));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1000.f * ms);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
 template <int C>
 void empty_floor(size_t smem, int* sink) {
   CUDA_CHECK(cudaFuncSetAttribute(empty_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const float us = chained_us([&] { launch_kernel(empty_kernel<C>, C, 1024, smem, nullptr, sink); }, 200);
+  const float us = chained_us([&](int) { launch_kernel(empty_kernel<C>, C, 1024, smem, nullptr, sink); }, 200);
   std::printf("empty kernel  C %d  smem %6zu B: chained %.2f us\n", C, smem, us);
 }
 
-}  // namespace probe
+}  // namespace glm5::probe
 
-using namespace probe;
+using namespace glm5::probe;
 
 int main() {
   int dev = 0, khz = 0;
@@ -132,7 +96,7 @@ int main() {
       CUDA_CHECK(cudaMemcpy(got.data(), d_out, 4 * size_t(k), cudaMemcpyDeviceToHost));
       const bool ok = got == want;
       const float one = single_us([&] { topk_cuda(d, nullptr); }, 50);
-      const float chain = chained_us([&] { topk_cuda(d, nullptr); }, 200);
+      const float chain = chained_us([&](int) { topk_cuda(d, nullptr); }, 200);
       long long m[32];
       CUDA_CHECK(cudaMemcpyFromSymbol(m, g_topk_marks, sizeof(m)));
       std::printf("n %6d  C %d  %s  single %.2f us  chained %.2f us\n  phases (us):", n, C, ok ? "ok" : "MISMATCH",
