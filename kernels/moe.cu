@@ -281,6 +281,21 @@ __device__ void warp_argmax(float& v, int& i) {
   }
 }
 
+// Top-2 bookkeeping of the group scores (both route kernels): top2_add folds one value into (first, second);
+// top2_merge_lanes merges the lists of lanes that differ in the bits below `lanes` (a power of two) by
+// shuffles: the top-2 of the union of two top-2 lists, order-free, so every lane ends with its lanes' top 2.
+__device__ __forceinline__ void top2_add(float c, float& first, float& second) {
+  if (c > first) { second = first; first = c; }
+  else if (c > second) second = c;
+}
+__device__ __forceinline__ void top2_merge_lanes(float& first, float& second, int lanes) {
+  for (int off = 1; off < lanes; off <<= 1) {
+    const float of = __shfl_xor_sync(0xffffffffu, first, off), os = __shfl_xor_sync(0xffffffffu, second, off);
+    second = fmaxf(fminf(first, of), fmaxf(second, os));
+    first = fmaxf(first, of);
+  }
+}
+
 // One block of kRouteThreads per token (was one warp: 10.9 us per call at GLM-5 batch 1 on the H200,
 // ~0.8 ms per step, latency of serial loops over 256 experts). Shared: score[E], choice[E] (masked in
 // place), group_score[n_group]. Same picks and weights as the CPU twin: a group's score is the sum of
@@ -306,16 +321,8 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
   __syncthreads();
   for (int g = warp; g < p.n_group; g += nw) {  // sum of the top-2 choice scores of group g
     float first = -INFINITY, second = -INFINITY;
-    for (int e = g * group_size + lane; e < (g + 1) * group_size; e += 32) {
-      const float c = choice[e];
-      if (c > first) { second = first; first = c; }
-      else if (c > second) second = c;
-    }
-    for (int off = 16; off > 0; off >>= 1) {  // top-2 of the union of two top-2 lists
-      const float of = __shfl_xor_sync(0xffffffffu, first, off), os = __shfl_xor_sync(0xffffffffu, second, off);
-      second = fmaxf(fminf(first, of), fmaxf(second, os));
-      first = fmaxf(first, of);
-    }
+    for (int e = g * group_size + lane; e < (g + 1) * group_size; e += 32) top2_add(choice[e], first, second);
+    top2_merge_lanes(first, second, 32);
     if (lane == 0) group_score[g] = group_size >= 2 ? first + second : first;
   }
   __syncthreads();
@@ -375,7 +382,7 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
 // (k = 8: 16 of them); here a pick is a local argmax over P registers and a warp argmax. Groups (n_group >
 // 1) need each group on whole lanes (group_size % P == 0) and a power-of-two lane count per group; the
 // group's top-2 is merged across its lanes by shuffles. Same picks and weights as the CPU twin (ties to
-// the lower index, the weight sum in pick order), NaN choices count as -inf like the block kernel, and a
+// the lower index, the weight sum in pick order, NaN choices as -inf like the block kernel), and a
 // taken expert is a bit in a mask (the block kernel marks it +inf in place, so it could never pick an
 // expert whose choice score is +inf itself; the CPU twin can).
 template <int P>
@@ -394,15 +401,8 @@ __global__ void __launch_bounds__(32) moe_route_warp_kernel(MoeRouteParams p) {
     const int group_size = p.E / p.n_group, lanes = group_size / P, g = lane * P / group_size;
     float first = -INFINITY, second = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (choice[i] > first) { second = first; first = choice[i]; }
-      else if (choice[i] > second) second = choice[i];
-    }
-    for (int off = 1; off < lanes; off <<= 1) {  // top-2 of the union of two top-2 lists
-      const float of = __shfl_xor_sync(0xffffffffu, first, off), os = __shfl_xor_sync(0xffffffffu, second, off);
-      second = fmaxf(fminf(first, of), fmaxf(second, os));
-      first = fmaxf(first, of);
-    }
+    for (int i = 0; i < P; ++i) top2_add(choice[i], first, second);
+    top2_merge_lanes(first, second, lanes);
     const float group_score = first + second;  // validated: >= 2 experts per group
     bool kept = false;
     for (int t = 0; t < p.topk_group; ++t) {

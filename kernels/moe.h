@@ -23,7 +23,8 @@ struct MoeRouteParams {
 };
 // As HF (transformers 5.x GlmMoeDsaMoE), experts of dropped groups get choice score -inf
 // (masked_fill(~mask, -inf)): they are picked only once the kept groups run out. Ties: lower
-// expert index wins. topk_ids come out by descending choice score.
+// expert index wins. topk_ids come out by descending choice score. A NaN choice score (NaN logit or bias)
+// counts as -inf: picked only after every finite one.
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k > 0, k <= E,
 // n_group divides E with >= 2 experts per group (the top-2 group score) or n_group == 1,
 // 1 <= topk_group <= n_group.

@@ -49,6 +49,7 @@ void moe_route_cpu(const MoeRouteParams& p) {
     for (int e = 0; e < p.E; ++e) {
       score[e] = 1.0f / (1.0f + std::exp(-logits[e]));
       choice[e] = score[e] + p.bias[e];
+      if (std::isnan(choice[e])) choice[e] = -std::numeric_limits<float>::infinity();  // NaN never wins (as the kernels)
     }
     // Group score: sum of the two largest choice scores of the group (the largest alone if size 1).
     for (int g = 0; g < p.n_group; ++g) {

@@ -27,8 +27,9 @@ std::string fmt(const char* format, double v) {
 // reach ~85-90%): the target used to estimate savings of under-performing memory-bound ops.
 constexpr double kAchievableFraction = 0.8;
 constexpr double kOpShareThreshold = 0.30;
-// Latency-bound kernels: an op (in one layer) whose kernels average under kLatencyKernelUs and whose
-// roofline floor max(bytes / copy peak, FLOPs / BF16 peak) is under kLatencyRooflineFraction of its time.
+// Latency-bound kernels: an op (in one layer) that declares its bytes or FLOPs, whose kernels average under
+// kLatencyKernelUs and whose roofline floor max(bytes / copy peak, FLOPs / BF16 peak) is under
+// kLatencyRooflineFraction of its time.
 // On an H200 a dependent kernel costs ~2-4 us before it does any work (reports/2026-11-30-h200-decode-step.md),
 // so below ~10 us that fixed cost dominates. Reported when such ops add up to kLatencyShareThreshold.
 constexpr double kLatencyKernelUs = 10.0;
@@ -154,13 +155,19 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   out.insert(out.end(), generic.begin(), generic.end());
 
   // 3. Latency-bound kernels: many short kernels far below both roofline ceilings (batch-1 decode).
-  double lat_us = 0, lat_floor_us = 0, lat_kernels = 0, lat_bytes = 0;
+  // Only ops that declare their bytes or FLOPs (no roofline floor otherwise: a foreign trace's short kernels
+  // are not called latency-bound on no evidence), on a device with a known copy peak, and not already reported
+  // by rules 1 and 2 (no time counted twice).
+  std::set<std::string> reported;
+  for (const Hotspot& h : out) reported.insert(h.what);
+  double lat_us = 0, lat_floor_us = 0, lat_kernels = 0, lat_layer_kernels = 0, lat_bytes = 0;
   std::map<std::string, double> by_op;  // op -> us per step
   std::set<int> lat_layers;
   for (const OpCell& c : a.layer_ops) {
+    if (peaks.copy_gbps <= 0 || (c.bytes <= 0 && c.flops <= 0)) continue;
     if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kLatencyKernelUs) continue;
-    if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast") continue;  // rule 1's
-    const double floor_us = std::max(peaks.copy_gbps > 0 ? c.bytes / (peaks.copy_gbps * 1e3) : 0.0,
+    if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast" || reported.count(op_label(c.op))) continue;
+    const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
                                      peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
     if (floor_us >= kLatencyRooflineFraction * c.time_us) continue;
     lat_us += c.time_us;
@@ -168,7 +175,10 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     lat_kernels += c.kernels;
     lat_bytes += c.bytes;
     by_op[op_label(c.op)] += c.time_us;
-    if (c.layer >= 0) lat_layers.insert(c.layer);
+    if (c.layer >= 0) {
+      lat_layers.insert(c.layer);
+      lat_layer_kernels += c.kernels;
+    }
   }
   if (a.step_median_us > 0 && lat_us >= kLatencyShareThreshold * a.step_median_us) {
     Hotspot h;
@@ -192,11 +202,12 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     h.est_saving_us = lat_us - lat_floor_us;
     const std::string per_layer =
         lat_layers.empty() ? std::string()
-                           : " (" + fmt("%.1f", lat_kernels / double(lat_layers.size())) + " per layer over " +
+                           : " (" + fmt("%.1f", lat_layer_kernels / double(lat_layers.size())) + " per layer over " +
                                  std::to_string(lat_layers.size()) + " layers)";
-    h.recommendation = fmt("%.0f", lat_kernels) + " kernels per step" + per_layer + " each run under " +
-                       fmt("%.0f", kLatencyKernelUs) + " us at under " + fmt("%.0f", 100 * kLatencyRooflineFraction) +
-                       "% of their roofline floor: " + fmt("%.1f", lat_us) + " us per step (" +
+    h.recommendation = fmt("%.0f", lat_kernels) + " kernels per step" + per_layer + " belong to ops whose kernels " +
+                       "average under " + fmt("%.0f", kLatencyKernelUs) + " us with a roofline floor under " +
+                       fmt("%.0f", 100 * kLatencyRooflineFraction) + "% of their time: " + fmt("%.1f", lat_us) +
+                       " us per step (" +
                        fmt("%.1f", 100 * h.share_of_step) + "% of the step; " + list +
                        "). At this size a kernel's time is its fixed cost (the previous kernel's drain, the launch, "
                        "the first memory round trip), not its work; CUDA graphs and programmatic dependent launch "

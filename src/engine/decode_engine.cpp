@@ -729,7 +729,7 @@ void DecodeEngine::mlp(int l) {
       const double distinct = double(L.experts) * (1.0 - std::pow(1.0 - double(K) / E, double(B)));
       double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
       if (fuse_shared) slots += B, bytes += 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert, read once
-      if (fuse_shared && tp_ == 1) bytes += double(B) * Hd * 8;  // the residual add fused in (below)
+      if (fuse_shared && tp_ == 1) bytes += double(B) * Hd * 4;  // the residual add fused in (below): x read too
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
                          L.e_gate_s, L.e_up_s, L.e_down_s,

@@ -65,6 +65,8 @@ TEST(GpuMoe, RouteMatchesCpuTwin) {
   check_route(4, 64, 6, 8, 3, true);   // warp kernel, 2 experts per lane, groups of 4 lanes
   check_route(4, 32, 5, 4, 2, false);  // warp kernel, 1 expert per lane, groups of 8 lanes
   check_route(2, 96, 4, 1, 1, true);   // 3 per lane: the block kernel
+  check_route(2, 64, 32, 8, 1, true);  // warp kernel, k = 32 > the kept group's 8 experts: dropped ones at -inf
+  check_route(1, 32, 32, 1, 1, true);  // warp kernel, every expert picked
   check_route(5, 60, 7, 6, 2, false);
   check_route(2, 40, 32, 4, 1, true);  // k > experts in the kept group: dropped experts at -inf
 }

@@ -63,6 +63,16 @@ TEST(MoeRoute, TiesGoToTheLowerIndex) {
   for (float w : r.weights) EXPECT_NEAR(w, 1.f / 3.f, 1e-7f);
 }
 
+TEST(MoeRoute, NanChoiceScoresArePickedLast) {
+  // Experts 0 and 2 have NaN logits: the finite ones come first, whatever their value; the NaNs (as -inf)
+  // only once those run out, lower index first.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> logits = {nan, -3.f, nan, -2.f}, bias(4, 0.f), w(4);
+  std::vector<int32_t> ids(4);
+  moe_route_cpu({logits.data(), bias.data(), ids.data(), w.data(), 1, 4, 4, 1, 1, false, 1.f});
+  EXPECT_EQ(ids, (std::vector<int32_t>{3, 1, 0, 2}));
+}
+
 TEST(MoeRoute, RandomAgainstSortReference) {
   std::mt19937 rng(9);
   std::normal_distribution<float> nd(0.f, 2.f);

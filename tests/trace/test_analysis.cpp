@@ -123,8 +123,9 @@ TEST(Analysis, GenericHotspotAboveThirtyPercent) {
   EXPECT_DOUBLE_EQ(a.cast_us, 0);
 }
 
-// Batch-1-like steps: per layer a 3 us norm and an 8 us top-k moving a few KB, and a 50 us projection at
-// 80% of the copy peak. The short ops are reported together as latency-bound, after the op-share hotspot.
+// Batch-1-like steps: per layer a 3 us norm and an 8 us top-k moving a few KB, a 50 us projection at 80% of
+// the copy peak, a 5 us projection at 80% (short but bound by its bytes) and a 2 us op that declares no bytes.
+// The norm and the top-k are reported together as latency-bound, after the op-share hotspot.
 TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
   Timeline t;
   t.source = "cupti";
@@ -135,13 +136,15 @@ TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
       test::add_op(t, &clock, id++, s, layer, "attn.norm", 1, 3'000, 1e4);
       test::add_op(t, &clock, id++, s, layer, "attn.indexer.topk", 1, 8'000, 1e5);
       test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor at 4000 GB/s
+      test::add_op(t, &clock, id++, s, layer, "mlp.down", 1, 5'000, 1.6e7);    // short, but 4 us floor: bound by bytes
+      test::add_op(t, &clock, id++, s, layer, "moe.route", 1, 2'000, 0);       // declares nothing: not judged
     }
   sort_timeline(t);
   t.base_time_ns = earliest_time_ns(t);
   for (const Activity& a : t.activities) t.kernels_recorded += a.kind == ActivityKind::kernel;
   t.kernels_launched = t.kernels_recorded;
   const Analysis a = analyze(t, Peaks{4000, 900});
-  EXPECT_DOUBLE_EQ(a.step_median_us, 4 * 61);
+  EXPECT_DOUBLE_EQ(a.step_median_us, 4 * 68);
   ASSERT_EQ(a.hotspots.size(), 2u);
   EXPECT_EQ(a.hotspots[0].kind, "op_share");
   EXPECT_EQ(a.hotspots[0].what, "attn.o_proj");
@@ -149,10 +152,12 @@ TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
   EXPECT_EQ(h.kind, "latency_bound");
   EXPECT_EQ(h.what, "attn.indexer.topk, attn.norm");  // by time: 32 us, then 12 us per step
   EXPECT_NEAR(h.time_us, 44, 1e-9);
-  EXPECT_NEAR(h.share_of_step, 44.0 / 244, 1e-12);
+  EXPECT_NEAR(h.share_of_step, 44.0 / 272, 1e-12);
   EXPECT_NEAR(h.bytes, 4 * (1e4 + 1e5), 1e-6);
   EXPECT_NEAR(h.est_saving_us, 44 - 4 * (1e4 + 1e5) / 4e12 * 1e6, 1e-9);  // time above the roofline floor
-  EXPECT_NE(h.recommendation.find("8 kernels per step (2.0 per layer over 4 layers)"), std::string::npos)
+  EXPECT_NE(h.recommendation.find("8 kernels per step (2.0 per layer over 4 layers) belong to ops whose kernels average "
+                                  "under 10 us"),
+            std::string::npos)
       << h.recommendation;
 }
 
@@ -160,6 +165,23 @@ TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
   // decode_run's kernels are 10 us or longer: none is latency-bound.
   for (const Hotspot& h : analyze(test::decode_run(3, 300, 30), Peaks{4000, 900}).hotspots)
     EXPECT_NE(h.kind, "latency_bound");
+  // Few: one 3 us latency-bound op per step beside 100 us of streaming (2.9% of the step, under 10%).
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  uint64_t id = 1;
+  for (int s = -1; s < 2; ++s) {
+    test::add_op(t, &clock, id++, s, 0, "attn.norm", 1, 3'000, 1e4);
+    test::add_op(t, &clock, id++, s, 0, "moe.experts", 1, 100'000, 3.6e8);
+  }
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  for (const Hotspot& h : analyze(t, Peaks{4000, 900}).hotspots) EXPECT_NE(h.kind, "latency_bound");
+  // Without a copy peak there is no roofline floor: the rule stays silent even for the batch-1-like run's ops.
+  Timeline u = t;
+  for (Activity& a : u.activities)
+    if (a.op == "moe.experts") a.end_ns = a.start_ns + 1'000;
+  for (const Hotspot& h : analyze(u, Peaks{0, 0}).hotspots) EXPECT_NE(h.kind, "latency_bound");
 }
 
 TEST(Analysis, PyTorchCastKernelsAreKvCasts) {

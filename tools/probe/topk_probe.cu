@@ -17,9 +17,13 @@
 #include <random>
 #include <vector>
 
+// (Mark 0 stores before the kernel's PDL wait, against kernels/launch.cuh's contract; only this probe build
+// does so, into an array no kernel reads.)
 __device__ long long g_topk_marks[32];
-#define GLM5_TOPK_MARK(i) \
-  if (blockIdx.x == 0 && threadIdx.x == 0) g_topk_marks[i] = clock64();
+#define GLM5_TOPK_MARK(i)                                                \
+  do {                                                                   \
+    if (blockIdx.x == 0 && threadIdx.x == 0) g_topk_marks[i] = clock64(); \
+  } while (0)
 
 #include "kernels/indexer.cu"
 #include "tools/probe/chained_timer.cuh"
