@@ -653,9 +653,8 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   // The block-table entry of this thread's first 8 positions, for the compaction's first step: loaded
   // here, its latency hidden behind the passes (at B 1 / 32K, C = 8, a block's 4,096 positions are
   // one step; longer chunks load the later steps' entries in the loop).
-  const int32_t first_page = begin + kTopkPerThread * tid < end
-                                 ? p.block_table[int64_t(b) * p.max_pages + (begin + kTopkPerThread * tid) / kPageSize]
-                                 : -1;
+  const int first0 = begin + kTopkPerThread * tid;
+  const int32_t first_page = first0 < end ? p.block_table[int64_t(b) * p.max_pages + first0 / kPageSize] : -1;
   // When this block's positions fit (GLM-5 128K: 16,384 at C = 8, 32,768 at C = 4), their order
   // keys are read from global memory once, here, with all loads in flight together; every later
   // scan reads shared memory.

@@ -446,9 +446,10 @@ __global__ void __launch_bounds__(32) moe_route_warp_kernel(MoeRouteParams p) {
   }
 }
 
-// The experts-per-lane count moe_route_warp_kernel runs with for `p`, or 0 where it does not apply.
+// The experts-per-lane count moe_route_warp_kernel runs with for `p`, or 0 where it does not apply
+// (moe_route_cuda has already required B > 0 and k <= 32, one lane per pick).
 int route_warp_p(const MoeRouteParams& p) {
-  if (p.E % 32 != 0 || p.E > 256 || p.k > 32) return 0;
+  if (p.E % 32 != 0 || p.E > 256) return 0;
   const int P = p.E / 32;
   if (P != 1 && P != 2 && P != 4 && P != 8) return 0;
   if (p.n_group > 1) {
@@ -760,7 +761,6 @@ void launch_grouped_mma(const MoeExpertsParams& p, dim3 gu, dim3 gd, cudaStream_
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
   validate_moe_route_params(p, "moe_route_cuda");
   require(p.k <= 32, "moe_route_cuda: MoeRouteParams.k = " + std::to_string(p.k) + ", expected <= 32 (one lane per pick)");
-  if (p.B == 0) return;
   switch (route_warp_p(p)) {  // one warp per token (moe_route_warp_kernel)
     case 1: launch_kernel(moe_route_warp_kernel<1>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
     case 2: launch_kernel(moe_route_warp_kernel<2>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;

@@ -5,18 +5,11 @@
 # Calls made with it: S9d, S9g, S9h (session 9: BF16 experts on the tensor cores; S9g/S9h: STEP_BATCHES as their records say). Results: reports/2026-11-30-h200-decode-step.md.
 #   tools/device_pack.sh build-lead glm5prof kernels_gpu_moe_grouped; run `bash THIS TAG` with carry [".device"]
 set -u
-TAG=${1:-moe}
-W=$OUT/$TAG; mkdir -p $W
-tar xJf .device/pack.tar.xz -C .device
-export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
-BIN=$PWD/.device/bin
+. tools/device_round_lib.sh
+device_round_begin "${1:-moe}"
 timeout ${TEST_TIMEOUT:-240} $BIN/kernels_gpu_moe_grouped --gtest_filter="${TEST_FILTER:-GpuMoeGrouped.MatchesPerTokenAndCpu}" > $W/moe_test.log 2>&1
 echo "moe test rc=$?"; grep -E "moe grouped|Failure|FAILED|PASSED|OK \]" $W/moe_test.log | head -30
 timeout 150 $BIN/glm5prof bench kernels --only moe --reps ${REPS:-10} --out $W/moe.json > $W/moe.txt 2>&1; echo "moe bench rc=$?"
 grep -E "^  (moe_|copy|gemm)" $W/moe.txt | head -20
-BATCHES="${STEP_BATCHES:-8 32 128}" WEIGHTS="${STEP_WEIGHTS:-bf16}" GRAPHS=1 timeout ${STEP_TIMEOUT:-240} \
-  tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
-python3 tools/decode_step_summary.py $W/step/decode-step.json 2>&1 | tail -n 30
-for d in $W/step/runs/*/; do [ -f $d/report.md ] && { echo "== $d"; sed -n '/## Run `fp8`/,/Per-layer/p' $d/report.md | grep "moe.experts"; }; done
-rm -rf $W/step/runs/*/trace.json
-(cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)
+device_round_step "${STEP_BATCHES:-8 32 128}" "${STEP_WEIGHTS:-bf16}" 1 "${STEP_TIMEOUT:-240}" "moe.experts"
+device_round_pack

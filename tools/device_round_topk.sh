@@ -6,11 +6,8 @@
 # Calls made with it: S10e (session 10: the top-k's fixed cost). Results: reports/2026-11-30-h200-kv-kernels.md.
 #   tools/device_pack.sh build-lead glm5prof kernels_gpu_indexer topk_probe; run `bash THIS TAG` with carry [".device"]
 set -u
-TAG=${1:-topk}
-W=$OUT/$TAG; mkdir -p $W
-tar xJf .device/pack.tar.xz -C .device
-export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
-BIN=$PWD/.device/bin
+. tools/device_round_lib.sh
+device_round_begin "${1:-topk}"
 timeout 120 $BIN/kernels_gpu_indexer > $W/indexer_test.log 2>&1
 echo "indexer test rc=$?"; grep -E "Failure|FAILED|PASSED|OK \]" $W/indexer_test.log | head -20
 timeout 120 $BIN/topk_probe > $W/topk_probe.txt 2>&1; echo "topk probe rc=$?"
@@ -26,9 +23,5 @@ for l in open(sys.argv[1]):
 PY
 timeout 200 $BIN/glm5prof bench kernels --only indexer --reps ${REPS:-20} --out $W/indexer.json > $W/indexer.txt 2>&1
 echo "indexer bench rc=$?"; grep -E "^  (topk|indexer|copy)" $W/indexer.txt | head -40
-BATCHES="${STEP_BATCHES:-1}" WEIGHTS="${STEP_WEIGHTS:-fp8}" GRAPHS=1 timeout ${STEP_TIMEOUT:-200} \
-  tools/decode_step_bench.sh $BIN/glm5prof $W/step > $W/step.txt 2>&1; echo "step rc=$?"
-python3 tools/decode_step_summary.py $W/step/decode-step.json 2>&1 | tail -n 30
-for d in $W/step/runs/*/; do [ -f $d/report.md ] && { echo "== $d"; sed -n '/## Run `fp8`/,/Per-layer/p' $d/report.md | grep -E "indexer|attn\.|moe|mlp"; }; done
-rm -rf $W/step/runs/*/trace.json
-(cd $OUT && tar czf $TAG.tar.gz $TAG && rm -rf $TAG)
+device_round_step "${STEP_BATCHES:-1}" "${STEP_WEIGHTS:-fp8}" 1 "${STEP_TIMEOUT:-200}" "indexer|attn\.|moe|mlp"
+device_round_pack
