@@ -610,9 +610,10 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
 // [r*chunk, (r+1)*chunk), chunk a multiple of 8). Radix select of the k-th largest order key with
 // digits of 11, 11 and 10 bits: each pass, every block histograms its own keys in shared memory,
 // the cluster syncs, the C histograms are summed through distributed shared memory (each block sums
-// 1/C of the bins and stores them into every block's copy) and every block selects the same digit. After pass 1 a block keeps its keys of the selected top digit (the only
-// ones still undecided) in shared memory when they fit (kTopkCandidates), so passes 2 and 3 read
-// shared memory instead of the scores (else they re-read them, filtered by the prefix). Last, an
+// 1/C of the bins and stores them into every block's copy) and every block selects the same digit.
+// After pass 1 a block keeps its keys of the selected top digit (the only ones still undecided) in
+// shared memory when they fit (kTopkCandidates), so passes 2 and 3 read shared memory instead of the
+// scores (else they re-read them, filtered by the prefix). Last, an
 // ordered compaction: a block learns how many keys above / equal to the k-th key the lower ranks
 // hold (from their candidates and pass-1 histogram, or a count over their positions), then walks
 // its own positions in steps of 8192 (8 consecutive per thread, one block prefix sum per step)
