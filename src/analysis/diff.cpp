@@ -58,7 +58,11 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     for (const json& s : array(*st, "samples", where + ".steps")) v.step_samples.push_back(number(s, "time_us", where + ".steps.samples"));
     for (const json& o : array(r, "ops", where)) v.ops[o.value("op", "")] += number(o, "time_us", where + ".ops");
     for (const json& c : array(r, "layer_ops", where)) {
-      int layer = int(number(c, "layer", where + ".layer_ops"));
+      // A layer index outside int's range (or fractional) is bad input, not a cast with undefined behaviour.
+      double lv = number(c, "layer", where + ".layer_ops");
+      if (lv != std::floor(lv) || lv < -1 || lv > 1e6)
+        throw Error(where + ".layer_ops: field 'layer' is not an integer in [-1, 1000000]");
+      int layer = int(lv);
       if (layer >= 0) v.layers[layer] += number(c, "time_us", where + ".layer_ops");
     }
     double nsteps = std::max<size_t>(1, v.step_samples.size());

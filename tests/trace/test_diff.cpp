@@ -124,6 +124,21 @@ TEST(Diff, BadInputsNameTheField) {
   json bad = ok;
   bad["runs"][0]["steps"]["median_us"] = "fast";
   EXPECT_THROW(diff_reports(ok, bad, DiffOptions{}), Error);
+  // A layer index that does not fit an int (found by tools/fuzz.sh: the cast was undefined behaviour) or is
+  // fractional is named as bad input; -1 (not a layer) stays accepted.
+  for (double layer : {-1.92234e19, 1e300, 2.5, -2.0}) {
+    json bad_layer = ok;
+    bad_layer["runs"][0]["layer_ops"][0]["layer"] = layer;
+    try {
+      diff_reports(ok, bad_layer, DiffOptions{}, "base.json", "new.json");
+      FAIL() << "expected an error for layer " << layer;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("new.json: runs[0].layer_ops: field 'layer'"), std::string::npos) << e.what();
+    }
+  }
+  json no_layer = ok;
+  no_layer["runs"][0]["layer_ops"][0]["layer"] = -1;
+  EXPECT_NO_THROW(diff_reports(ok, no_layer, DiffOptions{}));
   std::string cfg = testing::TempDir() + "/gate.json";
   std::ofstream(cfg) << R"({"threshold_pct": 5, "gate": ["step", "vibes"]})";
   EXPECT_THROW(load_diff_options(cfg, DiffOptions{}), Error);
