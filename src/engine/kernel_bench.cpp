@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/cold_timer.h"
 #include "common/dtype.h"
 #include "common/error.h"
 #include "common/rng.h"
@@ -33,7 +34,6 @@
 namespace glm5 {
 namespace {
 
-constexpr size_t kFlushBytes = size_t(256) << 20;  // > 5x the H200's 50 MB L2
 constexpr int kTopk = 2048;
 constexpr int kIndexerHeads = 32, kIndexerDim = 128;
 
@@ -62,46 +62,8 @@ std::string sci(double v) {
   return buf;
 }
 
-// Times `launch` on `stream`: `warmup` untimed launches, then `reps` launches each preceded by a
-// memset of the flush buffer (outside the events). Returns the sorted times in microseconds.
-class Timer {
- public:
-  Timer(cudaStream_t stream, int warmup, int reps) : stream_(stream), warmup_(warmup), reps_(reps) {
-    flush_ = Buffer(Where::Device, kFlushBytes, "bench L2 flush buffer");
-    CUDA_CHECK(cudaEventCreate(&start_));
-    CUDA_CHECK(cudaEventCreate(&stop_));
-  }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-  }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
-
-  std::vector<double> time(const std::function<void()>& launch) {
-    for (int i = 0; i < warmup_; ++i) launch();
-    CUDA_CHECK(cudaStreamSynchronize(stream_));
-    std::vector<double> us;
-    for (int r = 0; r < reps_; ++r) {
-      CUDA_CHECK(cudaMemsetAsync(flush_.data(), r & 0xff, kFlushBytes, stream_));
-      CUDA_CHECK(cudaEventRecord(start_, stream_));
-      launch();
-      CUDA_CHECK(cudaEventRecord(stop_, stream_));
-      CUDA_CHECK(cudaEventSynchronize(stop_));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-      us.push_back(1000.0 * ms);
-    }
-    std::sort(us.begin(), us.end());
-    return us;
-  }
-
- private:
-  cudaStream_t stream_;
-  int warmup_, reps_;
-  Buffer flush_;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-};
+// The cold-L2 event timer (common/cold_timer.h), shared with the GPU tests and the probes.
+using Timer = ColdTimer;
 
 double median(const std::vector<double>& sorted) {
   const size_t n = sorted.size();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/cold_timer.h"
 #include "common/error.h"
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
@@ -188,29 +189,10 @@ TEST(GpuKvCast, EmptyCastsWriteNothing) {
 
 namespace {
 
-// Median of `reps` CUDA-event timings of `fn`, each launch after a 256 MiB memset (cold L2), in us.
+// Median of 9 cold-L2 CUDA-event timings of `fn` (common/cold_timer.h), in us.
 template <class F>
-double median_cold_us(F fn, int reps = 9) {
-  Buffer flush(Where::Device, size_t(256) << 20, "L2 flush");
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  fn();  // warm-up
-  std::vector<double> us;
-  for (int r = 0; r < reps; ++r) {
-    CUDA_CHECK(cudaMemsetAsync(flush.data(), r & 0xff, flush.bytes()));
-    CUDA_CHECK(cudaEventRecord(a));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    us.push_back(1000.0 * ms);
-  }
-  CUDA_CHECK(cudaEventDestroy(a));
-  CUDA_CHECK(cudaEventDestroy(b));
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
+double median_cold_us(F fn) {
+  return ColdTimer(nullptr, 1, 9).median_us(fn);
 }
 
 }  // namespace
