@@ -24,6 +24,7 @@
 #include "kernels/indexer.h"
 #include "kernels/kv_cast.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/mma_sync.cuh"
 
 // Phase marks of topk_kernel for tools/probe/topk_probe.cu (clock64 of block 0, thread 0); empty here.
 #ifndef GLM5_TOPK_MARK
@@ -292,20 +293,6 @@ __device__ __forceinline__ int index_phys(int j, int c, int s) {
   else return 8 * c + 4 * j + s;  // D 32: one 8-byte piece per row
 }
 
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(two & 0xffffu), __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
-}
-
-__device__ __forceinline__ void mma_f16_16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 template <int D>
 struct F16KeyRegs {
   static constexpr int kWords = D / 16;  // 32-bit words per thread per row (one per k-step)
@@ -442,8 +429,8 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
                          a3 = e4m3x2_to_f16x2(w1 >> 16);
 #pragma unroll
           for (int t = 0; t < 4; ++t) {
-            mma_f16_16816(acc[m][t], a0, a1, a2, a3, bq[t].x, bq[t].y);
-            mma_f16_16816(acc[m][t], a0, a1, a2, a3, bq[t].z, bq[t].w);
+            mma_16816_f16(acc[m][t], a0, a1, a2, a3, bq[t].x, bq[t].y);
+            mma_16816_f16(acc[m][t], a0, a1, a2, a3, bq[t].z, bq[t].w);
           }
         }
       }

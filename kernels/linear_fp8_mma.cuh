@@ -26,27 +26,13 @@
 
 #include "kernels/linear.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/mma_sync.cuh"
 
 namespace glm5 {
-
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t two) {  // exact: e4m3 is a subset of f16
-  uint32_t d;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(static_cast<unsigned short>(two & 0xffffu)));
-  return d;
-}
 
 __device__ __forceinline__ uint32_t f16x2_bits(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);  // .x (low 16 bits) = lo, round to nearest even
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ void mma_16816_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                              uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ uint32_t uint4_word(const uint4& v, int s) {

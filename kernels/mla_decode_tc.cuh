@@ -31,6 +31,7 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/mla_decode.h"
+#include "kernels/mma_sync.cuh"
 
 namespace glm5 {
 namespace mla_tc {
@@ -95,16 +96,6 @@ __device__ __forceinline__ void ldsm_x4_t(uint32_t addr, uint32_t& r0, uint32_t&
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
                : "r"(addr));
 }
-// d += a . b, m16n8k16, bf16 inputs, fp32 accumulators (PTX ISA "mma.sync ... .m16n8k16" fragments).
-__device__ __forceinline__ void mma_bf16(float* d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 // Index of tile row `lane` of the tile starting at j0 (-1 past j_end).
 __device__ __forceinline__ int tile_index(const MlaDecodeParams& p, int b, int j0, int j_end, int lane) {
   const int j = j0 + lane;
@@ -396,14 +387,14 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
               uint32_t b0, b1, b2, b3, b4, b5, b6, b7;
               ldsm_x4(ka, b0, b1, b2, b3);                    // rows 0-15
               ldsm_x4(ka + 16 * kStride * 2, b4, b5, b6, b7);  // rows 16-31
-              mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
-              mma_bf16(s_acc[1], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b2, b3);
-              mma_bf16(s_acc[2], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b4, b5);
-              mma_bf16(s_acc[3], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b6, b7);
+              mma_16816_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
+              mma_16816_bf16(s_acc[1], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b2, b3);
+              mma_16816_bf16(s_acc[2], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b4, b5);
+              mma_16816_bf16(s_acc[3], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b6, b7);
             } else {
               uint32_t b0, b1;
               ldsm_x2(ka, b0, b1);
-              mma_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
+              mma_16816_bf16(s_acc[0], qf[kq][0], qf[kq][1], qf[kq][2], qf[kq][3], b0, b1);
             }
           }
         }
@@ -415,12 +406,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
         if constexpr (NT == 2) {
           uint32_t b0, b1, b2, b3;
           ldsm_x4(k_addr + ks * 32, b0, b1, b2, b3);
-          mma_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
-          mma_bf16(s_acc[1], a0, a1, a2, a3, b2, b3);
+          mma_16816_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
+          mma_16816_bf16(s_acc[1], a0, a1, a2, a3, b2, b3);
         } else {
           uint32_t b0, b1;
           ldsm_x2(k_addr + ks * 32, b0, b1);
-          mma_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
+          mma_16816_bf16(s_acc[0], a0, a1, a2, a3, b0, b1);
         }
       }
       }
@@ -503,7 +494,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
           uint32_t a0, a1, a2, a3;
           ldsm_x4(p_addr + (mt * 16 * kPStride + kk) * 2, a0, a1, a2, a3);
 #pragma unroll
-          for (int nt = 0; nt < 8; ++nt) mma_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
+          for (int nt = 0; nt < 8; ++nt) mma_16816_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
         }
         if constexpr (kPipe8) {  // tile t + 1 (stale past the last tile: written, never read)
           const uint8_t* st = stage + ((t + 1) % kStages) * kTileRows * lay.row_bytes;
