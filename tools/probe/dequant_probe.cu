@@ -7,7 +7,8 @@
 //   V1 the f16 halves moved into fp32 by integer ops (bits >> 3 with sign: value * 2^-112), then * 2^112 * scale.
 //   V2 no e4m3 convert at all: each code's bits placed into fp32 by integer ops (value * 2^-120), * 2^120, * scale.
 //   V3 V2 with one multiply by scale * 2^120 (exact for scale < 2^8).
-// Build: nvcc -std=c++20 -O3 -arch=sm_90a -I. -Isrc tools/probe/dequant_probe.cu -o build-lead/dequant_probe
+// Build: nvcc -std=c++20 -O3 -arch=sm_90a -I. -Isrc tools/probe/dequant_probe.cu build-lead/libglm5_common.a
+//          -o build-lead/dequant_probe
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <random>
 #include <vector>
 
+#include "common/error.h"
 #include "kernels/kv_cast.cuh"
 
 using namespace glm5;
@@ -121,18 +123,12 @@ __global__ void __launch_bounds__(256, 1) time_kernel(const uint4* src, float sc
   sink[blockIdx.x * 256 + t] = acc;
 }
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    cudaError_t e = (x);                                                               \
-    if (e != cudaSuccess) { std::printf("CUDA error %s at %d\n", cudaGetErrorString(e), __LINE__); return 1; } \
-  } while (0)
-
 template <int V>
 int run_check(const uint4* dc, const float* ds, uint4* dout, int n, const std::vector<uint4>& ref) {
   check_kernel<V><<<(n + 255) / 256, 256>>>(dc, ds, dout, n);
-  CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint4> got(2 * n);
-  CK(cudaMemcpy(got.data(), dout, got.size() * 16, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(got.data(), dout, got.size() * 16, cudaMemcpyDeviceToHost));
   int bad = 0;
   for (int i = 0; i < 2 * n; ++i)
     bad += std::memcmp(&got[i], &ref[i], 16) != 0;
@@ -144,17 +140,17 @@ template <int V>
 int run_time(const uint4* src, uint32_t* sink, int sms) {
   const int steps = 4096;
   cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
+  CUDA_CHECK(cudaEventCreate(&e0));
+  CUDA_CHECK(cudaEventCreate(&e1));
   time_kernel<V><<<sms, 256>>>(src, 0.0123f, 16, sink);  // warm-up
-  CK(cudaEventRecord(e0));
+  CUDA_CHECK(cudaEventRecord(e0));
   time_kernel<V><<<sms, 256>>>(src, 0.0123f, steps, sink);
-  CK(cudaEventRecord(e1));
-  CK(cudaEventSynchronize(e1));
+  CUDA_CHECK(cudaEventRecord(e1));
+  CUDA_CHECK(cudaEventSynchronize(e1));
   float ms = 0;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
   int clk_khz = 0;
-  CK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, 0));
   const double chunks_per_sm = double(steps) * 8 * 256;
   const double cycles = ms * 1e-3 * clk_khz * 1e3;
   std::printf("V%d: %.3f ms, %.1f codes per SM-cycle (at the %d MHz attribute clock); a 64 x 512 tile = %.0f cycles\n",
@@ -162,7 +158,7 @@ int run_time(const uint4* src, uint32_t* sink, int sms) {
   return 0;
 }
 
-int main() {
+int run() {
   // Check inputs: every finite code (0x7f / 0xff are NaN) in every byte position, with 64 scales.
   std::vector<uint8_t> codes_list;
   for (int c = 0; c < 256; ++c)
@@ -182,30 +178,40 @@ int main() {
   }
   uint4 *dc, *dout;
   float* ds;
-  CK(cudaMalloc(&dc, n * 16));
-  CK(cudaMalloc(&ds, n * 4));
-  CK(cudaMalloc(&dout, 2 * n * 16));
-  CK(cudaMemcpy(dc, hc.data(), n * 16, cudaMemcpyHostToDevice));
-  CK(cudaMemcpy(ds, hs.data(), n * 4, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&dc, n * 16));
+  CUDA_CHECK(cudaMalloc(&ds, n * 4));
+  CUDA_CHECK(cudaMalloc(&dout, 2 * n * 16));
+  CUDA_CHECK(cudaMemcpy(dc, hc.data(), n * 16, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(ds, hs.data(), n * 4, cudaMemcpyHostToDevice));
   check_kernel<0><<<(n + 255) / 256, 256>>>(dc, ds, dout, n);
-  CK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<uint4> ref(2 * n);
-  CK(cudaMemcpy(ref.data(), dout, ref.size() * 16, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(ref.data(), dout, ref.size() * 16, cudaMemcpyDeviceToHost));
   int bad = run_check<1>(dc, ds, dout, n, ref) + run_check<2>(dc, ds, dout, n, ref) + run_check<3>(dc, ds, dout, n, ref);
 
   int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   uint4* src;
   uint32_t* sink;
   const size_t m = size_t(sms) * 8 * 256;
-  CK(cudaMalloc(&src, m * 16));
-  CK(cudaMalloc(&sink, size_t(sms) * 256 * 4));
+  CUDA_CHECK(cudaMalloc(&src, m * 16));
+  CUDA_CHECK(cudaMalloc(&sink, size_t(sms) * 256 * 4));
   std::vector<uint4> hsrc(m);
   for (auto& x : hsrc) x = make_uint4(g() & 0x77777777u, g() & 0x77777777u, g() & 0x77777777u, g() & 0x77777777u);
-  CK(cudaMemcpy(src, hsrc.data(), m * 16, cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(src, hsrc.data(), m * 16, cudaMemcpyHostToDevice));
   run_time<0>(src, sink, sms);
   run_time<1>(src, sink, sms);
   run_time<2>(src, sink, sms);
   run_time<3>(src, sink, sms);
   return bad ? 2 : 0;
+}
+
+// A failed CUDA call (CUDA_CHECK throws glm5::Error) is one line and exit 1.
+int main() {
+  try {
+    return run();
+  } catch (const glm5::Error& e) {
+    std::fprintf(stderr, "dequant_probe: %s\n", e.what());
+    return 1;
+  }
 }
