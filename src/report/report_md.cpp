@@ -108,6 +108,8 @@ std::string verdict(const ReportInput& in) {
     return "No KV dtype cast found; the largest op is `" + (top->op.empty() ? std::string("(unattributed)") : top->op) +
            "` at " + pct(top->share) + " of the step (" + f1(top->time_us) + " us of " + f1(a.step_median_us) + " us).";
   }
+  if (!in.runs.empty() && !in.runs.front().analysis.trace_messages.empty())
+    return "No kernels were recorded: " + in.runs.front().analysis.trace_messages.front() + ".";
   return "No kernels were recorded.";
 }
 

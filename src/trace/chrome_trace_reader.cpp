@@ -871,6 +871,17 @@ Timeline read_chrome_trace(const std::string& path) {
         t.ops.try_emplace(a.external_id, OpDesc{a.step, a.layer, a.op, a.bytes, a.flops});
   t.kernels_recorded = std::max<uint64_t>(t.kernels_recorded, std::count_if(
       t.activities.begin(), t.activities.end(), [](const Activity& a) { return a.kind == ActivityKind::kernel; }));
+  // A torch.profiler trace recorded without ProfilerActivity.CUDA holds only host events: say so, rather than
+  // leave an empty report that reads like an idle GPU.
+  if (t.kernels_recorded == 0) {
+    const auto host = std::count_if(t.activities.begin(), t.activities.end(), [](const Activity& a) {
+      return a.kind == ActivityKind::cpu_op || a.kind == ActivityKind::runtime || a.kind == ActivityKind::driver;
+    });
+    if (host > 0)
+      t.messages.push_back("no GPU kernel events, only " + std::to_string(host) +
+                           " host events (CPU ops, runtime / driver calls): record the GPU side too (torch.profiler: "
+                           "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])");
+  }
   sort_timeline(t);
   return t;
 }

@@ -113,6 +113,25 @@ TEST(TraceReader, ExternalGzipTracesLoad) {
   }
 }
 
+// A trace recorded without the CUDA activity (the distributed_info_unavailable one: 2,424 cpu_op and 43
+// user_annotation events, no kernel) says so in one message, and only such a trace does.
+TEST(TraceReader, HostOnlyTraceSaysGpuWasNotRecorded) {
+  const std::string dir = glm5::test::shared_dir() + "/traces/external/";
+  if (!fs::exists(dir + kExternal[4])) GTEST_SKIP() << "missing " << dir;
+  const Timeline host_only = read_chrome_trace(dir + kExternal[4]);
+  EXPECT_EQ(host_only.kernels_recorded, 0u);
+  ASSERT_EQ(host_only.messages.size(), 1u);
+  EXPECT_NE(host_only.messages[0].find("no GPU kernel events, only 2424 host events"), std::string::npos)
+      << host_only.messages[0];
+  EXPECT_NE(host_only.messages[0].find("ProfilerActivity.CUDA"), std::string::npos);
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(kExternal[i]);
+    const Timeline t = read_chrome_trace(dir + kExternal[i]);
+    EXPECT_GT(t.kernels_recorded, 0u);
+    for (const std::string& m : t.messages) EXPECT_EQ(m.find("no GPU kernel events"), std::string::npos) << m;
+  }
+}
+
 // The sampled rank-0 trace (our copy in traces/): 4,855 events, of which 4,810 are kept; the 40 cast
 // kernels are found under aten::copy_ and the cast hotspot rule fires.
 TEST(TraceReader, SampledRank0CastKernels) {
