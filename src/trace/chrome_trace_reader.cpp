@@ -265,12 +265,17 @@ class EventSink {
     const double ts_us = f.micros(ts, "ts", kMaxTsUs, nullptr), dur_us = f.micros(dur, "dur", kMaxDurUs, &zero);
     const int64_t start = std::llround(ts_us * 1e3), end = start + std::llround(dur_us * 1e3);
     const int64_t pid = pid_v ? as_int(*pid_v) : 0, tid = tid_v ? as_int(*tid_v) : 0;
-    if (cat == "user_annotation" || cat == "gpu_user_annotation") {
+    // torch.profiler(with_modules=True) draws each module call as a python_function span: a layer's span
+    // ("nn.Module: DeepseekV2DecoderLayer_3", parse_layer_name) is kept as a host range, like a
+    // record_function "layer.N", so that kernels launched inside it land on that layer. Other Python spans
+    // are not kept.
+    const bool layer_module = cat == "python_function" && parse_layer_name(std::string(name)) >= 0;
+    if (cat == "user_annotation" || cat == "gpu_user_annotation" || layer_module) {
       Range r;
       r.name = name;
       r.start_ns = start;
       r.end_ns = end;
-      r.kind = cat == "user_annotation" ? RangeKind::user_annotation : RangeKind::gpu_user_annotation;
+      r.kind = cat == "gpu_user_annotation" ? RangeKind::gpu_user_annotation : RangeKind::user_annotation;
       r.thread = tid;
       if (r.kind == RangeKind::gpu_user_annotation) r.device = static_cast<int>(pid);
       r.step = arg<int>(a.step, -1);
@@ -831,22 +836,27 @@ Timeline read_chrome_trace(const std::string& path) {
   assign_range_nesting(t.ranges);
 
   // Attribution of device work that carries none of our args: through the launch call (correlation
-  // id) to the innermost cpu_op (-> op) and the enclosing step range (-> step) on the launching thread.
+  // id) to the innermost cpu_op (-> op), the enclosing step range (-> step) and the innermost range that
+  // names or sits inside a layer (-> layer: "layer.N", "model.layers.N...", a with_modules layer span;
+  // parse_layer_name) on the launching thread. Work with our `op` arg keeps its own step and layer.
   std::unordered_map<uint64_t, const Activity*> launch_of;
   for (const Activity& a : t.activities)
     if ((a.kind == ActivityKind::runtime || a.kind == ActivityKind::driver) && a.correlation_id)
       launch_of[a.correlation_id] = &a;
-  std::map<int64_t, std::vector<Interval>> ops_by_thread, steps_by_thread;
+  std::map<int64_t, std::vector<Interval>> ops_by_thread, steps_by_thread, layers_by_thread;
   for (size_t i = 0; i < t.activities.size(); ++i)
     if (t.activities[i].kind == ActivityKind::cpu_op)
       ops_by_thread[t.activities[i].thread].push_back({t.activities[i].start_ns, t.activities[i].end_ns, i});
   for (size_t i = 0; i < t.ranges.size(); ++i)
     if (t.ranges[i].kind == RangeKind::user_annotation && parse_step_name(t.ranges[i].name) >= 0)
       steps_by_thread[t.ranges[i].thread].push_back({t.ranges[i].start_ns, t.ranges[i].end_ns, i});
+  for (size_t i = 0; i < t.ranges.size(); ++i)
+    if (t.ranges[i].kind == RangeKind::user_annotation && t.ranges[i].layer >= 0)
+      layers_by_thread[t.ranges[i].thread].push_back({t.ranges[i].start_ns, t.ranges[i].end_ns, i});
   std::map<int64_t, std::vector<size_t>> pending;  // launching thread -> device activity indices
   for (size_t i = 0; i < t.activities.size(); ++i) {
     const Activity& a = t.activities[i];
-    if (a.device < 0 || !a.op.empty() || a.step >= 0) continue;
+    if (a.device < 0 || !a.op.empty()) continue;
     auto it = launch_of.find(a.correlation_id);
     if (it != launch_of.end()) pending[it->second->thread].push_back(i);
   }
@@ -855,13 +865,15 @@ Timeline read_chrome_trace(const std::string& path) {
     for (size_t i : indices) when.push_back(launch_of[t.activities[i].correlation_id]->start_ns);
     const std::vector<size_t> op = innermost(ops_by_thread[thread], when);
     const std::vector<size_t> step = innermost(steps_by_thread[thread], when);
+    const std::vector<size_t> layer = innermost(layers_by_thread[thread], when);
     for (size_t k = 0; k < indices.size(); ++k) {
       Activity& a = t.activities[indices[k]];
       if (op[k] != SIZE_MAX) {
         a.op = t.activities[op[k]].name;
         if (!a.external_id) a.external_id = t.activities[op[k]].external_id;
       }
-      if (step[k] != SIZE_MAX) a.step = parse_step_name(t.ranges[step[k]].name);
+      if (step[k] != SIZE_MAX && a.step < 0) a.step = parse_step_name(t.ranges[step[k]].name);
+      if (layer[k] != SIZE_MAX && a.layer < 0) a.layer = t.ranges[layer[k]].layer;
     }
   }
   // Op table from our own args.

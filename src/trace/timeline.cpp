@@ -1,7 +1,9 @@
 #include "trace/timeline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
+#include <cstring>
 #include <map>
 
 #include "common/error.h"
@@ -76,7 +78,52 @@ int parse_step_name(const std::string& name) {
   return n >= 0 ? n : parse_suffix(name, "ProfilerStep#");
 }
 
-int parse_layer_name(const std::string& name) { return parse_suffix(name, "layer."); }
+namespace {
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+// The decimal number at name[i..) that ends at a non-digit or the end; -1 if none or > INT_MAX.
+int number_at(const std::string& name, size_t i, size_t* end) {
+  long v = 0;
+  size_t j = i;
+  for (; j < name.size() && name[j] >= '0' && name[j] <= '9'; ++j) {
+    v = v * 10 + (name[j] - '0');
+    if (v > INT_MAX) return -1;
+  }
+  *end = j;
+  return j == i ? -1 : static_cast<int>(v);
+}
+}  // namespace
+
+int parse_layer_name(const std::string& name) {
+  const int own = parse_suffix(name, "layer.");  // ours (NVTX / record_function "layer.N")
+  if (own >= 0) return own;
+  // A module path: "model.layers.12", "model.layers.12.self_attn" (HF / vLLM / SGLang module names in
+  // record_function ranges). "layers" must start the name or follow a '.', and the number must end it or be
+  // followed by a '.'.
+  for (size_t at = name.find("layers."); at != std::string::npos; at = name.find("layers.", at + 1)) {
+    if (at > 0 && name[at - 1] != '.') continue;
+    size_t end = 0;
+    const int n = number_at(name, at + 7, &end);
+    if (n >= 0 && (end == name.size() || name[end] == '.')) return n;
+  }
+  // torch.profiler(with_modules=True): "nn.Module: DeepseekV2DecoderLayer_3" (the class name, an instance
+  // number). Only classes named ...Layer or ...Block count: they are the model's repeated layers.
+  const std::string module = "nn.Module: ";
+  if (name.compare(0, module.size(), module) == 0) {
+    const size_t us = name.rfind('_');
+    if (us == std::string::npos || us <= module.size()) return -1;
+    const std::string cls = name.substr(module.size(), us - module.size());
+    const auto ends_with = [&](const char* tail) {
+      const size_t n = std::strlen(tail);
+      return cls.size() > n && cls.compare(cls.size() - n, n, tail) == 0;
+    };
+    if (!ends_with("Layer") && !ends_with("Block")) return -1;
+    for (char c : cls) if (!is_name_char(c)) return -1;
+    size_t end = 0;
+    const int n = number_at(name, us + 1, &end);
+    return end == name.size() ? n : -1;
+  }
+  return -1;
+}
 
 void assign_range_nesting(std::vector<Range>& ranges) {
   // Per thread and kind, walk ranges by (start asc, end desc) keeping a stack of open ranges.

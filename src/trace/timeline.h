@@ -108,8 +108,12 @@ int64_t kernel_span_ns(const Timeline& t);
 void sort_timeline(Timeline& t);
 // The smallest start among activities and ranges (INT64_MAX-safe: 0 for an empty timeline).
 int64_t earliest_time_ns(const Timeline& t);
-// Parses "step.N" / "layer.N" / "ProfilerStep#N" into N; returns -1 when `name` has another form.
+// Parses "step.N" / "ProfilerStep#N" into N; returns -1 when `name` has another form.
 int parse_step_name(const std::string& name);
+// The layer a range's name denotes, or -1: "layer.N" (ours: NVTX and record_function), a module path with
+// "layers.N" ("model.layers.12", "model.layers.12.mlp": HF / vLLM / SGLang module names), or torch.profiler's
+// with_modules name of a layer class, "nn.Module: <Class>_N" with <Class> ending in "Layer" or "Block"
+// ("nn.Module: DeepseekV2DecoderLayer_3").
 int parse_layer_name(const std::string& name);
 // Fills Range.depth / step / layer / op from nesting on each thread: a range inside "step.N" gets
 // step N, inside "layer.N" gets layer N; a range that is neither step, layer nor ProfilerStep is an op

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -294,6 +295,66 @@ TEST(TraceReader, SeamsInsideStringsAndEscapes) {
       ASSERT_EQ(t.activities[k].stream, e["args"]["stream"].get<int>()) << k;
     }
   }
+}
+
+TEST(LayerNames, OursModulePathsAndWithModulesSpans) {
+  EXPECT_EQ(parse_layer_name("layer.7"), 7);
+  EXPECT_EQ(parse_layer_name("model.layers.12"), 12);
+  EXPECT_EQ(parse_layer_name("model.layers.12.self_attn"), 12);
+  EXPECT_EQ(parse_layer_name("layers.0.mlp.experts"), 0);
+  EXPECT_EQ(parse_layer_name("nn.Module: DeepseekV2DecoderLayer_3"), 3);
+  EXPECT_EQ(parse_layer_name("nn.Module: GlmMoeDsaBlock_61"), 61);
+  // Not layers: other modules, numbers that do not end the path segment, look-alikes.
+  EXPECT_EQ(parse_layer_name("nn.Module: Linear_3"), -1);
+  EXPECT_EQ(parse_layer_name("nn.Module: DecoderLayer_3x"), -1);
+  EXPECT_EQ(parse_layer_name("nn.Module: Layer_3"), -1);
+  EXPECT_EQ(parse_layer_name("model.layers.12x"), -1);
+  EXPECT_EQ(parse_layer_name("model.sublayers.3"), -1);
+  EXPECT_EQ(parse_layer_name("model.layers."), -1);
+  EXPECT_EQ(parse_layer_name("model.layers.99999999999"), -1);
+  EXPECT_EQ(parse_layer_name("aten::mm"), -1);
+  EXPECT_EQ(parse_layer_name("layer.3.attn"), -1);  // ours are exact: "layer.N"
+}
+
+// A foreign Kineto trace (no args of ours): each kernel lands on the layer of the innermost range around its
+// launch: a record_function module path, a with_modules python_function span, or none (outside layers).
+TEST(TraceReader, ForeignKernelsLandOnTheirLayerRange) {
+  TempDir tmp("layers");
+  auto span = [](const char* cat, const std::string& name, double ts, double dur, int tid, const std::string& args) {
+    return std::string("{\"ph\":\"X\",\"cat\":\"") + cat + "\",\"name\":\"" + name + "\",\"pid\":1,\"tid\":" +
+           std::to_string(tid) + ",\"ts\":" + std::to_string(ts) + ",\"dur\":" + std::to_string(dur) +
+           ",\"args\":{" + args + "}}";
+  };
+  auto launch = [&](double ts, int corr) {
+    return span("cuda_runtime", "cudaLaunchKernel", ts, 1, 7, "\"correlation\":" + std::to_string(corr)) + "," +
+           span("kernel", "k" + std::to_string(corr), 100 + ts, 2, 7,
+                "\"correlation\":" + std::to_string(corr) + ",\"stream\":7,\"device\":0");
+  };
+  const std::string events =
+      span("user_annotation", "ProfilerStep#4", 0, 90, 7, "") + "," +
+      span("python_function", "nn.Module: DeepseekV2DecoderLayer_0", 1, 20, 7, "") + "," +
+      span("cpu_op", "aten::mm", 2, 5, 7, "") + "," + launch(3, 1) + "," +
+      span("user_annotation", "model.layers.1.self_attn", 30, 20, 7, "") + "," +
+      span("cpu_op", "aten::bmm", 31, 5, 7, "") + "," + launch(32, 2) + "," +
+      span("python_function", "nn.Module: Linear_9", 60, 10, 7, "") + "," + launch(61, 3) + "," +
+      span("python_function", "model.py(12): forward", 75, 10, 7, "");
+  const std::string path = tmp.write("foreign.json", "{\"traceEvents\":[" + events + "]}");
+  const Timeline t = read_chrome_trace(path);
+  std::map<std::string, const Activity*> k;
+  for (const Activity& a : t.activities)
+    if (a.kind == ActivityKind::kernel) k[a.name] = &a;
+  ASSERT_EQ(k.size(), 3u);
+  EXPECT_EQ(k["k1"]->layer, 0);
+  EXPECT_EQ(k["k1"]->op, "aten::mm");
+  EXPECT_EQ(k["k1"]->step, 4);
+  EXPECT_EQ(k["k2"]->layer, 1);
+  EXPECT_EQ(k["k2"]->op, "aten::bmm");
+  EXPECT_EQ(k["k3"]->layer, -1);  // inside a Linear module span, no layer around it
+  EXPECT_EQ(k["k3"]->step, 4);
+  // The layer's python_function span is kept as a host range; the other Python spans are not.
+  size_t py = 0;
+  for (const Range& r : t.ranges) py += r.name.rfind("nn.Module", 0) == 0 || r.name.find("forward") != std::string::npos;
+  EXPECT_EQ(py, 1u);
 }
 
 }  // namespace
