@@ -40,10 +40,12 @@ int run_diff_cli(const DiffCliArgs& a) {
       if (!p->empty()) check_output_dir(std::filesystem::path(*p).parent_path().empty() ? "." : std::filesystem::path(*p).parent_path().string());
     DiffResult d = diff_reports(load_report_or_trace(a.base), load_report_or_trace(a.now), o, a.base, a.now);
     const std::string md = diff_to_markdown(d, o);
+    AtomicOutputs files;  // every requested output or none
+    if (!a.md_out.empty()) files.stage(a.md_out, md);
+    if (!a.json_out.empty()) files.stage(a.json_out, diff_to_json(d, o).dump(2) + "\n");
+    if (!a.junit_out.empty()) files.stage(a.junit_out, diff_to_junit(d));
+    files.commit();
     std::printf("%s", md.c_str());
-    if (!a.md_out.empty()) write_file_atomic(a.md_out, md);
-    if (!a.json_out.empty()) write_file_atomic(a.json_out, diff_to_json(d, o).dump(2) + "\n");
-    if (!a.junit_out.empty()) write_file_atomic(a.junit_out, diff_to_junit(d));
     return d.regression ? 1 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "glm5prof: error: %s\n", e.what());

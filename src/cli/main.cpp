@@ -157,8 +157,10 @@ int run_analyze(const std::string& trace, const std::string& out_dir) {
   r.analysis = analyze(t, peaks);
   in.runs.push_back(r);
   create_output_dir(out_dir);
-  write_report_json(in, out_dir + "/report.json");
-  write_report_md(in, out_dir + "/report.md");
+  AtomicOutputs files;  // both or neither
+  write_report_json(in, out_dir + "/report.json", &files);
+  write_report_md(in, out_dir + "/report.md", &files);
+  files.commit();
   std::printf("%s", report_to_markdown(in).c_str());
   return 0;
 }

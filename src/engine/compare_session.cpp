@@ -145,8 +145,10 @@ std::string run_compare(const CompareOptions& c) {
     md << "- batch " << x["batch"] << ", along " << x["along"].get<std::string>() << " " << x["from"] << " → " << x["to"]
        << ": " << x["winner_before"].get<std::string>() << " → " << x["winner_after"].get<std::string>() << "\n";
   create_output_dir(c.base.out_dir);
-  write_file_atomic((fs::path(c.base.out_dir) / "compare.json").string(), out.dump(2) + "\n");
-  write_file_atomic((fs::path(c.base.out_dir) / "compare.md").string(), md.str());
+  AtomicOutputs files;  // both or neither
+  files.stage((fs::path(c.base.out_dir) / "compare.json").string(), out.dump(2) + "\n");
+  files.stage((fs::path(c.base.out_dir) / "compare.md").string(), md.str());
+  files.commit();
   return md.str();
 }
 

@@ -611,9 +611,11 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   namespace fs = std::filesystem;
   fs::path out(o.out_dir);
   create_output_dir(o.out_dir);
-  write_chrome_trace(merge_timelines(timelines), (out / "trace.json").string(), std::max(o.rank, 0), o.tp);
-  write_report_json(report, (out / "report.json").string());
-  write_report_md(report, (out / "report.md").string());
+  AtomicOutputs files;  // all three or none
+  write_chrome_trace(merge_timelines(timelines), (out / "trace.json").string(), std::max(o.rank, 0), o.tp, &files);
+  write_report_json(report, (out / "report.json").string(), &files);
+  write_report_md(report, (out / "report.md").string(), &files);
+  files.commit();
 
   std::ostringstream s;
   s << "wrote " << (out / "trace.json").string() << ", " << (out / "report.json").string() << ", "

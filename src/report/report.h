@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/analysis.h"
+#include "trace/atomic_file.h"
 
 namespace glm5 {
 
@@ -48,8 +49,9 @@ bool report_complete(const ReportInput& in);
 // One line per incomplete run: "RUN: N of M kernel launches recorded, D CUPTI records dropped (...)".
 std::vector<std::string> incomplete_trace_lines(const ReportInput& in);
 
-void write_report_json(const ReportInput& in, const std::string& path);
-void write_report_md(const ReportInput& in, const std::string& path);
+// Atomic writes of report.json / report.md; with `outputs`, staged there (see AtomicOutputs) instead.
+void write_report_json(const ReportInput& in, const std::string& path, AtomicOutputs* outputs = nullptr);
+void write_report_md(const ReportInput& in, const std::string& path, AtomicOutputs* outputs = nullptr);
 
 // JSON for single pieces (also used by the CLI for diffs).
 nlohmann::json to_json(const Analysis& a);

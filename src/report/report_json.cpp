@@ -106,8 +106,10 @@ json report_to_json(const ReportInput& in) {
           {"comparison", in.comparison ? to_json(*in.comparison) : json(nullptr)}};
 }
 
-void write_report_json(const ReportInput& in, const std::string& path) {
-  write_file_atomic(path, report_to_json(in).dump(2) + "\n");
+void write_report_json(const ReportInput& in, const std::string& path, AtomicOutputs* outputs) {
+  const std::string doc = report_to_json(in).dump(2) + "\n";
+  if (outputs) outputs->stage(path, doc);
+  else write_file_atomic(path, doc);
 }
 
 }  // namespace glm5

@@ -228,8 +228,9 @@ std::string report_to_markdown(const ReportInput& in) {
   return o.str();
 }
 
-void write_report_md(const ReportInput& in, const std::string& path) {
-  write_file_atomic(path, report_to_markdown(in));
+void write_report_md(const ReportInput& in, const std::string& path, AtomicOutputs* outputs) {
+  if (outputs) outputs->stage(path, report_to_markdown(in));
+  else write_file_atomic(path, report_to_markdown(in));
 }
 
 }  // namespace glm5

@@ -50,25 +50,50 @@ void create_output_dir(const std::string& dir) {
   require_writable_dir(dir);
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+AtomicOutputs::~AtomicOutputs() {
+  for (const auto& [tmp, path] : staged_)
+    if (!tmp.empty()) std::remove(tmp.c_str());
+}
+
+void AtomicOutputs::stage(const std::string& path, const std::string& content) {
   const std::string dir = parent_of(path);
   require_writable_dir(dir);
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw Error("cannot write '" + path + "': it is a folder");
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  staged_.emplace_back(tmp, path);  // removed by the destructor unless committed
+  errno = 0;
   const size_t n = std::fwrite(content.data(), 1, content.size(), f);
   const bool flushed = std::fflush(f) == 0;
   const int write_errno = errno;
   const bool closed = std::fclose(f) == 0;
-  if (n != content.size() || !flushed || !closed) {
-    std::remove(tmp.c_str());
+  if (n != content.size() || !flushed || !closed)
     throw Error("cannot write '" + path + "': " + std::strerror(write_errno ? write_errno : EIO));
+}
+
+void AtomicOutputs::commit() {
+  std::vector<std::string> created;  // targets that did not exist before this commit
+  for (size_t i = 0; i < staged_.size(); ++i) {
+    const auto& [tmp, path] = staged_[i];
+    std::error_code ec;
+    const bool existed = fs::exists(path, ec);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      const int e = errno;
+      for (const std::string& c : created) std::remove(c.c_str());
+      throw Error("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
+    }
+    if (!existed) created.push_back(path);
+    staged_[i].first.clear();
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    throw Error("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
-  }
+  staged_.clear();
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  AtomicOutputs out;
+  out.stage(path, content);
+  out.commit();
 }
 
 }  // namespace glm5

@@ -2,12 +2,32 @@
 // then rename() replaces the target, so readers never see a half-written report.
 #pragma once
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace glm5 {
 
 // Writes `content` to `path` atomically. Throws glm5::Error with one line naming the path and the
 // reason (folder missing / not writable / disk full). On failure no file is left behind.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Several outputs of one run written as one: stage() writes a content to a temp file beside its target (the
+// target must not be a folder); commit() renames every staged file into place. Nothing is renamed before all
+// were staged, so a full disk or a bad target fails the run with no new file. If a rename fails part way
+// (the checks passed, so rarely), the targets renamed so far that did not exist before are removed again.
+// The destructor removes staged files that were not committed. Errors: glm5::Error naming the target.
+class AtomicOutputs {
+ public:
+  AtomicOutputs() = default;
+  AtomicOutputs(const AtomicOutputs&) = delete;
+  AtomicOutputs& operator=(const AtomicOutputs&) = delete;
+  ~AtomicOutputs();
+  void stage(const std::string& path, const std::string& content);
+  void commit();
+
+ private:
+  std::vector<std::pair<std::string, std::string>> staged_;  // (temp file, target)
+};
 
 // Throws glm5::Error unless `dir` exists, is a folder and is writable (checked by creating and
 // removing a probe file). Call before a long run so a bad --out fails in the first second.

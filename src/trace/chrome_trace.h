@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "trace/atomic_file.h"
 #include "trace/timeline.h"
 
 namespace glm5 {
@@ -17,8 +18,10 @@ namespace glm5 {
 // events; tid = stream / thread. Args: correlation, External id, stream, device, grid, block and ours:
 // step, layer, op, bytes, flops. A gpu_user_annotation span per op range covers that op's kernels.
 // `rank` / `world_size` go to distributedInfo (HTA maps one file per rank; `profile --tp N --rank R`
-// passes R). Atomic (temp file + rename). Throws glm5::Error naming the path if it cannot be written.
-void write_chrome_trace(const Timeline& t, const std::string& path, int rank = 0, int world_size = 1);
+// passes R). Atomic (temp file + rename); with `outputs`, staged there and renamed by its commit() together with
+// the run's other files. Throws glm5::Error naming the path if it cannot be written.
+void write_chrome_trace(const Timeline& t, const std::string& path, int rank = 0, int world_size = 1,
+                        AtomicOutputs* outputs = nullptr);
 
 // Reads a Chrome/Kineto trace (ours or torch.profiler's; plain JSON or gzip, told apart by the gzip
 // magic bytes, not the name) into a Timeline with source "file", streaming: the file is read in

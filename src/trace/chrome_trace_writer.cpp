@@ -55,7 +55,7 @@ void add_attribution(json& args, int step, int layer, const std::string& op) {
 
 }  // namespace
 
-void write_chrome_trace(const Timeline& t, const std::string& path, int rank, int world_size) {
+void write_chrome_trace(const Timeline& t, const std::string& path, int rank, int world_size, AtomicOutputs* outputs) {
   const int64_t base = t.base_time_ns;
   const int64_t host_pid = static_cast<int64_t>(getpid());
   auto us = [base](int64_t ns) { return static_cast<double>(ns - base) / 1e3; };
@@ -162,7 +162,8 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank, in
     doc += events[i].dump();
   }
   doc += "\n]}\n";
-  write_file_atomic(path, doc);
+  if (outputs) outputs->stage(path, doc);
+  else write_file_atomic(path, doc);
 }
 
 }  // namespace glm5

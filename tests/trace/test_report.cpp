@@ -113,5 +113,42 @@ TEST(AtomicWrite, BadFolderGivesOneClearErrorAndLeavesNoFile) {
   fs::remove_all(dir);
 }
 
+// A run's outputs are written together: a target that is a folder (or any failed write) leaves none of them,
+// and no temp file; a clean commit writes them all, replacing older files.
+TEST(AtomicOutputs, AllOrNone) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("glm5_atomic_outputs_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "report.md");  // the second target is a folder
+  {
+    AtomicOutputs out;
+    out.stage((dir / "report.json").string(), "{}\n");
+    try {
+      out.stage((dir / "report.md").string(), "# r\n");
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("report.md': it is a folder"), std::string::npos) << e.what();
+    }
+  }  // not committed: the staged report.json's temp file goes
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"report.md"});
+  fs::remove_all(dir / "report.md");
+  std::ofstream(dir / "report.md") << "old";
+  {
+    AtomicOutputs out;
+    out.stage((dir / "report.json").string(), "{\"a\": 1}\n");
+    out.stage((dir / "report.md").string(), "new");
+    out.commit();
+  }
+  std::ifstream md(dir / "report.md"), js(dir / "report.json");
+  std::string m((std::istreambuf_iterator<char>(md)), {}), j((std::istreambuf_iterator<char>(js)), {});
+  EXPECT_EQ(m, "new");
+  EXPECT_EQ(j, "{\"a\": 1}\n");
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir)) { (void)e; ++entries; }
+  EXPECT_EQ(entries, 2);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace glm5
