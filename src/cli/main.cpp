@@ -68,6 +68,7 @@ std::vector<int32_t> parse_ids(const std::string& arg) {
   if (!names_a_file(arg)) return parse_id_list(arg, "'" + arg + "'", true);
   std::error_code ec;
   require(!std::filesystem::is_directory(arg, ec), "--prompt-ids: '" + arg + "' is a directory, expected a JSON list file");
+  require_regular_file(arg, "--prompt-ids: a JSON list file");
   std::ifstream f(arg);
   require(bool(f), "--prompt-ids: cannot read '" + arg + "'");
   std::stringstream ss;
@@ -101,9 +102,11 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
                                       std::to_string(ref_prompt.size()) + " tokens) differ from --prompt-ids (" +
                                       std::to_string(prompt.size()) + " tokens)");
     const SafetensorsView& lg = ref.get("logits");
+    std::string shape;
+    for (int64_t d : lg.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     require(lg.shape.size() == 2 && lg.shape[1] == cfg.vocab_size && lg.shape[0] >= 1,
-            "--reference '" + reference + "': logits must be [steps, vocab_size = " + std::to_string(cfg.vocab_size) +
-                "], got rank " + std::to_string(lg.shape.size()));
+            "--reference '" + reference + "': logits must be [steps >= 1, vocab_size = " +
+                std::to_string(cfg.vocab_size) + "], got [" + shape + "]");
     require(ref.get("generated_ids").numel() >= lg.shape[0],
             "--reference '" + reference + "': generated_ids has fewer entries than logits has rows");
   }
@@ -118,6 +121,15 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   wo.where = cuda ? Where::Device : Where::Host;
   wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
   wo.fp8_linear = weights_dtype == "fp8";
+  // Refused before anything is allocated, as profile does (the CPU backend's limit is profile's, 24 GiB):
+  // full GLM-5 on the CPU would otherwise grow until the machine runs out of memory.
+  size_t free_b = size_t(24) << 30, total_b = free_b;
+  if (cuda) CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  const size_t weight_bytes = estimate_weight_bytes(cfg, wo);
+  require(double(weight_bytes) <= 0.95 * double(free_b),
+          "model does not fit: its weights need " + std::to_string(weight_bytes) + " bytes, but only " +
+              std::to_string(free_b) + " bytes are free" + (cuda ? " on the GPU" : " (CPU backend limit)") +
+              "; decode a smaller model (e.g. --model glm5-tiny)");
   Weights w = weights_dir == "synthetic" ? synthetic_weights(cfg, 1234, wo) : load_weights(cfg, weights_dir, wo);
   Backend be = cuda ? Backend::Cuda : Backend::Cpu;
   GreedyDecodeResult r = greedy_decode(cfg, w, be, path, prompt, new_tokens);

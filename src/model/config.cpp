@@ -320,6 +320,7 @@ ModelConfig load_model_config(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) file = (fs::path(path) / "config.json").string();
   if (fs::is_directory(file, ec)) throw Error(file + ": is a directory, expected the model config (config.json)");
+  if (fs::exists(file, ec)) require_regular_file(file, "the model config (config.json)");
   std::ifstream in(file);
   if (!in) throw Error(file + ": cannot open model config (config.json) for reading");
   nlohmann::json j;

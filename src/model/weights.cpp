@@ -166,6 +166,7 @@ Checkpoint open_checkpoint(const std::string& dir) {
     paths.push_back((fs::path(dir) / "model.safetensors").string());
   } else if (fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) {
     const std::string idx = (fs::path(dir) / "model.safetensors.index.json").string();
+    require_regular_file(idx, "the safetensors index");
     std::ifstream in(idx);
     nlohmann::json j;
     try {

@@ -10,8 +10,7 @@
 namespace glm5 {
 
 nlohmann::json load_report_or_trace(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw Error("'" + path + "' is a directory, expected a report.json or trace");
+  require_regular_file(path, "a report.json or trace");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("'" + path + "' cannot be read");
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);

@@ -326,6 +326,10 @@ class ByteSource {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
       throw Error("trace '" + path + "': is a directory, expected a trace .json file");
+    // A FIFO without a writer would block open() forever, /dev/zero would fill memory: files only.
+    struct stat pre {};
+    if (::stat(path.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode))
+      throw Error("trace '" + path + "': not a regular file (a pipe or device; save the trace to a file first)");
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw Error("trace '" + path + "': cannot open the file (" + std::strerror(errno) + ")");
     struct stat st {};

@@ -3,6 +3,7 @@
 // exit with the documented status (README: 1 for a failed run / bad input file, 2 for bad usage),
 // print exactly one line on stderr holding the expected key words, and leave --out without files.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -247,6 +248,66 @@ TEST_F(BadInputs, DecodeInputs) {
   expect_failure("reference_not_st",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/config.json"}, 1,
                  {"config.json"});
+}
+
+}  // namespace
+
+namespace {
+
+// Inputs that are not files (a device that never ends, a pipe with no writer), a model that cannot fit on the
+// CPU, and diff inputs that would compare nothing or carry wrong types: one line each, no hang, no output.
+// Found by a bad-input attack on the CLI (session 11).
+TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
+  const std::string fifo = (dir_ / "pipe").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_failure("analyze_dev_zero", {"analyze", "/dev/zero"}, 1, {"/dev/zero", "not a regular file"});
+  expect_failure("analyze_fifo", {"analyze", fifo}, 1, {fifo, "not a regular file"});
+  expect_failure("diff_fifo", {"diff", fifo, fifo}, 2, {fifo, "not a regular file"});
+  expect_failure("prompt_dev_zero",
+                 {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "/dev/zero"}, 1,
+                 {"/dev/zero", "not a regular file", "--prompt-ids"});
+  expect_failure("decode_glm5_on_cpu",
+                 {"decode", "--backend", "cpu", "--weights", "synthetic", "--model", "glm5", "--prompt-ids", "1,2,3"}, 1,
+                 {"model does not fit", "CPU backend limit"});
+
+  // diff: a report of ours (analyze writes one), then versions that compare nothing or carry wrong types.
+  const fs::path base_dir = dir_ / "diff_base";
+  const Result a = run({"analyze", std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz", "--out",
+                        base_dir.string()});
+  ASSERT_EQ(a.status, 0) << a.err;
+  const std::string base = (base_dir / "report.json").string();
+  const json report = json::parse(slurp(base));
+  auto variant = [&](const std::string& name, const std::function<void(json&)>& edit) {
+    json j = report;
+    edit(j);
+    return file(name + ".json", j.dump());
+  };
+  const std::string no_runs = variant("no_runs", [](json& j) { j["runs"] = json::array(); });
+  expect_failure("diff_no_runs", {"diff", base, no_runs}, 2, {no_runs, "no run to compare", "it has no runs"});
+  const std::string renamed = variant("renamed", [](json& j) {
+    json runs = j["runs"];
+    j["runs"] = json::array({runs[0], runs[0]});  // two runs: names must match
+    j["runs"][0]["name"] = "x";
+    j["runs"][1]["name"] = "y";
+  });
+  expect_failure("diff_no_match", {"diff", base, renamed}, 2, {renamed, "no run name matches"});
+  const std::string name_int = variant("name_int", [](json& j) { j["runs"][0]["name"] = 3; });
+  expect_failure("diff_name_int", {"diff", base, name_int}, 2, {name_int, "runs[0]", "'name' must be a string"});
+  const std::string kernel_null = variant("kernel_null", [](json& j) { j["runs"][0]["top_kernels"][0]["name"] = nullptr; });
+  expect_failure("diff_kernel_null", {"diff", base, kernel_null}, 2, {"top_kernels", "'name' must be a string, got null"});
+  const std::string hot_time = variant("hot_time", [](json& j) {
+    j["runs"][0]["hotspots"] = json::array({{{"kind", "x"}, {"what", "y"}, {"time_us", "fast"}}});
+  });
+  expect_failure("diff_hotspot_time", {"diff", base, hot_time}, 2, {"hotspots", "'time_us'"});
+  const std::string cfg_dir = folder("gate_dir");
+  expect_failure("diff_config_dir", {"diff", base, base, "--config", cfg_dir}, 2, {cfg_dir, "is a directory"});
+  const std::string typo = file("typo.json", R"({"thresold_pct": 5})");
+  expect_failure("diff_config_typo", {"diff", base, base, "--config", typo}, 2, {typo, "unknown key 'thresold_pct'"});
+  // Every output of a failed diff is left unwritten: --md is staged, --json names a folder.
+  const std::string md = (dir_ / "diff_md.md").string(), json_dir = folder("diff_json_dir");
+  expect_failure("diff_outputs_all_or_none", {"diff", base, base, "--md", md, "--json", json_dir}, 2,
+                 {json_dir, "is a folder"});
+  EXPECT_FALSE(fs::exists(md));
 }
 
 }  // namespace
