@@ -29,6 +29,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string_view>
 #include <unordered_map>
@@ -49,11 +50,26 @@ namespace dom = simdjson::dom;
 // ---------------------------------------------------------------------------------------------------
 // Metadata (skeleton, nlohmann)
 
+// An integer arg that T cannot hold (layer 4294967298 as an int, a negative count as uint64_t) or that is not an
+// integer (kNoInt from as_int) is treated as absent: the fallback, never a wrapped value.
+constexpr int64_t kNoInt = INT64_MIN;
+template <class T>
+T fit_int(int64_t v, T fallback) {
+  if (v == kNoInt) return fallback;
+  if constexpr (std::is_unsigned_v<T>) {
+    return v >= 0 && uint64_t(v) <= std::numeric_limits<T>::max() ? static_cast<T>(v) : fallback;
+  } else {
+    return v >= int64_t(std::numeric_limits<T>::min()) && v <= int64_t(std::numeric_limits<T>::max()) ? static_cast<T>(v)
+                                                                                                          : fallback;
+  }
+}
+
 int64_t as_int(const json& v, int64_t fallback = 0) {
-  if (v.is_number_integer() || v.is_number_unsigned()) return v.get<int64_t>();
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t(INT64_MAX) ? v.get<int64_t>() : fallback;
+  if (v.is_number_integer()) return v.get<int64_t>();
   if (v.is_number_float()) {
     const double d = v.get<double>();  // out of int64 range (or NaN): the cast would be undefined
-    return std::isfinite(d) && std::fabs(d) < 9e18 ? static_cast<int64_t>(d) : fallback;
+    return std::isfinite(d) && std::fabs(d) < 9e18 && d == std::floor(d) ? static_cast<int64_t>(d) : fallback;
   }
   return fallback;  // strings such as "Spans"
 }
@@ -64,7 +80,7 @@ T arg(const json& args, const char* key, T fallback) {
   if (it == args.end() || it->is_null()) return fallback;
   if constexpr (std::is_same_v<T, std::string>) return it->is_string() ? it->get<std::string>() : fallback;
   else if constexpr (std::is_floating_point_v<T>) return it->is_number() ? it->get<double>() : fallback;
-  else return static_cast<T>(as_int(*it, static_cast<int64_t>(fallback)));
+  else return fit_int<T>(as_int(*it, kNoInt), fallback);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -73,10 +89,13 @@ T arg(const json& args, const char* key, T fallback) {
 int64_t as_int(dom::element v, int64_t fallback = 0) {
   switch (v.type()) {
     case dom::element_type::INT64: return int64_t(v);
-    case dom::element_type::UINT64: return static_cast<int64_t>(uint64_t(v));
+    case dom::element_type::UINT64: {
+      const uint64_t u = uint64_t(v);
+      return u <= uint64_t(INT64_MAX) ? static_cast<int64_t>(u) : fallback;
+    }
     case dom::element_type::DOUBLE: {
-      const double d = double(v);
-      return std::isfinite(d) && std::fabs(d) < 9e18 ? static_cast<int64_t>(d) : fallback;
+      const double d = double(v);  // a fractional id or index is not one: the fallback, as for a string
+      return std::isfinite(d) && std::fabs(d) < 9e18 && d == std::floor(d) ? static_cast<int64_t>(d) : fallback;
     }
     default: return fallback;
   }
@@ -119,7 +138,7 @@ T arg(const dom::element* v, T fallback) {
   } else if constexpr (std::is_floating_point_v<T>) {
     return is_number(*v) ? as_double(*v) : fallback;
   } else {
-    return static_cast<T>(as_int(*v, static_cast<int64_t>(fallback)));
+    return fit_int<T>(as_int(*v, kNoInt), fallback);
   }
 }
 

@@ -297,6 +297,26 @@ TEST(TraceReader, SeamsInsideStringsAndEscapes) {
   }
 }
 
+// Integer args that the field cannot hold, or that are not integers, count as absent: never a wrapped value
+// (layer 4294967298 used to read as layer 2, kernels_launched -5 as 2^64 - 5).
+TEST(TraceReader, OutOfRangeIntegerArgsAreAbsent) {
+  TempDir tmp("int_args");
+  auto kernel = [](const std::string& layer, double ts) {
+    return "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":" + std::to_string(ts) +
+           ",\"dur\":1,\"args\":{\"layer\":" + layer + ",\"op\":\"attn.mla\",\"step\":0}}";
+  };
+  const std::string path = tmp.write(
+      "t.json", "{\"glm5prof\": {\"kernels_launched\": -5, \"records_dropped\": 1.5}, \"traceEvents\": [" +
+                    kernel("4294967298", 1) + "," + kernel("1.5", 3) + "," + kernel("-2147483649", 5) + "," +
+                    kernel("18446744073709551615", 7) + "," + kernel("2", 9) + "," + kernel("3.0", 11) + "]}");
+  const Timeline t = read_chrome_trace(path);
+  std::vector<int> layers;
+  for (const Activity& a : t.activities) layers.push_back(a.layer);
+  EXPECT_EQ(layers, (std::vector<int>{-1, -1, -1, -1, 2, 3}));
+  EXPECT_EQ(t.kernels_launched, 0u);
+  EXPECT_EQ(t.records_dropped, 0u);
+}
+
 TEST(LayerNames, OursModulePathsAndWithModulesSpans) {
   EXPECT_EQ(parse_layer_name("layer.7"), 7);
   EXPECT_EQ(parse_layer_name("model.layers.12"), 12);
