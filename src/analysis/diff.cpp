@@ -33,6 +33,8 @@ double number(const json& j, const char* key, const std::string& where) {
     throw Error(where + ": field '" + key + "' missing or not a number");
   double v = it->get<double>();
   if (!std::isfinite(v)) throw Error(where + ": field '" + key + "' is not finite");
+  // Every number diff reads is a time in us or a layer index (-1: not a layer): none is below -1.
+  if (v < -1) throw Error(where + ": field '" + key + "' is negative (" + std::to_string(v) + ")");
   return v;
 }
 

@@ -25,7 +25,8 @@ BenchCli add_bench_subcommand(CLI::App& app) {
       ->capture_default_str();
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
   cli.kernels->add_option("--only", o.only, "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(CLI::IsMember({"cast", "mla", "indexer", "linear", "absorb", "moe"}));
   return cli;
 }
 

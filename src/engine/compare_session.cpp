@@ -109,6 +109,11 @@ std::string run_compare(const CompareOptions& c) {
         points.push_back(p);
         progress(bar, ++done, total, name);
       }
+  // A sweep in which every point was refused measured nothing: an error naming why (the first point's reason),
+  // not an empty comparison and exit 0.
+  if (!points.empty() && std::all_of(points.begin(), points.end(), [](const json& p) { return p.contains("skipped"); }))
+    throw Error("compare: every point of the sweep was skipped (" + std::to_string(points.size()) +
+                " points); the first: " + points[0]["skipped"].get<std::string>());
   json out = {{"schema_version", "glm5prof.compare/1"},
               {"device", device},
               {"model", model},

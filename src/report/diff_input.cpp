@@ -9,25 +9,41 @@
 
 namespace glm5 {
 
+namespace {
+// A Chrome / Kineto trace (plain or gzip) analysed into a one-run report, named after the file.
+nlohmann::json trace_as_report(const std::string& path) {
+  ReportInput in;
+  in.run_spec = {{"command", "diff"}, {"trace", path}};
+  RunReport r;
+  r.name = std::filesystem::path(path).filename().string();
+  r.analysis = analyze(read_chrome_trace(path), Peaks{});
+  in.runs.push_back(r);
+  return report_to_json(in);
+}
+}  // namespace
+
 nlohmann::json load_report_or_trace(const std::string& path) {
   require_regular_file(path, "a report.json or trace");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw Error("'" + path + "' cannot be read");
+  // A gzip file is a trace (.json.gz, as torch.profiler writes them): the trace reader inflates it.
+  char magic[2] = {0, 0};
+  const bool gzip = f.read(magic, 2) && static_cast<unsigned char>(magic[0]) == 0x1f &&
+                    static_cast<unsigned char>(magic[1]) == 0x8b;
+  f.clear();
+  f.seekg(0);
+  if (gzip) return trace_as_report(path);
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw Error("'" + path + "' is not valid JSON (a report.json or a Chrome/Kineto trace expected)");
   if (j.is_object() && j.contains("schema_version") && j["schema_version"].is_string() &&
-      j["schema_version"].get<std::string>().rfind("glm5prof.report/", 0) == 0)
+      j["schema_version"].get<std::string>().rfind("glm5prof.report/", 0) == 0) {
+    const std::string v = j["schema_version"].get<std::string>();
+    if (v != "glm5prof.report/1")
+      throw Error("'" + path + "': schema_version '" + v + "' is not one this glm5prof reads (glm5prof.report/1)");
     return j;
-  if (j.is_object() && (j.contains("traceEvents") || j.contains("schemaVersion"))) {
-    // The trace reader parses the file again with its own checks; a trace diff is rare enough.
-    ReportInput in;
-    in.run_spec = {{"command", "diff"}, {"trace", path}};
-    RunReport r;
-    r.name = std::filesystem::path(path).filename().string();
-    r.analysis = analyze(read_chrome_trace(path), Peaks{});
-    in.runs.push_back(r);
-    return report_to_json(in);
   }
+  // The trace reader parses the file again with its own checks; a trace diff is rare enough.
+  if (j.is_object() && (j.contains("traceEvents") || j.contains("schemaVersion"))) return trace_as_report(path);
   throw Error("'" + path + "' is neither a glm5prof report (schema_version glm5prof.report/1) nor a trace (traceEvents)");
 }
 

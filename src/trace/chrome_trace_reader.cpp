@@ -904,8 +904,16 @@ Timeline read_chrome_trace(const std::string& path) {
     if (a.device >= 0 || a.kind == ActivityKind::kernel)
       if (a.external_id && (a.bytes || a.flops || a.layer >= 0) && !a.op.empty())
         t.ops.try_emplace(a.external_id, OpDesc{a.step, a.layer, a.op, a.bytes, a.flops});
-  t.kernels_recorded = std::max<uint64_t>(t.kernels_recorded, std::count_if(
-      t.activities.begin(), t.activities.end(), [](const Activity& a) { return a.kind == ActivityKind::kernel; }));
+  // The kernels the file holds are the ones recorded; metadata that claims more means events were lost on the
+  // way (a file cut short and re-closed, an edited trace): the trace is incomplete and says so.
+  const uint64_t in_file = std::count_if(t.activities.begin(), t.activities.end(),
+                                         [](const Activity& a) { return a.kind == ActivityKind::kernel; });
+  if (t.kernels_recorded > in_file) {
+    t.complete = false;
+    t.messages.push_back("the file holds " + std::to_string(in_file) + " kernel events, its metadata says " +
+                         std::to_string(t.kernels_recorded) + " were recorded");
+  }
+  t.kernels_recorded = in_file;
   // A torch.profiler trace recorded without ProfilerActivity.CUDA holds only host events: say so, rather than
   // leave an empty report that reads like an idle GPU.
   if (t.kernels_recorded == 0) {

@@ -303,6 +303,22 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_config_dir", {"diff", base, base, "--config", cfg_dir}, 2, {cfg_dir, "is a directory"});
   const std::string typo = file("typo.json", R"({"thresold_pct": 5})");
   expect_failure("diff_config_typo", {"diff", base, base, "--config", typo}, 2, {typo, "unknown key 'thresold_pct'"});
+  const std::string future = variant("future", [](json& j) { j["schema_version"] = "glm5prof.report/999"; });
+  expect_failure("diff_future_schema", {"diff", base, future}, 2, {future, "glm5prof.report/999"});
+  const std::string negative = variant("negative", [](json& j) { j["runs"][0]["ops"][0]["time_us"] = -1e300; });
+  expect_failure("diff_negative_time", {"diff", base, negative}, 2, {negative, "'time_us' is negative"});
+  expect_failure("diff_nan_threshold", {"diff", base, base, "--threshold", "nan"}, 2, {"--threshold", "finite"});
+  expect_failure("bench_only_bogus", {"bench", "kernels", "--only", "bogus"}, 2, {"--only", "bogus"});
+  expect_failure("compare_all_skipped",
+                 {"compare", "--backend", "cpu", "--model", "glm5-tiny", "--context", "5000", "--pool-tokens", "4096",
+                  "--batch", "1", "--out", (dir_ / "cmp_out").string()},
+                 1, {"every point of the sweep was skipped", "--context"});
+  EXPECT_FALSE(fs::exists(dir_ / "cmp_out" / "compare.json"));
+  // Gzip traces are diffed as analyze reads them (they used to be "not valid JSON").
+  const std::string gz = std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz";
+  const Result same = run({"diff", gz, gz});
+  EXPECT_EQ(same.status, 0) << same.err;
+  EXPECT_NE(same.out.find("unchanged"), std::string::npos) << same.out;
   // Every output of a failed diff is left unwritten: --md is staged, --json names a folder.
   const std::string md = (dir_ / "diff_md.md").string(), json_dir = folder("diff_json_dir");
   expect_failure("diff_outputs_all_or_none", {"diff", base, base, "--md", md, "--json", json_dir}, 2,

@@ -315,6 +315,14 @@ TEST(TraceReader, OutOfRangeIntegerArgsAreAbsent) {
   EXPECT_EQ(layers, (std::vector<int>{-1, -1, -1, -1, 2, 3}));
   EXPECT_EQ(t.kernels_launched, 0u);
   EXPECT_EQ(t.records_dropped, 0u);
+  // Metadata that claims more kernels than the file holds: incomplete, and said so.
+  const std::string cut = tmp.write("cut.json", "{\"glm5prof\": {\"complete\": true, \"kernels_launched\": 9, "
+                                                "\"kernels_recorded\": 9}, \"traceEvents\": [" + kernel("2", 1) + "]}");
+  const Timeline c = read_chrome_trace(cut);
+  EXPECT_FALSE(c.complete);
+  EXPECT_EQ(c.kernels_recorded, 1u);
+  ASSERT_EQ(c.messages.size(), 1u);
+  EXPECT_EQ(c.messages[0], "the file holds 1 kernel events, its metadata says 9 were recorded");
 }
 
 TEST(LayerNames, OursModulePathsAndWithModulesSpans) {
