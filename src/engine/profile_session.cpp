@@ -552,6 +552,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                         : "All weights distinct per layer."}};
 
   std::vector<Timeline> timelines;
+  std::vector<RunWindow> windows;  // one per KV path: analyze splits the merged trace by them
   std::vector<std::pair<std::string, Analysis>> analyses;
   bool said_fallback = false;
   for (KvPath path : paths) {
@@ -604,6 +605,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
       report.runs.push_back(rr);
       if (r == 0) analyses.emplace_back(kv_path_name(path), a);
     }
+    windows.push_back(run_window(t, kv_path_name(path)));
     timelines.push_back(std::move(t));
   }
   if (analyses.size() > 1) report.comparison = compare_paths(analyses);
@@ -612,7 +614,9 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   fs::path out(o.out_dir);
   create_output_dir(o.out_dir);
   AtomicOutputs files;  // all three or none
-  write_chrome_trace(merge_timelines(timelines), (out / "trace.json").string(), std::max(o.rank, 0), o.tp, &files);
+  Timeline merged = merge_timelines(timelines);
+  if (windows.size() > 1) merged.runs = windows;
+  write_chrome_trace(merged, (out / "trace.json").string(), std::max(o.rank, 0), o.tp, &files);
   write_report_json(report, (out / "report.json").string(), &files);
   write_report_md(report, (out / "report.md").string(), &files);
   files.commit();

@@ -854,6 +854,24 @@ Timeline read_chrome_trace(const std::string& path) {
     t.kernels_recorded = arg<uint64_t>(g, "kernels_recorded", 0);
     if (g.contains("messages") && g["messages"].is_array())
       for (const json& m : g["messages"]) if (m.is_string()) t.messages.push_back(m.get<std::string>());
+    // Run windows (a trace of several runs; RunWindow): name, start_us / end_us from the base, as events' ts.
+    if (g.contains("runs") && !g["runs"].is_null()) {
+      const std::string where = "trace '" + path + "': glm5prof.runs";
+      if (!g["runs"].is_array()) throw Error(where + ": expected a list of {name, start_us, end_us}");
+      for (const json& w : g["runs"]) {
+        const auto num = [&](const char* key) {
+          if (!w.is_object() || !w.contains(key) || !w[key].is_number() || !std::isfinite(w[key].get<double>()) ||
+              std::fabs(w[key].get<double>()) > kMaxTsUs)
+            throw Error(where + ": each entry needs a finite number '" + key + "' of microseconds");
+          return base + std::llround(w[key].get<double>() * 1e3);
+        };
+        if (!w.is_object() || !w.contains("name") || !w["name"].is_string())
+          throw Error(where + ": each entry needs a string 'name'");
+        RunWindow rw{w["name"].get<std::string>(), num("start_us"), num("end_us")};
+        if (rw.end_ns < rw.start_ns) throw Error(where + ": run '" + rw.name + "' ends before it starts");
+        t.runs.push_back(std::move(rw));
+      }
+    }
   }
 
   assign_range_nesting(t.ranges);

@@ -145,6 +145,11 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank, in
                {"kernels_launched", t.kernels_launched},
                {"kernels_recorded", t.kernels_recorded},
                {"messages", t.messages}};
+  if (!t.runs.empty()) {
+    json runs = json::array();
+    for (const RunWindow& w : t.runs) runs.push_back({{"name", w.name}, {"start_us", us(w.start_ns)}, {"end_us", us(w.end_ns)}});
+    info["runs"] = runs;  // microseconds from baseTimeNanoseconds, as the events' ts
+  }
   // Written by hand, one event per line, distributedInfo first: HolisticTraceAnalysis finds a trace's
   // rank by the regex "rank":\s+(\d+) on the first line that matches (hta/common/trace_file.py), so
   // the key needs its space and must come before any event; one line per event keeps the file

@@ -125,6 +125,39 @@ int parse_layer_name(const std::string& name) {
   return -1;
 }
 
+RunWindow run_window(const Timeline& t, const std::string& name) {
+  RunWindow w{name, earliest_time_ns(t), earliest_time_ns(t)};
+  for (const Activity& a : t.activities) w.end_ns = std::max(w.end_ns, a.end_ns);
+  for (const Range& r : t.ranges) w.end_ns = std::max(w.end_ns, r.end_ns);
+  return w;
+}
+
+Timeline timeline_window(const Timeline& t, const RunWindow& w) {
+  Timeline out;
+  out.source = t.source;
+  out.devices = t.devices;
+  out.base_time_ns = t.base_time_ns;
+  out.records_dropped = t.records_dropped;
+  out.complete = t.complete;
+  out.messages = t.messages;
+  auto inside = [&](int64_t start) { return start >= w.start_ns && start <= w.end_ns; };
+  for (const Activity& a : t.activities)
+    if (inside(a.start_ns)) out.activities.push_back(a);
+  for (const Range& r : t.ranges)
+    if (inside(r.start_ns)) out.ranges.push_back(r);
+  for (const Activity& a : out.activities)
+    if (a.external_id) {
+      auto it = t.ops.find(a.external_id);
+      if (it != t.ops.end()) out.ops.insert(*it);
+    }
+  const uint64_t kernels = std::count_if(out.activities.begin(), out.activities.end(),
+                                         [](const Activity& a) { return a.kind == ActivityKind::kernel; });
+  const bool all_recorded = t.kernels_launched == t.kernels_recorded;
+  out.kernels_recorded = kernels;
+  out.kernels_launched = all_recorded ? kernels : t.kernels_launched;
+  return out;
+}
+
 void assign_range_nesting(std::vector<Range>& ranges) {
   // Per thread and kind, walk ranges by (start asc, end desc) keeping a stack of open ranges.
   std::vector<size_t> order(ranges.size());

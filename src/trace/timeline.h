@@ -84,6 +84,14 @@ struct DeviceProperties {
   int regs_per_multiprocessor = 0;
 };
 
+// The time window of one run in a trace that holds several (`profile --kv-path all` runs one per KV path, one
+// after another on the same clock): analyzing the file splits it by these windows, so each run keeps its own
+// steps instead of three runs' step N being read as one step.
+struct RunWindow {
+  std::string name;  // the run's name in the report ("cast", "gather-cast", "fp8")
+  int64_t start_ns = 0, end_ns = 0;
+};
+
 struct Timeline {
   std::vector<Activity> activities;
   std::vector<Range> ranges;
@@ -97,7 +105,14 @@ struct Timeline {
   uint64_t kernels_recorded = 0;   // kernel activity records received
   bool complete = true;            // false if the source degraded (CUPTI error, dropped records)
   std::vector<std::string> messages;  // why it is incomplete, warnings, in order
+  std::vector<RunWindow> runs;     // several runs in one trace (empty: one run); see RunWindow
 };
+
+// The part of `t` in window `w`: activities and ranges that start in [w.start_ns, w.end_ns], with t's metadata.
+// Its kernel counts are those of the window when t recorded every launch (else t's totals, and incomplete).
+Timeline timeline_window(const Timeline& t, const RunWindow& w);
+// The window [first start, last end] of everything in `t`, named `name`.
+RunWindow run_window(const Timeline& t, const std::string& name);
 
 // Sum of kernel durations [ns] (device >= 0 and host-clock kernels alike). Overlapping kernels on
 // different streams are each counted: this is "kernel time", not wall time.

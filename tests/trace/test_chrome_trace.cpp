@@ -115,6 +115,62 @@ TEST(ChromeTrace, RoundTripKeepsKernelsAndAttribution) {
   fs::remove_all(dir);
 }
 
+// A trace of two runs one after the other (profile --kv-path all) carries their windows; the file split by them
+// analyzes as each run did live (before, analyze merged the runs' step N into one step several runs long).
+TEST(ChromeTrace, RunWindowsSplitASeveralRunTrace) {
+  const fs::path dir = temp_dir("windows");
+  const std::string path = (dir / "trace.json").string();
+  const Timeline cast = test::decode_run(3, 100, 50), fp8_alone = test::decode_run(3, 0, 50);
+  Timeline fp8 = fp8_alone;  // the same run 10 s later, its ids after the first run's
+  for (Activity& a : fp8.activities) {
+    a.start_ns += 10'000'000'000;
+    a.end_ns += 10'000'000'000;
+    if (a.external_id) a.external_id += 100'000;
+    if (a.correlation_id) a.correlation_id += 100'000'000;
+  }
+  for (Range& r : fp8.ranges) r.start_ns += 10'000'000'000, r.end_ns += 10'000'000'000;
+  Timeline both = cast;
+  both.activities.insert(both.activities.end(), fp8.activities.begin(), fp8.activities.end());
+  both.ranges.insert(both.ranges.end(), fp8.ranges.begin(), fp8.ranges.end());
+  for (const auto& [id, op] : fp8.ops) both.ops[id + 100'000] = op;
+  both.kernels_launched += fp8.kernels_launched;
+  both.kernels_recorded += fp8.kernels_recorded;
+  both.runs = {run_window(cast, "cast"), run_window(fp8, "fp8")};
+  sort_timeline(both);
+  write_chrome_trace(both, path);
+  const Timeline r = read_chrome_trace(path);
+  ASSERT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.runs[0].name, "cast");
+  EXPECT_EQ(r.runs[1].name, "fp8");
+  EXPECT_EQ(r.runs[0].start_ns, both.runs[0].start_ns);
+  EXPECT_EQ(r.runs[1].end_ns, both.runs[1].end_ns);
+  const Analysis whole = analyze(r, Peaks{});
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(r.runs[i].name);
+    const Timeline part = timeline_window(r, r.runs[i]);
+    const Analysis live = analyze(i == 0 ? cast : fp8_alone, Peaks{}), file = analyze(part, Peaks{});
+    EXPECT_DOUBLE_EQ(file.step_median_us, live.step_median_us);
+    EXPECT_DOUBLE_EQ(file.cast_us, live.cast_us);
+    EXPECT_EQ(file.steps.size(), 3u);
+    EXPECT_TRUE(file.complete);
+    EXPECT_EQ(part.kernels_recorded, i == 0 ? cast.kernels_recorded : fp8.kernels_recorded);
+  }
+  EXPECT_GT(whole.step_median_us, 1e6);  // unsplit, step N spans both runs (10 s apart): what analyze used to show
+  // A malformed window list is bad input naming the field.
+  std::ifstream in(path);
+  nlohmann::json doc = nlohmann::json::parse(in);
+  doc["glm5prof"]["runs"][1]["end_us"] = "late";
+  std::ofstream((dir / "bad.json").string()) << doc.dump();
+  try {
+    read_chrome_trace((dir / "bad.json").string());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("glm5prof.runs: each entry needs a finite number 'end_us'"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 TEST(ChromeTrace, BadInputGivesOneClearError) {
   EXPECT_THROW(read_chrome_trace("/nonexistent/trace.json"), Error);
   const fs::path dir = temp_dir("bad");
