@@ -161,26 +161,8 @@ int run_analyze(const std::string& trace, const std::string& out_dir) {
   check_output_dir(out_dir);
   Timeline t = read_chrome_trace(trace);
   Peaks peaks;  // unknown for a foreign trace: percentages are left at 0
-  ReportInput in;
+  ReportInput in = report_of_trace(t, trace, peaks);
   in.run_spec = nlohmann::json{{"command", "analyze"}, {"trace", trace}};
-  in.device = nlohmann::json{{"name", t.devices.empty() ? "unknown" : t.devices[0].name}};
-  if (t.runs.size() > 1) {
-    // A trace of several runs (profile --kv-path all): one report run per window, and the paths side by side.
-    std::vector<std::pair<std::string, Analysis>> analyses;
-    for (const RunWindow& w : t.runs) {
-      RunReport r;
-      r.name = w.name;
-      r.analysis = analyze(timeline_window(t, w), peaks);
-      analyses.emplace_back(w.name, r.analysis);
-      in.runs.push_back(r);
-    }
-    in.comparison = compare_paths(analyses);
-  } else {
-    RunReport r;
-    r.name = trace;
-    r.analysis = analyze(t, peaks);
-    in.runs.push_back(r);
-  }
   create_output_dir(out_dir);
   AtomicOutputs files;  // both or neither
   write_report_json(in, out_dir + "/report.json", &files);

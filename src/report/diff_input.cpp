@@ -10,14 +10,11 @@
 namespace glm5 {
 
 namespace {
-// A Chrome / Kineto trace (plain or gzip) analysed into a one-run report, named after the file.
+// A Chrome / Kineto trace (plain or gzip) analysed into a report: one run named after the file, or one per run
+// window of a several-run trace (report_of_trace).
 nlohmann::json trace_as_report(const std::string& path) {
-  ReportInput in;
+  ReportInput in = report_of_trace(read_chrome_trace(path), std::filesystem::path(path).filename().string(), Peaks{});
   in.run_spec = {{"command", "diff"}, {"trace", path}};
-  RunReport r;
-  r.name = std::filesystem::path(path).filename().string();
-  r.analysis = analyze(read_chrome_trace(path), Peaks{});
-  in.runs.push_back(r);
   return report_to_json(in);
 }
 }  // namespace

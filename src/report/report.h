@@ -38,6 +38,10 @@ struct ReportInput {
 
 // The report as JSON (what write_report_json writes).
 nlohmann::json report_to_json(const ReportInput& in);
+// The report of a trace read from a file: one run named `name` (a trace of several runs: one per RunWindow,
+// named as the runs, with the paths side by side in `comparison`); `device` from the trace's first device.
+ReportInput report_of_trace(const Timeline& t, const std::string& name, const Peaks& peaks);
+
 // The Markdown report as a string (what write_report_md writes).
 std::string report_to_markdown(const ReportInput& in);
 

@@ -106,6 +106,28 @@ json report_to_json(const ReportInput& in) {
           {"comparison", in.comparison ? to_json(*in.comparison) : json(nullptr)}};
 }
 
+ReportInput report_of_trace(const Timeline& t, const std::string& name, const Peaks& peaks) {
+  ReportInput in;
+  in.device = json{{"name", t.devices.empty() ? "unknown" : t.devices[0].name}};
+  if (t.runs.size() > 1) {
+    std::vector<std::pair<std::string, Analysis>> analyses;
+    for (const RunWindow& w : t.runs) {
+      RunReport r;
+      r.name = w.name;
+      r.analysis = analyze(timeline_window(t, w), peaks);
+      analyses.emplace_back(w.name, r.analysis);
+      in.runs.push_back(r);
+    }
+    in.comparison = compare_paths(analyses);
+  } else {
+    RunReport r;
+    r.name = name;
+    r.analysis = analyze(t, peaks);
+    in.runs.push_back(r);
+  }
+  return in;
+}
+
 void write_report_json(const ReportInput& in, const std::string& path, AtomicOutputs* outputs) {
   const std::string doc = report_to_json(in).dump(2) + "\n";
   if (outputs) outputs->stage(path, doc);
