@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 
 namespace glm5 {
 

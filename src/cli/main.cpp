@@ -16,6 +16,7 @@
 #include "cli/diff_cli.h"
 #include "common/buffer.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "engine/greedy_decode.h"
 #include "engine/profile_session.h"
 #include "model/config.h"

@@ -19,11 +19,6 @@ inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
 }
 
-// Throws glm5::Error unless `path` names an existing regular file (not a folder, FIFO or device: /dev/zero
-// or a pipe with no writer would make a reader run out of memory or wait forever). `what` is what the caller
-// expected there ("a trace", "a diff config"), for the message "'PATH': not a regular file (WHAT expected)".
-void require_regular_file(const std::string& path, const std::string& what);
-
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);
 
 }  // namespace glm5

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "model/builtin_configs.h"
 #include "model/weights.h"
 

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/rng.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"

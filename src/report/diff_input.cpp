@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "report/report.h"
 #include "trace/chrome_trace.h"
 
