@@ -28,14 +28,14 @@ struct RunView {
   std::map<std::string, double> hotspots; // "kind: what" -> us per step
 };
 
-double number(const json& j, const char* key, const std::string& where) {
+// The finite number `key` of `j`, at least `lo` (times: 0; a layer index: -1, "not a layer").
+double number(const json& j, const char* key, const std::string& where, double lo = 0) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number())
     throw Error(where + ": field '" + key + "' missing or not a number");
   double v = it->get<double>();
   if (!std::isfinite(v)) throw Error(where + ": field '" + key + "' is not finite");
-  // Every number diff reads is a time in us or a layer index (-1: not a layer): none is below -1.
-  if (v < -1) throw Error(where + ": field '" + key + "' is negative (" + std::to_string(v) + ")");
+  if (v < lo) throw Error(where + ": field '" + key + "' is below " + std::to_string(int(lo)) + " (" + std::to_string(v) + ")");
   return v;
 }
 
@@ -78,7 +78,7 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     for (const json& c : array(r, "layer_ops", where)) {
       if (!c.is_object()) throw Error(where + ".layer_ops: expected objects");
       // A layer index outside int's range (or fractional) is bad input, not a cast with undefined behaviour.
-      double lv = number(c, "layer", where + ".layer_ops");
+      double lv = number(c, "layer", where + ".layer_ops", -1);
       if (lv != std::floor(lv) || lv < -1 || lv > 1e6)
         throw Error(where + ".layer_ops: field 'layer' is not an integer in [-1, 1000000]");
       int layer = int(lv);

@@ -108,8 +108,12 @@ std::string verdict(const ReportInput& in) {
     return "No KV dtype cast found; the largest op is `" + (top->op.empty() ? std::string("(unattributed)") : top->op) +
            "` at " + pct(top->share) + " of the step (" + f1(top->time_us) + " us of " + f1(a.step_median_us) + " us).";
   }
-  if (!in.runs.empty() && !in.runs.front().analysis.trace_messages.empty())
-    return "No kernels were recorded: " + in.runs.front().analysis.trace_messages.front() + ".";
+  // The reader's reason for an empty trace, when it gave one (a trace recorded without the GPU); other
+  // messages (CUPTI, graphs) stay in the run's section.
+  if (!in.runs.empty())
+    for (const std::string& m : in.runs.front().analysis.trace_messages)
+      if (m.rfind("no GPU kernel events", 0) == 0 || m.rfind("the file holds", 0) == 0)
+        return "No kernels were recorded: " + m + ".";
   return "No kernels were recorded.";
 }
 

@@ -60,6 +60,10 @@ void AtomicOutputs::stage(const std::string& path, const std::string& content) {
   require_writable_dir(dir);
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw Error("cannot write '" + path + "': it is a folder");
+  const fs::path canon = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  for (const auto& [tmp, staged] : staged_)
+    if (fs::weakly_canonical(fs::absolute(staged, ec), ec) == canon)
+      throw Error("cannot write '" + path + "': it is named twice among this run's outputs");
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
@@ -74,19 +78,37 @@ void AtomicOutputs::stage(const std::string& path, const std::string& content) {
 }
 
 void AtomicOutputs::commit() {
-  std::vector<std::string> created;  // targets that did not exist before this commit
+  // A target that exists is kept as a hard link (path.bak.PID) until every rename succeeded, so a failure part
+  // way puts the old files back; a target that did not exist is removed again.
+  struct Done {
+    std::string path, backup;  // backup empty: the target did not exist
+  };
+  std::vector<Done> done;
+  auto roll_back = [&] {
+    for (const Done& d : done)
+      if (d.backup.empty()) std::remove(d.path.c_str());
+      else std::rename(d.backup.c_str(), d.path.c_str());
+  };
   for (size_t i = 0; i < staged_.size(); ++i) {
     const auto& [tmp, path] = staged_[i];
     std::error_code ec;
-    const bool existed = fs::exists(path, ec);
+    std::string backup;
+    if (fs::exists(path, ec)) {
+      backup = path + ".bak." + std::to_string(getpid());
+      std::remove(backup.c_str());
+      if (::link(path.c_str(), backup.c_str()) != 0) backup.clear();  // no hard links here: no restore for it
+    }
     if (std::rename(tmp.c_str(), path.c_str()) != 0) {
       const int e = errno;
-      for (const std::string& c : created) std::remove(c.c_str());
+      if (!backup.empty()) std::remove(backup.c_str());
+      roll_back();
       throw Error("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
     }
-    if (!existed) created.push_back(path);
+    done.push_back({path, backup});
     staged_[i].first.clear();
   }
+  for (const Done& d : done)
+    if (!d.backup.empty()) std::remove(d.backup.c_str());
   staged_.clear();
 }
 

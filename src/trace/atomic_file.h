@@ -13,8 +13,9 @@ void write_file_atomic(const std::string& path, const std::string& content);
 
 // Several outputs of one run written as one: stage() writes a content to a temp file beside its target (the
 // target must not be a folder); commit() renames every staged file into place. Nothing is renamed before all
-// were staged, so a full disk or a bad target fails the run with no new file. If a rename fails part way
-// (the checks passed, so rarely), the targets renamed so far that did not exist before are removed again.
+// were staged, so a full disk or a bad target (a folder, a path named twice) fails the run with no new file. If a
+// rename fails part way (the checks passed, so rarely), the targets renamed so far are put back as they were
+// (the old file restored from a hard link taken before its rename, a new one removed).
 // The destructor removes staged files that were not committed. Errors: glm5::Error naming the target.
 class AtomicOutputs {
  public:

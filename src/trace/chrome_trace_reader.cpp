@@ -725,8 +725,8 @@ struct Interval {
 };
 
 // For each query time (per thread), the innermost interval containing it (intervals nest properly on
-// a thread). Sweep over intervals sorted by (start asc, end desc) with a stack. Returns SIZE_MAX if none.
-std::vector<size_t> innermost(std::vector<Interval> iv, const std::vector<int64_t>& queries) {
+// a thread), or with `outermost` the outermost one. Sweep over intervals sorted by (start asc, end desc) with a stack. Returns SIZE_MAX if none.
+std::vector<size_t> innermost(std::vector<Interval> iv, const std::vector<int64_t>& queries, bool outermost = false) {
   std::sort(iv.begin(), iv.end(), [](const Interval& a, const Interval& b) {
     return a.start != b.start ? a.start < b.start : a.end > b.end;
   });
@@ -743,7 +743,14 @@ std::vector<size_t> innermost(std::vector<Interval> iv, const std::vector<int64_
       stack.push_back(&iv[next++]);
     }
     while (!stack.empty() && stack.back()->end < ts) stack.pop_back();
-    if (!stack.empty()) out[q] = stack.back()->index;
+    if (stack.empty()) continue;
+    out[q] = stack.back()->index;
+    if (outermost)  // the lowest open interval that still contains ts (overlapping ones may have ended)
+      for (const Interval* s : stack)
+        if (s->end >= ts) {
+          out[q] = s->index;
+          break;
+        }
   }
   return out;
 }
@@ -891,8 +898,11 @@ Timeline read_chrome_trace(const std::string& path) {
   for (size_t i = 0; i < t.ranges.size(); ++i)
     if (t.ranges[i].kind == RangeKind::user_annotation && parse_step_name(t.ranges[i].name) >= 0)
       steps_by_thread[t.ranges[i].thread].push_back({t.ranges[i].start_ns, t.ranges[i].end_ns, i});
+  // Layers: only ranges whose own name is a layer (not ones that inherited it by nesting, e.g. a ProfilerStep that
+  // began inside a layer span), and the OUTERMOST of them: with_modules numbers each class on its own, so a
+  // "Qwen2MoeSparseMoeBlock_0" inside "Qwen2MoeDecoderLayer_3" must not move its kernels to layer 0.
   for (size_t i = 0; i < t.ranges.size(); ++i)
-    if (t.ranges[i].kind == RangeKind::user_annotation && t.ranges[i].layer >= 0)
+    if (t.ranges[i].kind == RangeKind::user_annotation && parse_layer_name(t.ranges[i].name) >= 0)
       layers_by_thread[t.ranges[i].thread].push_back({t.ranges[i].start_ns, t.ranges[i].end_ns, i});
   std::map<int64_t, std::vector<size_t>> pending;  // launching thread -> device activity indices
   for (size_t i = 0; i < t.activities.size(); ++i) {
@@ -906,7 +916,7 @@ Timeline read_chrome_trace(const std::string& path) {
     for (size_t i : indices) when.push_back(launch_of[t.activities[i].correlation_id]->start_ns);
     const std::vector<size_t> op = innermost(ops_by_thread[thread], when);
     const std::vector<size_t> step = innermost(steps_by_thread[thread], when);
-    const std::vector<size_t> layer = innermost(layers_by_thread[thread], when);
+    const std::vector<size_t> layer = innermost(layers_by_thread[thread], when, /*outermost=*/true);
     for (size_t k = 0; k < indices.size(); ++k) {
       Activity& a = t.activities[indices[k]];
       if (op[k] != SIZE_MAX) {
@@ -914,7 +924,7 @@ Timeline read_chrome_trace(const std::string& path) {
         if (!a.external_id) a.external_id = t.activities[op[k]].external_id;
       }
       if (step[k] != SIZE_MAX && a.step < 0) a.step = parse_step_name(t.ranges[step[k]].name);
-      if (layer[k] != SIZE_MAX && a.layer < 0) a.layer = t.ranges[layer[k]].layer;
+      if (layer[k] != SIZE_MAX && a.layer < 0) a.layer = parse_layer_name(t.ranges[layer[k]].name);
     }
   }
   // Op table from our own args.

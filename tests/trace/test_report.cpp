@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -147,6 +148,27 @@ TEST(AtomicOutputs, AllOrNone) {
   int entries = 0;
   for (const auto& e : fs::directory_iterator(dir)) { (void)e; ++entries; }
   EXPECT_EQ(entries, 2);
+  // The same target named twice is refused when staged (both would share one temp file).
+  {
+    AtomicOutputs out;
+    out.stage((dir / "report.md").string(), "a");
+    EXPECT_THROW(out.stage((dir / "." / "report.md").string(), "b"), Error);
+  }
+  // A rename that fails part way (the second target became a folder after staging) puts the first back.
+  {
+    AtomicOutputs out;
+    out.stage((dir / "report.md").string(), "newer");
+    out.stage((dir / "trace.json").string(), "t");
+    fs::create_directories(dir / "trace.json" / "inside");
+    EXPECT_THROW(out.commit(), Error);
+  }
+  std::ifstream md2(dir / "report.md");
+  std::string m2((std::istreambuf_iterator<char>(md2)), {});
+  EXPECT_EQ(m2, "new");  // the committed content of before, not "newer"
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"report.json", "report.md", "trace.json"}));  // no temp, no backup
   fs::remove_all(dir);
 }
 

@@ -365,13 +365,23 @@ TEST(TraceReader, ForeignKernelsLandOnTheirLayerRange) {
       span("user_annotation", "model.layers.1.self_attn", 30, 20, 7, "") + "," +
       span("cpu_op", "aten::bmm", 31, 5, 7, "") + "," + launch(32, 2) + "," +
       span("python_function", "nn.Module: Linear_9", 60, 10, 7, "") + "," + launch(61, 3) + "," +
-      span("python_function", "model.py(12): forward", 75, 10, 7, "");
+      span("python_function", "model.py(12): forward", 75, 10, 7, "") + "," +
+      // A layer-named submodule inside a decoder layer (with_modules numbers each class on its own): the outer
+      // layer wins.
+      span("python_function", "nn.Module: Qwen2MoeDecoderLayer_3", 91, 20, 7, "") + "," +
+      span("python_function", "nn.Module: Qwen2MoeSparseMoeBlock_0", 92, 10, 7, "") + "," + launch(93, 4) + "," +
+      // A step that begins inside a layer span (which ends just after it) does not pass that layer on.
+      span("python_function", "nn.Module: LlamaDecoderLayer_5", 120, 31, 7, "") + "," +
+      span("user_annotation", "ProfilerStep#5", 150, 60, 7, "") + "," + launch(170, 5);
   const std::string path = tmp.write("foreign.json", "{\"traceEvents\":[" + events + "]}");
   const Timeline t = read_chrome_trace(path);
   std::map<std::string, const Activity*> k;
   for (const Activity& a : t.activities)
     if (a.kind == ActivityKind::kernel) k[a.name] = &a;
-  ASSERT_EQ(k.size(), 3u);
+  ASSERT_EQ(k.size(), 5u);
+  EXPECT_EQ(k["k4"]->layer, 3);
+  EXPECT_EQ(k["k5"]->layer, -1);
+  EXPECT_EQ(k["k5"]->step, 5);
   EXPECT_EQ(k["k1"]->layer, 0);
   EXPECT_EQ(k["k1"]->op, "aten::mm");
   EXPECT_EQ(k["k1"]->step, 4);
@@ -382,7 +392,7 @@ TEST(TraceReader, ForeignKernelsLandOnTheirLayerRange) {
   // The layer's python_function span is kept as a host range; the other Python spans are not.
   size_t py = 0;
   for (const Range& r : t.ranges) py += r.name.rfind("nn.Module", 0) == 0 || r.name.find("forward") != std::string::npos;
-  EXPECT_EQ(py, 1u);
+  EXPECT_EQ(py, 4u);
 }
 
 }  // namespace
