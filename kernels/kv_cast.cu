@@ -33,6 +33,8 @@
 //   item kernel: 343 us, 61.7%); gather B 8 / 32 / 64 / 128: 51.9 / 71.5 / 77.8 / 80.9%. Below the
 //   plan: GpuKvCast.TuningSweep times every KvCastTuning against the copy and a memset (write-only
 //   rate) so the defaults can follow the measurement.
+//   Session 12 (2026-11-30): the full-pool cast moved to the TMA bulk kernel below (kKvCastTuning): 91.1-91.6% of
+//   copy against 87.8-88.5%; the gather keeps the tile kernel (79-80% at B 128; the bulk gather is slower).
 // 4-byte fallback (glm5-tiny 132-byte rows, an unaligned pointer): one warp per row, 32-bit words.
 #include <algorithm>
 #include <cstdint>
@@ -43,6 +45,7 @@
 #include "kernels/kv_cast.cuh"
 #include "kernels/kv_cast.h"
 #include "kernels/launch.cuh"
+#include "kernels/mbarrier.cuh"
 
 namespace glm5 {
 namespace {
@@ -103,15 +106,20 @@ struct TileGeom {
 // Dequantizes the `n` staged FP8 rows at `tile` (row_bytes apart in shared memory) into the n
 // contiguous BF16 rows at `out`: output chunk o = threadIdx.x + i*kThreads (row o / out_chunks,
 // chunk o % out_chunks, both walked incrementally), so each warp stores 512 contiguous bytes.
+// `zero` (the bulk gather's staged indices, null elsewhere): rows whose index is negative are written as zeros (their
+// stage holds stale bytes: a bulk copy cannot zero-fill). `out` may point to shared memory (the bulk path's
+// output stage, stored to global by one cp.async.bulk).
 template <bool kStreamingStores>
 __device__ __forceinline__ void cast_tile(const uint8_t* __restrict__ tile, int n, uint8_t* __restrict__ out,
-                                          const LatentLayout& l, const TileGeom& g) {
+                                          const LatentLayout& l, const TileGeom& g, const int32_t* zero = nullptr) {
   const int total = n * g.out_chunks;
   int r = int(threadIdx.x) / g.out_chunks, k = int(threadIdx.x) % g.out_chunks;
   for (int o = threadIdx.x; o < total; o += kThreads) {
     const uint8_t* row = tile + r * l.row_bytes;
     uint4 v;
-    if (k < g.latent_chunks) {
+    if (zero && zero[r] < 0) {
+      v = make_uint4(0u, 0u, 0u, 0u);
+    } else if (k < g.latent_chunks) {
       const uint2 codes = *reinterpret_cast<const uint2*>(row + 8 * k);
       const int group = int(__umulhi(uint32_t(k), g.group_magic));
       const float scale = *reinterpret_cast<const float*>(row + l.latent_dim + 4 * group);
@@ -229,6 +237,108 @@ __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGath
   cp_async_wait<0>();
 }
 
+// ---- TMA bulk path (KvCastTuning::bulk; sm_90 cp.async.bulk) ------------------------------------
+// Why: the probe tools/probe/cast_mix_probe.cu (2026-11-30, H200) moved the cast's exact traffic (656 B read, 1152 B
+// written per row) with plain 16-byte loads and stores at 82-86% of the D2D copy rate, below the engine's tile kernel
+// (88.3%), although a read-only stream reaches 99% and a write-only one 108%: the loss is in how the SMs interleave
+// the two streams, not in the bytes. Here the copy engine of each SM (TMA) moves whole tiles both ways:
+// - one thread loads tile j as one cp.async.bulk of tile_rows x row_bytes (full pool) or warp 0 as one 656-B bulk
+//   copy per row (gather, lane r: row r; its index staged in shared memory), completing on the stage's mbarrier;
+// - all threads cast the staged FP8 rows into an output stage in shared memory (T x 1152 B, the tile's contiguous
+//   output run), fence it to the async proxy, and one thread stores it with one cp.async.bulk shared -> global;
+// - two output stages: before a stage is rewritten, its store two tiles back must have read it
+//   (cp.async.bulk.wait_group.read 1). A gather row with a negative index is cast as zeros (cast_tile's mask).
+// Prediction (before measuring): the full-pool cast from 88% to >= 90% of copy if the interleaving is what loses.
+__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+constexpr int kBulkOutStages = 2;
+// Shared memory of the bulk kernels: kStages input stages, kBulkOutStages output stages, then kStages mbarriers and
+// (gather) kStages x kMaxTileRows staged indices.
+__host__ __device__ constexpr size_t bulk_smem_bytes(int stages, int tile_rows, int row_bytes, int out_row_bytes) {
+  return size_t(stages) * tile_rows * row_bytes + size_t(kBulkOutStages) * tile_rows * out_row_bytes +
+         size_t(stages) * (8 + 4 * kMaxTileRows);
+}
+
+// One kernel for both casts: indices null = the full pool (tile j = rows [row0, row0 + n) of the pool).
+struct BulkCastArgs {
+  const uint8_t* pool;
+  LatentLayout layout;
+  const int32_t* indices;    // gather: [count] pool slots; null: full pool
+  int32_t* compact_indices;  // gather only
+  uint8_t* out;              // [count, L + R] bf16
+  int64_t count;
+};
+template <int kStages>
+__global__ void __launch_bounds__(kThreads) kv_cast_bulk_kernel(BulkCastArgs p, TileGeom g) {
+  pdl_begin();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  extern __shared__ __align__(128) uint8_t smem[];
+  const LatentLayout l = p.layout;
+  const int T = g.tile_rows, in_bytes = T * l.row_bytes, out_row_bytes = 2 * (l.latent_dim + l.rope_dim);
+  uint8_t* in_s = smem;
+  uint8_t* out_s = smem + size_t(kStages) * in_bytes;
+  uint64_t* bar = reinterpret_cast<uint64_t*>(out_s + size_t(kBulkOutStages) * T * out_row_bytes);
+  int32_t* idx_s = reinterpret_cast<int32_t*>(bar + kStages);  // [kStages][kMaxTileRows]
+  const bool gather = p.indices != nullptr;
+  const int my_tiles = g.tiles > blockIdx.x ? int((g.tiles - 1 - blockIdx.x) / gridDim.x + 1) : 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) mbar_init(&bar[s], 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  auto tile_row0 = [&](int j) { return (int64_t(blockIdx.x) + int64_t(j) * gridDim.x) * T; };
+  auto issue = [&](int j) {
+    if (j >= my_tiles) return;
+    const int s = j % kStages;
+    const int64_t row0 = tile_row0(j);
+    const int n = int(min(int64_t(T), p.count - row0));
+    uint8_t* dst = in_s + size_t(s) * in_bytes;
+    if (!gather) {
+      if (threadIdx.x == 0) {
+        mbar_expect_tx(&bar[s], unsigned(n * l.row_bytes));
+        bulk_copy_g2s(dst, p.pool + row0 * l.row_bytes, unsigned(n * l.row_bytes), &bar[s]);
+      }
+    } else if (threadIdx.x < 32) {
+      const int lane = threadIdx.x;
+      const int32_t t = lane < n ? max(__ldg(p.indices + row0 + lane), -1) : -1;
+      if (lane < T) idx_s[s * kMaxTileRows + lane] = t;
+      if (lane < n) p.compact_indices[row0 + lane] = t >= 0 ? int32_t(row0 + lane) : -1;
+      const unsigned valid = __popc(__ballot_sync(0xffffffffu, t >= 0));
+      if (lane == 0) mbar_expect_tx(&bar[s], valid * unsigned(l.row_bytes));
+      __syncwarp();
+      if (t >= 0) bulk_copy_g2s(dst + lane * l.row_bytes, p.pool + int64_t(t) * l.row_bytes, unsigned(l.row_bytes), &bar[s]);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) issue(s);
+  for (int j = 0; j < my_tiles; ++j) {
+    issue(j + kStages - 1);  // its stage was last read in iteration j - 1, before that iteration's second barrier
+    const int s = j % kStages, o = j % kBulkOutStages;
+    if (threadIdx.x == 0) bulk_wait_read<kBulkOutStages - 1>();  // the store of tile j - 2 has read out stage o
+    __syncthreads();  // also orders idx_s (written by warp 0 in issue) before the cast reads it
+    mbar_wait(&bar[s], unsigned(j / kStages) & 1u);
+    const int64_t row0 = tile_row0(j);
+    const int n = int(min(int64_t(T), p.count - row0));
+    uint8_t* ostage = out_s + size_t(o) * T * out_row_bytes;
+    cast_tile<false>(in_s + size_t(s) * in_bytes, n, ostage, l, g, gather ? idx_s + s * kMaxTileRows : nullptr);
+    fence_proxy_async_smem();  // this thread's shared-memory writes, visible to the bulk store
+    __syncthreads();
+    if (threadIdx.x == 0) bulk_store_s2g(p.out + row0 * out_row_bytes, ostage, unsigned(n * out_row_bytes));
+  }
+  if (threadIdx.x == 0) bulk_wait_all();
+#endif
+}
+
 __global__ void __launch_bounds__(kThreads) kv_cast_kernel(KvCastParams p) {
   pdl_begin();
   const int lane = threadIdx.x % 32;
@@ -279,12 +389,18 @@ struct TilePlan {
   int grid = 0;
   size_t smem = 0;
 };
+// `bulk`: the bulk kernels' shared memory (bulk_smem_bytes: output stages, barriers and indices too).
 template <class Kernel>
-TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l, int stages, int tile_rows) {
+TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l, int stages, int tile_rows, bool bulk = false) {
   TilePlan plan;
-  const int max_rows = std::min(tile_rows, kMaxSmemBytes / (stages * l.row_bytes));
+  const int out_row_bytes = 2 * (l.latent_dim + l.rope_dim);
+  const auto smem_for = [&](int t) {
+    return bulk ? bulk_smem_bytes(stages, t, l.row_bytes, out_row_bytes) : size_t(stages) * t * l.row_bytes;
+  };
+  int max_rows = tile_rows;
+  while (max_rows >= 1 && smem_for(max_rows) > size_t(kMaxSmemBytes)) --max_rows;
   if (max_rows < 1) return plan;
-  plan.smem = size_t(stages) * max_rows * l.row_bytes;
+  plan.smem = smem_for(max_rows);
   int device = 0, sms = 0, per_sm = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -321,8 +437,22 @@ bool launch_gather_variant(const KvGatherCastParams& p, int tile_rows, cudaStrea
   launch_kernel(kv_gather_cast_tile_kernel<S, CS>, plan.grid, kThreads, plan.smem, stream, p, plan.geom);
   return true;
 }
+template <int S>
+bool launch_bulk_variant(const BulkCastArgs& a, int tile_rows, cudaStream_t stream) {
+  const TilePlan plan = tile_plan(kv_cast_bulk_kernel<S>, a.count, a.layout, S, tile_rows, true);
+  if (plan.grid == 0) return false;
+  launch_kernel(kv_cast_bulk_kernel<S>, plan.grid, kThreads, plan.smem, stream, a, plan.geom);
+  return true;
+}
+bool launch_bulk(const BulkCastArgs& a, const KvCastTuning& t, cudaStream_t stream) {
+  if (t.stages == 2) return launch_bulk_variant<2>(a, t.tile_rows, stream);
+  if (t.stages == 3) return launch_bulk_variant<3>(a, t.tile_rows, stream);
+  return launch_bulk_variant<4>(a, t.tile_rows, stream);
+}
 // The tile kernel of `t` (false: the layout's row does not fit; use the 4-byte path).
 bool launch_cast_tiles(const KvCastParams& p, const KvCastTuning& t, cudaStream_t stream) {
+  if (t.bulk)
+    return launch_bulk({p.pool, p.layout, nullptr, nullptr, reinterpret_cast<uint8_t*>(p.out), p.rows}, t, stream);
   if (t.streaming_stores) {
     if (t.stages == 2) return launch_cast_variant<2, true>(p, t.tile_rows, stream);
     if (t.stages == 3) return launch_cast_variant<3, true>(p, t.tile_rows, stream);
@@ -333,6 +463,9 @@ bool launch_cast_tiles(const KvCastParams& p, const KvCastTuning& t, cudaStream_
   return launch_cast_variant<4, false>(p, t.tile_rows, stream);
 }
 bool launch_gather_tiles(const KvGatherCastParams& p, const KvCastTuning& t, cudaStream_t stream) {
+  if (t.bulk)
+    return launch_bulk({p.pool, p.layout, p.indices, p.compact_indices, reinterpret_cast<uint8_t*>(p.out), p.count}, t,
+                       stream);
   if (t.streaming_stores) {
     if (t.stages == 2) return launch_gather_variant<2, true>(p, t.tile_rows, stream);
     if (t.stages == 3) return launch_gather_variant<3, true>(p, t.tile_rows, stream);
@@ -352,7 +485,7 @@ void validate_tuning(const KvCastTuning& t, const char* who) {
 
 }  // namespace
 
-void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) { kv_cast_cuda(p, stream, KvCastTuning{}); }
+void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream) { kv_cast_cuda(p, stream, kKvCastTuning); }
 
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning& tuning) {
   validate_kv_cast_params(p);
@@ -366,7 +499,7 @@ void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning
 }
 
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream) {
-  kv_gather_cast_cuda(p, stream, KvCastTuning{});
+  kv_gather_cast_cuda(p, stream, kKvGatherCastTuning);
 }
 
 void kv_gather_cast_cuda(const KvGatherCastParams& p, cudaStream_t stream, const KvCastTuning& tuning) {

@@ -35,16 +35,25 @@ void validate_kv_cast_params(const KvCastParams& p);
 void kv_cast_cpu(const KvCastParams& p);
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream);
 
-// Knobs of the CUDA 16-byte tile path (kv_cast.cu header): the defaults are what the engine runs;
-// tests and benchmarks sweep them. Any value gives the same output bytes.
-// Defaults from the H200 sweep (GpuKvCast.TuningSweep, 2026-11-29 device call B, % of a 1 GiB copy):
-// tile_rows 16, stages 2, plain stores: cast 87.3%, gather B32 70.3%, B128 79.9% — against 85.8 / 63.1-67.5 /
-// 78.9% for the first defaults (16, 3, streaming). All 18 settings give the same bits.
+// Knobs of the CUDA 16-byte tile path (kv_cast.cu header): tests and benchmarks sweep them; any value gives the same
+// output bytes. What the engine runs: kKvCastTuning for the full-pool cast, kKvGatherCastTuning for the gather-cast.
+// The struct's own defaults (tile_rows 16, stages 2, plain stores) are the gather's, from the H200 sweep
+// (GpuKvCast.TuningSweep, 2026-11-29 device call B, % of a 1 GiB copy): cast 87.3%, gather B32 70.3%, B128 79.9%,
+// against 85.8 / 63.1-67.5 / 78.9% for the first defaults (16, 3, streaming).
 struct KvCastTuning {
   int tile_rows = 16;             // FP8 rows staged per tile, 1..32 (fewer when the row is large)
   int stages = 2;                 // tiles per block in flight (1 cast + stages-1 loading): 2, 3 or 4
   bool streaming_stores = false;  // st.global.cs (L2 evict-first) for the write-once output
+  // TMA bulk copies both ways (kv_cast.cu "TMA bulk path"): tiles loaded by cp.async.bulk, cast into a shared-memory
+  // output stage, stored by one cp.async.bulk; streaming_stores is then ignored.
+  bool bulk = false;
 };
+// The full-pool cast: TMA bulk, 32-row tiles, 3 stages (one 256-thread block per SM: 2 x 21 KB of loads in flight).
+// H200, 2026-11-30 (GpuKvCast.TuningSweep and tools/probe/cast_mix_probe.cu, cold L2, 495,000 rows): 91.1-91.6% of
+// the D2D copy in three runs, against 87.8-88.5% for the 16-row cp.async tiles; the bulk gather at 32 rows is 44-49%
+// (its 32 656-byte copies per tile are issued by one warp), so the gather keeps kKvGatherCastTuning.
+inline constexpr KvCastTuning kKvCastTuning{32, 3, false, true};
+inline constexpr KvCastTuning kKvGatherCastTuning{};
 // Throws glm5::Error as the 2-argument form, and on tile_rows outside 1..32 or stages outside 2..4.
 void kv_cast_cuda(const KvCastParams& p, cudaStream_t stream, const KvCastTuning& tuning);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/buffer.h"
@@ -61,14 +62,14 @@ void expect_guard_untouched(const Buffer& b, size_t offset, size_t values) {
   for (size_t i = 0; i < tail.size(); ++i) ASSERT_EQ(tail[i], kSentinel) << "byte " << i << " after the output";
 }
 
-void check_cast(const TestPool& pool, size_t out_offset) {
+void check_cast(const TestPool& pool, size_t out_offset, const KvCastTuning& t) {
   const int W = pool.l.latent_dim + pool.l.rope_dim;
   const size_t values = size_t(pool.rows) * W;
   std::vector<uint16_t> want(values);
   kv_cast_cpu({pool.host.data(), pool.l, want.data(), pool.rows});
   Buffer d_out = sentinel_buffer(values, out_offset);
   kv_cast_cuda({pool.dptr(), pool.l, reinterpret_cast<uint16_t*>(d_out.as<uint8_t>() + out_offset), pool.rows},
-               nullptr);
+               nullptr, t);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<uint16_t> got = to_host<uint16_t>(d_out, values, out_offset);
   for (size_t i = 0; i < values; ++i) ASSERT_EQ(got[i], want[i]) << "row " << i / W << " value " << i % W;
@@ -76,7 +77,7 @@ void check_cast(const TestPool& pool, size_t out_offset) {
 }
 
 // Gather-cast of `idx` (any negative index: a zero row on the GPU; the CPU twin gets -1 there).
-void check_gather(const TestPool& pool, const std::vector<int32_t>& idx, size_t out_offset) {
+void check_gather(const TestPool& pool, const std::vector<int32_t>& idx, size_t out_offset, const KvCastTuning& t) {
   const int W = pool.l.latent_dim + pool.l.rope_dim;
   const size_t values = idx.size() * W;
   std::vector<int32_t> cpu_idx = idx;
@@ -90,7 +91,7 @@ void check_gather(const TestPool& pool, const std::vector<int32_t>& idx, size_t 
   kv_gather_cast_cuda({pool.dptr(), pool.l, d_idx.as<int32_t>(),
                        reinterpret_cast<uint16_t*>(d_out.as<uint8_t>() + out_offset), d_cidx.as<int32_t>(),
                        int64_t(idx.size())},
-                      nullptr);
+                      nullptr, t);
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<int32_t> cgot = to_host<int32_t>(d_cidx, idx.size() + 1);
   for (size_t i = 0; i < idx.size(); ++i) ASSERT_EQ(cgot[i], cwant[i]) << "compact index " << i;
@@ -117,6 +118,14 @@ std::vector<int32_t> test_indices(int64_t count, int64_t rows, uint64_t seed) {
   return idx;
 }
 
+// Every correctness case runs the engine's two settings (the full pool's TMA bulk 32-row tiles, the gather's 16-row
+// cp.async tiles) on both casts, and the bulk kernels at 16 rows (several blocks per SM, partial tiles elsewhere).
+const KvCastTuning kTunings[] = {kKvCastTuning, kKvGatherCastTuning, KvCastTuning{16, 2, false, true}};
+std::string tuning_name(const KvCastTuning& t) {
+  return "tuning tile_rows " + std::to_string(t.tile_rows) + " stages " + std::to_string(t.stages) +
+         (t.bulk ? " bulk" : " cp.async");
+}
+
 }  // namespace
 
 // Full-pool cast bit for bit against the CPU twin: the tile path (GLM-5 rows, aligned pointers) at
@@ -136,7 +145,11 @@ TEST(GpuKvCast, CastMatchesCpu) {
     SCOPED_TRACE("L " + std::to_string(c.L) + " R " + std::to_string(c.R) + " rows " + std::to_string(c.rows) +
                  " pool offset " + std::to_string(c.pool_offset) + " out offset " + std::to_string(c.out_offset) +
                  " seed " + std::to_string(seed));
-    check_cast(make_pool(c.L, c.R, c.rows, c.pool_offset, seed), c.out_offset);
+    const TestPool pool = make_pool(c.L, c.R, c.rows, c.pool_offset, seed);
+    for (const KvCastTuning& t : kTunings) {
+      SCOPED_TRACE(tuning_name(t));
+      check_cast(pool, c.out_offset, t);
+    }
   }
 }
 
@@ -156,7 +169,10 @@ TEST(GpuKvCast, GatherCastMatchesCpu) {
                  " pool offset " + std::to_string(c.pool_offset) + " out offset " + std::to_string(c.out_offset) +
                  " seed " + std::to_string(seed));
     const TestPool pool = make_pool(c.L, c.R, c.rows, c.pool_offset, seed);
-    check_gather(pool, test_indices(c.count, c.rows, seed), c.out_offset);
+    for (const KvCastTuning& t : kTunings) {
+      SCOPED_TRACE(tuning_name(t));
+      check_gather(pool, test_indices(c.count, c.rows, seed), c.out_offset, t);
+    }
   }
 }
 
@@ -164,7 +180,7 @@ TEST(GpuKvCast, GatherCastMatchesCpu) {
 TEST(GpuKvCast, GatherCastAllInvalid) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const TestPool pool = make_pool(512, 64, 100, 0, fresh_seed());
-  check_gather(pool, std::vector<int32_t>(4099, -1), 0);
+  for (const KvCastTuning& t : kTunings) check_gather(pool, std::vector<int32_t>(4099, -1), 0, t);
 }
 
 // rows 0 / count 0: nothing is launched, nothing written, null pointers accepted.
@@ -198,7 +214,7 @@ double median_cold_us(F fn) {
 }  // namespace
 
 // Not a pass/fail check beyond bit-exactness: every KvCastTuning (tile rows 8/16/32, stages 2/3/4,
-// streaming or plain stores) is checked against the CPU twin, then the GLM-5 full-pool cast (495,000
+// streaming or plain stores, or TMA bulk copies) is checked against the CPU twin, then the GLM-5 full-pool cast (495,000
 // rows) and gather-cast at B 32 and 128 (x 2048 random rows) are timed cold (median of 9), next to a
 // 1 GiB D2D copy timed the same way, so the table shows each variant's % of copy.
 TEST(GpuKvCast, TuningSweep) {
@@ -237,10 +253,11 @@ TEST(GpuKvCast, TuningSweep) {
   const double row_bytes = double(l.row_bytes + 1152);
   for (int tile_rows : {8, 16, 32})
     for (int stages : {2, 3, 4})
-      for (bool cs : {true, false}) {
-        const KvCastTuning t{tile_rows, stages, cs};
+      for (int mode : {0, 1, 2}) {  // streaming stores, plain stores, TMA bulk (stores ignored)
+        const bool cs = mode == 0, bulk = mode == 2;
+        const KvCastTuning t{tile_rows, stages, cs, bulk};
         SCOPED_TRACE("tile_rows " + std::to_string(tile_rows) + " stages " + std::to_string(stages) + " cs " +
-                     std::to_string(cs));
+                     std::to_string(cs) + " bulk " + std::to_string(bulk));
         kv_cast_cuda({small.dptr(), l, d_sout.as<uint16_t>(), 1000}, nullptr, t);
         CUDA_CHECK(cudaDeviceSynchronize());
         ASSERT_EQ(to_host<uint16_t>(d_sout, want.size()), want);
@@ -261,9 +278,9 @@ TEST(GpuKvCast, TuningSweep) {
                                 nullptr, t);
           });
         const auto pct = [&](double bytes, double us) { return 100.0 * bytes / us / 1e3 / copy_gbps; };
-        std::printf("tuning rows %2d stages %d cs %d: cast %.1f us (%.1f%% of copy)  gather B32 %.1f us (%.1f%%)  "
+        std::printf("tuning rows %2d stages %d cs %d bulk %d: cast %.1f us (%.1f%% of copy)  gather B32 %.1f us (%.1f%%)  "
                     "B128 %.1f us (%.1f%%)\n",
-                    tile_rows, stages, int(cs), cast_us, pct(rows * row_bytes, cast_us), g_us[0],
+                    tile_rows, stages, int(cs), int(bulk), cast_us, pct(rows * row_bytes, cast_us), g_us[0],
                     pct(32 * 2048 * (row_bytes + 8), g_us[0]), g_us[1], pct(128 * 2048 * (row_bytes + 8), g_us[1]));
       }
   EXPECT_THROW(kv_cast_cuda({pool.as<uint8_t>(), l, out.as<uint16_t>(), rows}, nullptr, KvCastTuning{0, 3, true}),

@@ -9,7 +9,7 @@
 //                 and OUT chunks written contiguously: the first IN copied, the rest filled from registers. Thread t
 //                 takes output chunks t, t + stride, ... (U at a time, loads before stores). <41, 72> is the cast's
 //                 traffic exactly; <41, 41> a copy of the same rows (1 : 1).
-//   kv_cast / kv_gather_cast  the engine's kernels (default tuning), on the same pool.
+//   kv_cast / kv_gather_cast  the engine's kernels (default tuning, and the TMA bulk kernels), on the same pool.
 // Timing: median of 9 CUDA-event timings, each after a 256 MiB memset (cold L2; common/cold_timer.h).
 // Build: nvcc -std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_90a -I. -Isrc tools/probe/cast_mix_probe.cu
 //          build-lead/libglm5_kernels.a build-lead/libglm5_common.a -o build-lead/cast_mix_probe
@@ -135,6 +135,14 @@ int main() {
   }
   row("kv_cast (engine)", rows * cast_bytes,
       median_cold_us([&] { kv_cast_cuda({pool.as<uint8_t>(), l, out.as<uint16_t>(), rows}, nullptr); }));
+  for (const KvCastTuning t : {KvCastTuning{16, 3, false, true}, KvCastTuning{24, 3, false, true},
+                               KvCastTuning{24, 4, false, true}, KvCastTuning{32, 2, false, true},
+                               KvCastTuning{32, 3, false, true}, KvCastTuning{32, 4, false, true}}) {
+    char name[64];
+    std::snprintf(name, sizeof name, "kv_cast bulk T%d S%d", t.tile_rows, t.stages);
+    row(name, rows * cast_bytes,
+        median_cold_us([&] { kv_cast_cuda({pool.as<uint8_t>(), l, out.as<uint16_t>(), rows}, nullptr, t); }));
+  }
   // Gather: random rows, the gather-cast's traffic (plus its 8 bytes of index per row).
   for (int B : {32, 128}) {
     const int64_t n = int64_t(B) * 2048;
@@ -150,6 +158,14 @@ int main() {
     row(name, bytes, median_cold_us([&] {
           move_kernel<41, 72, 8><<<sms * 8, 256>>>(pool.as<uint8_t>(), d_idx.as<int32_t>(), out.as<uint4>(), n);
         }));
+    for (const KvCastTuning t : {KvCastTuning{8, 4, false, true}, KvCastTuning{16, 2, false, true},
+                                 KvCastTuning{16, 3, false, true}, KvCastTuning{32, 2, false, true}}) {
+      std::snprintf(name, sizeof name, "kv_gather_cast B%d bulk T%d S%d", B, t.tile_rows, t.stages);
+      row(name, bytes, median_cold_us([&] {
+            kv_gather_cast_cuda(
+                {pool.as<uint8_t>(), l, d_idx.as<int32_t>(), out.as<uint16_t>(), d_cidx.as<int32_t>(), n}, nullptr, t);
+          }));
+    }
     std::snprintf(name, sizeof name, "kv_gather_cast B%d (engine)", B);
     row(name, bytes, median_cold_us([&] {
           kv_gather_cast_cuda({pool.as<uint8_t>(), l, d_idx.as<int32_t>(), out.as<uint16_t>(), d_cidx.as<int32_t>(), n},
