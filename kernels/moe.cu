@@ -20,8 +20,6 @@
 #include "kernels/linear_bf16_mma.cuh"
 #include "kernels/linear_fp8_mma.cuh"
 #include "kernels/launch.cuh"
-#include "kernels/norm.cuh"
-#include "kernels/cluster.cuh"
 
 namespace glm5 {
 
@@ -755,114 +753,10 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
   p.out[size_t(b) * p.hidden + d] = p.accumulate ? resid + sum : sum;
 }
 
-// The combine and the next RMSNorm per token in one thread-block cluster (MoeExpertsParams::norm_out). The
-// standalone norm's block has nthreads = rmsnorm_vec_threads(hidden) threads (GLM-5: 384, 12 warps); here C CTAs of
-// nthreads / C threads (C the largest divisor of its warp count <= 8: GLM-5 6 CTAs of 64) play them, CTA r's thread k
-// as thread t = r * blockDim.x + k. Thread t combines the float4 it would normalize (elements t + j * nthreads) as
-// moe_combine_kernel does (slots in order, + shared, + residual) and stores x; its sum of squares, the warps'
-// shuffle sums and then the sum over the 32 warp slots (warp g's from CTA g / W over distributed shared memory) are
-// block_sum's steps in block_sum's order, so norm_out gets the bits of moe_combine_kernel + rmsnorm_cuda. Spreading
-// the token over C SMs matters: pair_out is 9 rows of 24 KB at GLM-5 batch 1 (221 KB from L2), which one block read
-// in ~5 us (S12c: +10.8 us per layer in moe.experts against 5.2 us saved in attn.norm).
-__global__ void __launch_bounds__(256) moe_combine_norm_kernel(MoeExpertsParams p, int nthreads) {
-  pdl_begin();
-  __shared__ float warp_sum_s[8];  // this CTA's warps' sums of squares (<= 256 threads)
-  constexpr int kV = norm_dev::kVecPerThread;
-  const int b = blockIdx.y, n4 = p.hidden / 4, W = blockDim.x / 32;
-  const int t = int(blockIdx.x * blockDim.x + threadIdx.x);  // the standalone block's thread
-  const float4* pair = reinterpret_cast<const float4*>(p.pair_out);
-  float4* out = reinterpret_cast<float4*>(p.out + size_t(b) * p.hidden);
-  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-  float4 s[kV], shared[kV], resid[kV];
-#pragma unroll
-  for (int u = 0; u < kV; ++u) {  // issued first: independent of the slots
-    const int i = t + u * nthreads;
-    s[u] = zero;
-    shared[u] = p.shared_down && i < n4 ? pair[(size_t(p.B) * p.k + b) * n4 + i] : zero;
-    resid[u] = p.accumulate && i < n4 ? out[i] : zero;
-  }
-  // kBatch slots' loads issued before their multiply-adds, which stay in slot order (as moe_combine_kernel)
-  constexpr int kBatch = 4;
-  for (int j0 = 0; j0 < p.k; j0 += kBatch) {
-    float4 v[kBatch][kV];
-    float w[kBatch];
-    bool ok[kBatch];
-#pragma unroll
-    for (int q = 0; q < kBatch; ++q) {
-      const int j = j0 + q;
-      const int e = j < p.k ? p.topk_ids[b * p.k + j] - p.expert_begin : -1;
-      ok[q] = e >= 0 && e < p.E;
-      w[q] = ok[q] ? p.topk_weights[b * p.k + j] : 0.f;
-      const float4* row = pair + (size_t(b) * p.k + j) * n4;
-#pragma unroll
-      for (int u = 0; u < kV; ++u) {
-        const int i = t + u * nthreads;
-        v[q][u] = ok[q] && i < n4 ? row[i] : zero;
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kBatch; ++q) {
-      if (!ok[q]) continue;
-#pragma unroll
-      for (int u = 0; u < kV; ++u)
-        s[u] = make_float4(fmaf(v[q][u].x, w[q], s[u].x), fmaf(v[q][u].y, w[q], s[u].y), fmaf(v[q][u].z, w[q], s[u].z),
-                           fmaf(v[q][u].w, w[q], s[u].w));
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < kV; ++u) {
-    const int i = t + u * nthreads;
-    if (i >= n4) {
-      s[u] = zero;  // past the row: zeros in the norm's sum, as in rmsnorm_vec_row
-      continue;
-    }
-    if (p.shared_down) s[u] = make_float4(s[u].x + shared[u].x, s[u].y + shared[u].y, s[u].z + shared[u].z, s[u].w + shared[u].w);
-    if (p.accumulate) s[u] = make_float4(resid[u].x + s[u].x, resid[u].y + s[u].y, resid[u].z + s[u].z, resid[u].w + s[u].w);
-    out[i] = s[u];
-  }
-  // block_sum over the cluster: each warp's shuffle sum, then lane l < nthreads / 32 takes warp l's, in block_sum's
-  // order (kernels/norm.cuh).
-  float v = norm_dev::rmsnorm_vec_sum_sq(s);
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sum_s[warp] = v;
-  cluster_sync();  // every CTA's warp sums written (release / acquire over the cluster)
-  v = lane < nthreads / 32 ? ld_dsmem(dsmem_addr(&warp_sum_s[lane % W], uint32_t(lane / W))) : 0.f;
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  norm_dev::rmsnorm_vec_store({p.out, p.norm_weight, nullptr, p.norm_out, p.B, p.hidden, p.hidden, p.hidden, p.norm_eps},
-                              b, t, nthreads, s, v);
-  cluster_sync_relaxed();  // no CTA leaves while another still reads its warp sums
-}
-
-// The cluster of moe_combine_norm_kernel: C CTAs of nthreads / C threads, C the largest divisor of the standalone
-// norm block's warp count that is <= 8 (portable cluster size) and leaves <= 256 threads per CTA; 0 if none.
-int combine_norm_cluster(int nthreads) {
-  const int warps = nthreads / 32;
-  for (int c = 8; c >= 1; --c)
-    if (warps % c == 0 && warps / c <= 8) return c;
-  return 0;
-}
-
-NormParams moe_norm_params(const MoeExpertsParams& p) {
-  return {p.out, p.norm_weight, nullptr, p.norm_out, p.B, p.hidden, p.hidden, p.hidden, p.norm_eps};
-}
-bool moe_combine_norm_ok(const MoeExpertsParams& p) {
-  return p.norm_out && aligned16(p.pair_out) && norm_dev::rmsnorm_vec_ok(moe_norm_params(p), 1024) &&
-         combine_norm_cluster(norm_dev::rmsnorm_vec_threads(p.hidden)) > 0 && p.B <= 65535;
-}
-
-// The slot sum into out (moe_combine_kernel), with the next RMSNorm fused in where moe_combine_norm_ok. Returns
-// whether the norm was done.
-bool launch_combine(const MoeExpertsParams& p, cudaStream_t stream) {
-  if (moe_combine_norm_ok(p)) {
-    const int nthreads = norm_dev::rmsnorm_vec_threads(p.hidden), c = combine_norm_cluster(nthreads);
-    launch_kernel_cluster(moe_combine_norm_kernel, dim3(c, p.B), nthreads / c, 0, stream, dim3(c, 1, 1), p, nthreads);
-    CUDA_CHECK_LAUNCH();
-    return true;
-  }
+// The slot sum into out (moe_combine_kernel).
+void launch_combine(const MoeExpertsParams& p, cudaStream_t stream) {
   launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
   CUDA_CHECK_LAUNCH();
-  return false;
 }
 
 template <bool kVec, bool kFp8>
@@ -902,9 +796,8 @@ void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
   CUDA_CHECK_LAUNCH();
 }
 
-namespace {
-// moe_experts_cuda's launches; returns whether the combine did MoeExpertsParams::norm_out's norm too.
-bool launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream) {
+void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
+  validate_moe_experts_params(p, "moe_experts_cuda", false);
   const bool fp8 = p.w_dtype == DType::F8_E4M3;
   const int vec_n = fp8 ? 16 : 8;  // elements per 16-byte weight load
   const bool vec_up = p.hidden % vec_n == 0 && aligned16(p.x) && aligned16(p.w_gate) && aligned16(p.w_up);
@@ -931,7 +824,8 @@ bool launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream) {
       const bool pf = p.mma_prefetch < 0 ? !fp8 : p.mma_prefetch > 0;  // see MoeExpertsParams.mma_prefetch
       if (fp8) pf ? launch_grouped_mma<true, true>(p, gu, gd, stream) : launch_grouped_mma<true, false>(p, gu, gd, stream);
       else pf ? launch_grouped_mma<false, true>(p, gu, gd, stream) : launch_grouped_mma<false, false>(p, gu, gd, stream);
-      return launch_combine(p, stream);
+      launch_combine(p, stream);
+      return;
     }
     const dim3 gu(p.E, (p.inter + up_rows - 1) / up_rows), gd(p.E, (p.hidden + down_rows - 1) / down_rows);
     if (fp8 && vec_up) launch_gate_up_grouped<true, true>(p, gu, stream);
@@ -944,7 +838,8 @@ bool launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream) {
     else if (vec_down) launch_down_grouped<true, false>(p, gd, stream);
     else launch_down_grouped<false, false>(p, gd, stream);
     CUDA_CHECK_LAUNCH();
-    return launch_combine(p, stream);
+    launch_combine(p, stream);
+    return;
   }
   const dim3 grid_up(pairs, (p.inter + up_rows - 1) / up_rows);
   if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p);
@@ -956,7 +851,8 @@ bool launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream) {
     const int rows = kWarps * kPairDownRows;
     launch_kernel(moe_down_pair_fp8_kernel, dim3(pairs, (p.hidden + rows - 1) / rows), block, 0, stream, p);
     CUDA_CHECK_LAUNCH();
-    return launch_combine(p, stream);
+    launch_combine(p, stream);
+    return;
   }
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);
   if (fp8 && vec_down) {
@@ -967,13 +863,6 @@ bool launch_moe_experts(const MoeExpertsParams& p, cudaStream_t stream) {
   else if (vec_down) launch_kernel(moe_down_kernel<true, false>, grid_down, block, 0, stream, p);
   else launch_kernel(moe_down_kernel<false, false>, grid_down, block, 0, stream, p);
   CUDA_CHECK_LAUNCH();
-  return false;
-}
-}  // namespace
-
-void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
-  validate_moe_experts_params(p, "moe_experts_cuda", false);
-  if (!launch_moe_experts(p, stream) && p.norm_out) rmsnorm_cuda(moe_norm_params(p), stream);
 }
 
 }  // namespace glm5

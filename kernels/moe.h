@@ -99,15 +99,6 @@ struct MoeExpertsParams {
   // out[b, :] += the result instead of out[b, :] = result: the residual stream's add fused in
   // (DecodeEngine at --tp 1 with the shared expert fused). The same bits as out + result computed apart.
   bool accumulate = false;
-  // Optional: the RMSNorm that follows in the decode step (the next layer's input norm, or the model's final
-  // norm) applied to out once it is written: norm_out[b, :] = norm_weight * (out[b, :] * rsqrt(mean(out[b, :]^2) +
-  // norm_eps)), the bits of rmsnorm_cpu / rmsnorm_cuda on out (HF GlmMoeDsaRMSNorm, kernels/norm.h). CUDA: where
-  // a combine kernel runs (pair_out set) and rmsnorm's vector path takes the row, one block per token does the
-  // combine and the norm (moe_combine_norm_kernel: one launch fewer than a separate rmsnorm_cuda); elsewhere
-  // rmsnorm_cuda runs after the experts. norm_weight [hidden] and norm_out [B, hidden]: both set or both null.
-  const float* norm_weight = nullptr;
-  float* norm_out = nullptr;
-  float norm_eps = 1e-6f;
 };
 constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,

@@ -7,7 +7,6 @@
 
 #include "common/error.h"
 #include "kernels/moe.h"
-#include "kernels/norm.h"
 
 namespace glm5 {
 
@@ -101,9 +100,6 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
                         (allow_f32_weight ? ", expected F32, BF16 or F8_E4M3" : ", expected BF16 or F8_E4M3"));
   if (p.w_dtype == DType::F8_E4M3)
     require(p.s_gate && p.s_up && p.s_down, where + "s_gate / s_up / s_down must be set for F8_E4M3 weights");
-  require((p.norm_weight == nullptr) == (p.norm_out == nullptr), where + "norm_weight and norm_out must be set together");
-  require(!p.norm_out || (std::isfinite(p.norm_eps) && p.norm_eps >= 0.f),
-          where + "norm_eps = " + std::to_string(p.norm_eps) + ", expected a finite value >= 0");
   require((p.shared_gate_up == nullptr) == (p.shared_down == nullptr),
           where + "shared_gate_up and shared_down must be set together");
   if (p.shared_gate_up && p.w_dtype == DType::F8_E4M3)
@@ -173,7 +169,6 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
     float* o = p.out + size_t(b) * p.hidden;
     for (int d = 0; d < p.hidden; ++d) o[d] = p.accumulate ? o[d] + out[d] : out[d];
   }
-  if (p.norm_out) rmsnorm_cpu({p.out, p.norm_weight, nullptr, p.norm_out, p.B, p.hidden, p.hidden, p.hidden, p.norm_eps});
 }
 
 }  // namespace glm5

@@ -72,38 +72,6 @@ __device__ __forceinline__ void rmsnorm_vec_row(const NormParams& p, int row, in
 }
 
 
-// rmsnorm_vec_row's arithmetic in parts, for a fused kernel whose thread t holds the same float4 (elements
-// t + j * nthreads, zeros past the row) and sums the per-thread values in the same order (moe.cu's
-// moe_combine_norm_kernel: the sum over a thread-block cluster instead of one block): the same expressions in the
-// same order, so the same bits (tests/kernels/gpu_moe_grouped.cpp compares them with rmsnorm_cuda bit for bit).
-// rmsnorm_vec_row itself is left as it was, so its kernels' machine code is unchanged (tools/cubin_diff.sh).
-// This thread's sum of squares of v[0..kVecPerThread).
-__device__ __forceinline__ float rmsnorm_vec_sum_sq(const float4 (&v)[kVecPerThread]) {
-  float sum_sq = 0.f;
-#pragma unroll
-  for (int j = 0; j < kVecPerThread; ++j)
-    sum_sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-  return sum_sq;
-}
-// y[row] elements t + j * nthreads (those < dim / 4) = weight * (v[j] * inv_rms), inv_rms = 1 / sqrt(mean + eps) from
-// the row's total sum of squares.
-__device__ __forceinline__ void rmsnorm_vec_store(const NormParams& p, int row, int t, int nthreads,
-                                                  const float4 (&v)[kVecPerThread], float total_sum_sq) {
-  const float inv_rms = 1.0f / sqrtf(total_sum_sq / p.dim + p.eps);
-  float4* y = reinterpret_cast<float4*>(p.y + size_t(row) * p.y_stride);
-  const float4* w = reinterpret_cast<const float4*>(p.weight);
-  const int n4 = p.dim / 4;
-#pragma unroll
-  for (int j = 0; j < kVecPerThread; ++j) {
-    const int i = t + j * nthreads;
-    if (i < n4 && t < nthreads) {
-      const float4 wv = w[i];
-      y[i] = make_float4(wv.x * (v[j].x * inv_rms), wv.y * (v[j].y * inv_rms), wv.z * (v[j].z * inv_rms),
-                         wv.w * (v[j].w * inv_rms));
-    }
-  }
-}
-
 // Whether rmsnorm_vec_row handles p in a block of `max_threads` threads (with rmsnorm_vec_threads).
 __host__ __device__ __forceinline__ bool rmsnorm_vec_ok(const NormParams& p, int max_threads) {
   return p.dim % 4 == 0 && p.x_stride % 4 == 0 && p.y_stride % 4 == 0 && aligned16(p.x) && aligned16(p.y) &&

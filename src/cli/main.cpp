@@ -219,11 +219,6 @@ int main(int argc, char** argv) {
                    "shared-memory ring, kernels/linear_fp8_tma.h)")
       ->capture_default_str()
       ->check(CLI::IsMember({"regs", "tma"}));
-  prof->add_option("--fuse-norm", po.fuse_norm,
-                   "on | off: run the RMSNorm after a MoE layer inside its combine kernel (CUDA, FP8 experts, batch < 4, "
-                   "--tp 1; default on; off: a separate attn.norm / final_norm launch, the same bits)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -455,7 +455,6 @@ void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x,
 std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
   const ModelConfig& c = cfg_;
   const int B = opt_.batch;
-  next_norm_done_ = false;  // (a step that threw part way may have left it set)
   require(int(tokens.size()) == B, "engine: step needs " + std::to_string(B) + " tokens, got " + std::to_string(tokens.size()));
   for (int32_t t : tokens)
     require(t >= 0 && t < c.vocab_size, "engine: token id " + std::to_string(t) + " outside the vocabulary [0, " +
@@ -529,13 +528,12 @@ void DecodeEngine::run_ops() {
     mlp(l);
     if (capture_) capture(x_);
   }
-  if (!next_norm_done_) {
+  {
     OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
                  c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
-  next_norm_done_ = false;
   if (capture_) capture(xn_);
   linear("lm_head", -1, xn_.as<float>(), mat("lm_head.weight"), logits_.as<float>(), B, false);
   {
@@ -559,12 +557,11 @@ void DecodeEngine::attention(int l) {
   const int qk = c.qk_head_dim(), kvw = Lr + R;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
-  if (!next_norm_done_) {
+  {
     OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
   }
-  next_norm_done_ = false;  // xn holds this layer's normed input either way
   // The three projections of the normalized hidden state (and the indexer's key and head weights),
   // then one fused launch for the per-token work before the up projections (attn_prologue.h: the
   // q_a / kv_a RMSNorms, the key's RoPE, the KV pool write and the indexer key's LayerNorm, RoPE and
@@ -733,11 +730,7 @@ void DecodeEngine::mlp(int l) {
       double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
       if (fuse_shared) slots += B, bytes += 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert, read once
       if (fuse_shared && tp_ == 1) bytes += double(B) * Hd * 4;  // the residual add fused in (below): x read too
-      // The next norm fused into the combine (below): its weight read, xn written (rmsnorm's own bytes, less x).
-      const bool fuse_norm = fuse_shared && tp_ == 1 && opt_.fuse_next_norm;
-      double flops = 2.0 * 3.0 * slots * Hd * I;
-      if (fuse_norm) bytes += double(B) * Hd * 4 + double(Hd) * 4, flops += 4.0 * B * Hd;
-      OpScope s(*tracer_, desc("moe.experts", l, bytes, flops));
+      OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
                          L.e_gate_s, L.e_up_s, L.e_down_s,
                          expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
@@ -756,12 +749,6 @@ void DecodeEngine::mlp(int l) {
         if (tp_ == 1) {
           p.out = x;
           p.accumulate = true;
-        }
-        if (fuse_norm) {  // the next layer's input norm, or after the last layer the model's final norm
-          p.norm_weight = l + 1 < c.num_hidden_layers ? layers_[l + 1].input_norm : vec("model.norm.weight");
-          p.norm_out = xn;
-          p.norm_eps = c.rms_norm_eps;
-          next_norm_done_ = true;
         }
       }
       GLM5_RUN(moe_experts, p);

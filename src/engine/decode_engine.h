@@ -60,11 +60,6 @@ struct EngineOptions {
   // activation kernel (ops moe.shared.* then do not appear: moe.experts includes it). Needs the shared
   // expert's intermediate size equal to the routed experts' and unsharded weights (--tp 1).
   bool fuse_shared_expert = true;
-  // With the shared expert fused and --tp 1: the MoE combine (which adds into the residual stream) also runs the
-  // RMSNorm that follows it, the next layer's input norm or the model's final norm (MoeExpertsParams::norm_out):
-  // one launch fewer per MoE layer; the ops attn.norm / final_norm then do not appear after a MoE layer
-  // (moe.experts includes them). The same bits either way.
-  bool fuse_next_norm = true;
   // CUDA, FP8 weights, m = 1: single projections run the TMA-fed GEMV (kernels/linear_fp8_tma.h,
   // LinearContext::fp8_tma_gemv) instead of the register-fed one; grouped projections are unchanged.
   bool fp8_tma_gemv = false;
@@ -165,9 +160,6 @@ class DecodeEngine {
   std::vector<std::vector<float>>* capture_ = nullptr;
   void capture(const Buffer& b);
   double last_step_us_ = 0;
-  // The previous MoE layer's combine already wrote xn_ = the next norm of x_ (EngineOptions::fuse_next_norm): the
-  // next attn.norm / final_norm is skipped. Set and cleared within a step.
-  bool next_norm_done_ = false;
   bool warmed_ = false;  // a step ran eagerly (cuBLASLt buffers sized): graph capture may begin
   struct CudaState;      // pinned token staging, step events, the captured graph
   std::unique_ptr<CudaState> cs_;

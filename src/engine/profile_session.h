@@ -39,8 +39,6 @@ struct ProfileOptions {
   // How the batch-1 FP8 GEMV is fed (EngineOptions::fp8_tma_gemv): "regs" (the register-fed
   // linear_fp8_gemv) or "tma" (linear_fp8_tma: TMA boxes into a shared-memory ring). For A/B runs.
   std::string fp8_gemv = "regs";
-  // "on" | "off": EngineOptions::fuse_next_norm (the RMSNorm after a MoE layer inside its combine). For A/B runs.
-  std::string fuse_norm = "on";
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";
