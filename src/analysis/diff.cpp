@@ -78,8 +78,8 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     for (const json& c : array(r, "layer_ops", where)) {
       if (!c.is_object()) throw Error(where + ".layer_ops: expected objects");
       // A layer index outside int's range (or fractional) is bad input, not a cast with undefined behaviour.
-      double lv = number(c, "layer", where + ".layer_ops", -1);
-      if (lv != std::floor(lv) || lv < -1 || lv > 1e6)
+      double lv = number(c, "layer", where + ".layer_ops", -1);  // >= -1 checked there
+      if (lv != std::floor(lv) || lv > 1e6)
         throw Error(where + ".layer_ops: field 'layer' is not an integer in [-1, 1000000]");
       int layer = int(lv);
       if (layer >= 0) v.layers[layer] += number(c, "time_us", where + ".layer_ops");

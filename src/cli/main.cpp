@@ -67,8 +67,6 @@ bool names_a_file(const std::string& arg) {
 
 std::vector<int32_t> parse_ids(const std::string& arg) {
   if (!names_a_file(arg)) return parse_id_list(arg, "'" + arg + "'", true);
-  std::error_code ec;
-  require(!std::filesystem::is_directory(arg, ec), "--prompt-ids: '" + arg + "' is a directory, expected a JSON list file");
   require_regular_file(arg, "--prompt-ids: a JSON list file");
   std::ifstream f(arg);
   require(bool(f), "--prompt-ids: cannot read '" + arg + "'");
@@ -86,9 +84,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   // The reference is opened before any work so a wrong file fails at once.
   SafetensorsFile ref;
   if (!reference.empty()) {
-    std::error_code ec;
-    require(!std::filesystem::is_directory(reference, ec),
-            "--reference '" + reference + "' is a directory, expected expected.safetensors");
+    require_regular_file(reference, "--reference: an expected.safetensors file");
     ref.open(reference);
   }
   const bool cuda = resolve_backend(backend) == Backend::Cuda;
@@ -124,10 +120,10 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   wo.fp8_linear = weights_dtype == "fp8";
   // Refused before anything is allocated, as profile does (the CPU backend's limit is profile's, 24 GiB):
   // full GLM-5 on the CPU would otherwise grow until the machine runs out of memory.
-  size_t free_b = size_t(24) << 30, total_b = free_b;
-  if (cuda) CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  size_t free_b = 0;
+  const size_t budget = memory_budget_bytes(cuda, &free_b);
   const size_t weight_bytes = estimate_weight_bytes(cfg, wo);
-  require(double(weight_bytes) <= 0.95 * double(free_b),
+  require(weight_bytes <= budget,
           "model does not fit: its weights need " + std::to_string(weight_bytes) + " bytes, but only " +
               std::to_string(free_b) + " bytes are free" + (cuda ? " on the GPU" : " (CPU backend limit)") +
               "; decode a smaller model (e.g. --model glm5-tiny)");

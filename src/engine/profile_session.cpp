@@ -373,6 +373,14 @@ Timeline run_ranks(const ModelConfig& cfg, const std::vector<Weights>& weights, 
 
 }  // namespace
 
+size_t memory_budget_bytes(bool cuda, size_t* free_bytes, size_t* total_bytes) {
+  size_t free_b = size_t(24) << 30, total_b = free_b;
+  if (cuda) CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  if (free_bytes) *free_bytes = free_b;
+  if (total_bytes) *total_bytes = total_b;
+  return size_t(double(free_b) * 0.95);
+}
+
 std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   // Validate everything that needs no work first, so a bad option fails at once.
   require(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
@@ -458,9 +466,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
     eo.kv_path = p;
     scratch = std::max(scratch, DecodeEngine::planned_scratch_bytes(cfg, eo, pool));
   }
-  size_t free_b = size_t(24) << 30, total_b = free_b;
-  if (cuda) CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-  const size_t budget = size_t(double(free_b) * 0.95);
+  size_t free_b = 0, total_b = 0;
+  const size_t budget = memory_budget_bytes(cuda, &free_b, &total_b);
   wo.share_mlp_weights = o.share_mlp == "on";
   size_t unshared = estimate_weight_bytes(cfg, wo);
   if (o.share_mlp == "auto" && unshared + pool_bytes + scratch > budget) wo.share_mlp_weights = true;

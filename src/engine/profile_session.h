@@ -61,4 +61,10 @@ struct ProfileOptions {
 struct ReportInput;
 std::string run_profile(const ProfileOptions& opt, ReportInput* result = nullptr);
 
+// What a run may allocate before it starts (profile, decode): 95% of the free GPU memory (cudaMemGetInfo) with
+// `cuda`, else 95% of the CPU backend's fixed 24 GiB limit. `free_bytes` / `total_bytes` (may be null) receive the
+// free amount the refusal message quotes and the device's total (24 GiB for the CPU backend). Throws glm5::Error if
+// cudaMemGetInfo fails.
+size_t memory_budget_bytes(bool cuda, size_t* free_bytes, size_t* total_bytes = nullptr);
+
 }  // namespace glm5

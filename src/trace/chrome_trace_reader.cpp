@@ -27,7 +27,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -38,6 +37,7 @@
 #include <simdjson.h>
 
 #include "common/error.h"
+#include "common/input_file.h"
 #include "trace/chrome_trace.h"
 
 namespace glm5 {
@@ -342,13 +342,8 @@ class EventSink {
 class ByteSource {
  public:
   explicit ByteSource(const std::string& path) : path_(path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-      throw Error("trace '" + path + "': is a directory, expected a trace .json file");
     // A FIFO without a writer would block open() forever, /dev/zero would fill memory: files only.
-    struct stat pre {};
-    if (::stat(path.c_str(), &pre) == 0 && !S_ISREG(pre.st_mode))
-      throw Error("trace '" + path + "': not a regular file (a pipe or device; save the trace to a file first)");
+    require_regular_file(path, "a trace .json or .json.gz file");
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw Error("trace '" + path + "': cannot open the file (" + std::strerror(errno) + ")");
     struct stat st {};
@@ -934,8 +929,7 @@ Timeline read_chrome_trace(const std::string& path) {
         t.ops.try_emplace(a.external_id, OpDesc{a.step, a.layer, a.op, a.bytes, a.flops});
   // The kernels the file holds are the ones recorded; metadata that claims more means events were lost on the
   // way (a file cut short and re-closed, an edited trace): the trace is incomplete and says so.
-  const uint64_t in_file = std::count_if(t.activities.begin(), t.activities.end(),
-                                         [](const Activity& a) { return a.kind == ActivityKind::kernel; });
+  const uint64_t in_file = count_kernels(t);
   if (t.kernels_recorded > in_file) {
     t.complete = false;
     t.messages.push_back("the file holds " + std::to_string(in_file) + " kernel events, its metadata says " +

@@ -47,6 +47,11 @@ int64_t total_kernel_time_ns(const Timeline& t) {
   return sum;
 }
 
+uint64_t count_kernels(const Timeline& t) {
+  return uint64_t(std::count_if(t.activities.begin(), t.activities.end(),
+                                [](const Activity& a) { return a.kind == ActivityKind::kernel; }));
+}
+
 int64_t kernel_span_ns(const Timeline& t) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const Activity& a : t.activities) {
@@ -126,7 +131,8 @@ int parse_layer_name(const std::string& name) {
 }
 
 RunWindow run_window(const Timeline& t, const std::string& name) {
-  RunWindow w{name, earliest_time_ns(t), earliest_time_ns(t)};
+  const int64_t first = earliest_time_ns(t);
+  RunWindow w{name, first, first};
   for (const Activity& a : t.activities) w.end_ns = std::max(w.end_ns, a.end_ns);
   for (const Range& r : t.ranges) w.end_ns = std::max(w.end_ns, r.end_ns);
   return w;
@@ -150,8 +156,7 @@ Timeline timeline_window(const Timeline& t, const RunWindow& w) {
       auto it = t.ops.find(a.external_id);
       if (it != t.ops.end()) out.ops.insert(*it);
     }
-  const uint64_t kernels = std::count_if(out.activities.begin(), out.activities.end(),
-                                         [](const Activity& a) { return a.kind == ActivityKind::kernel; });
+  const uint64_t kernels = count_kernels(out);
   const bool all_recorded = t.kernels_launched == t.kernels_recorded;
   out.kernels_recorded = kernels;
   out.kernels_launched = all_recorded ? kernels : t.kernels_launched;

@@ -117,6 +117,8 @@ RunWindow run_window(const Timeline& t, const std::string& name);
 // Sum of kernel durations [ns] (device >= 0 and host-clock kernels alike). Overlapping kernels on
 // different streams are each counted: this is "kernel time", not wall time.
 int64_t total_kernel_time_ns(const Timeline& t);
+// Number of kernel activities in t.
+uint64_t count_kernels(const Timeline& t);
 // Wall span [ns] of all kernels (first start to last end); 0 if there are none.
 int64_t kernel_span_ns(const Timeline& t);
 // Sorts activities by (start_ns, end_ns) and ranges by (start_ns, depth). Stable.
