@@ -269,7 +269,9 @@ __host__ __device__ constexpr size_t bulk_smem_bytes(int stages, int tile_rows, 
          size_t(stages) * (8 + 4 * kMaxTileRows);
 }
 
-// One kernel for both casts: indices null = the full pool (tile j = rows [row0, row0 + n) of the pool).
+// One kernel for both casts: indices null = the full pool (tile j = rows [row0, row0 + n) of the pool). As on the
+// other paths, gather indices must be < the pool's rows (not checkable here): a larger one is an out-of-bounds bulk
+// copy (a fault) where the tile kernel would read stray bytes.
 struct BulkCastArgs {
   const uint8_t* pool;
   LatentLayout layout;
@@ -336,6 +338,8 @@ __global__ void __launch_bounds__(kThreads) kv_cast_bulk_kernel(BulkCastArgs p, 
     if (threadIdx.x == 0) bulk_store_s2g(p.out + row0 * out_row_bytes, ostage, unsigned(n * out_row_bytes));
   }
   if (threadIdx.x == 0) bulk_wait_all();
+#else
+  __trap();  // launch_bulk runs it only on compute capability >= 9.0; a build for older GPUs must not write nothing
 #endif
 }
 
@@ -445,6 +449,10 @@ bool launch_bulk_variant(const BulkCastArgs& a, int tile_rows, cudaStream_t stre
   return true;
 }
 bool launch_bulk(const BulkCastArgs& a, const KvCastTuning& t, cudaStream_t stream) {
+  int device = 0, major = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  if (major < 9) return false;  // no cp.async.bulk: the caller falls back to the 4-byte path
   if (t.stages == 2) return launch_bulk_variant<2>(a, t.tile_rows, stream);
   if (t.stages == 3) return launch_bulk_variant<3>(a, t.tile_rows, stream);
   return launch_bulk_variant<4>(a, t.tile_rows, stream);

@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
     warp_dots_fp8<G, 1>(cx, cw, cs, 0, p.inter, o);
 #pragma unroll
     for (int r = 0; r < G; ++r)
-      if (g + r < nv) sum += o[r] * p.topk_weights[b * p.k + js[g + r]];
+      if (g + r < nv) sum = fmaf(o[r], p.topk_weights[b * p.k + js[g + r]], sum);  // as moe_combine_kernel
   }
   if (lane == 0) store_out(p, b, d, sum);
 }
@@ -266,7 +266,8 @@ __global__ void moe_down_kernel(MoeExpertsParams p) {
       const int e = p.topk_ids[b * p.k + j] - p.expert_begin;
       if (e < 0 || e >= p.E) continue;
       const float* act = p.act + (size_t(b) * p.k + j) * p.inter;
-      sum += expert_row_dot<kVec, kFp8>(act, p.w_down, p.s_down, e, p.hidden, d, p.inter) * p.topk_weights[b * p.k + j];
+      sum = fmaf(expert_row_dot<kVec, kFp8>(act, p.w_down, p.s_down, e, p.hidden, d, p.inter), p.topk_weights[b * p.k + j],
+                 sum);  // explicit: the combine kernels' bits must not depend on -fmad
     }
     if (lane == 0) store_out(p, b, d, sum);
   }

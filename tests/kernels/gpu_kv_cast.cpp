@@ -120,7 +120,10 @@ std::vector<int32_t> test_indices(int64_t count, int64_t rows, uint64_t seed) {
 
 // Every correctness case runs the engine's two settings (the full pool's TMA bulk 32-row tiles, the gather's 16-row
 // cp.async tiles) on both casts, and the bulk kernels at 16 rows (several blocks per SM, partial tiles elsewhere).
-const KvCastTuning kTunings[] = {kKvCastTuning, kKvGatherCastTuning, KvCastTuning{16, 2, false, true}};
+// The bulk kernel's 4-stage form too (its stage / mbarrier-phase reuse needs several tiles per block: the 100,003-row
+// and 67,589-row cases give them).
+const KvCastTuning kTunings[] = {kKvCastTuning, kKvGatherCastTuning, KvCastTuning{16, 2, false, true},
+                                 KvCastTuning{32, 4, false, true}};
 std::string tuning_name(const KvCastTuning& t) {
   return "tuning tile_rows " + std::to_string(t.tile_rows) + " stages " + std::to_string(t.stages) +
          (t.bulk ? " bulk" : " cp.async");
@@ -176,11 +179,15 @@ TEST(GpuKvCast, GatherCastMatchesCpu) {
   }
 }
 
-// All rows -1: zero rows and compact -1 throughout (every stage zero-filled, nothing read).
+// All rows -1: zero rows and compact -1 throughout (every stage zero-filled, nothing read; 70,001 rows: several
+// tiles per block, so the bulk kernel's 0-byte mbarrier phases are reused).
 TEST(GpuKvCast, GatherCastAllInvalid) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const TestPool pool = make_pool(512, 64, 100, 0, fresh_seed());
-  for (const KvCastTuning& t : kTunings) check_gather(pool, std::vector<int32_t>(4099, -1), 0, t);
+  for (const KvCastTuning& t : kTunings) {
+    SCOPED_TRACE(tuning_name(t));
+    check_gather(pool, std::vector<int32_t>(70001, -1), 0, t);
+  }
 }
 
 // rows 0 / count 0: nothing is launched, nothing written, null pointers accepted.
@@ -317,4 +324,13 @@ TEST(GpuKvCast, Glm5PoolCastBandwidth) {
   RecordProperty("us", std::to_string(us));
   CUDA_CHECK(cudaEventDestroy(a));
   CUDA_CHECK(cudaEventDestroy(b));
+  // The engine's setting at the engine's size, bit for bit against the CPU twin (the other tests use smaller pools).
+  std::vector<uint8_t> host_pool(size_t(rows) * l.row_bytes);
+  pool.download(host_pool.data(), host_pool.size());
+  std::vector<uint16_t> want(size_t(rows) * 576);
+  kv_cast_cpu({host_pool.data(), l, want.data(), rows});
+  const std::vector<uint16_t> got = to_host<uint16_t>(out, want.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < want.size(); ++i) differ += got[i] != want[i];
+  EXPECT_EQ(differ, 0u) << "of " << want.size() << " values";
 }
