@@ -93,6 +93,12 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   if (!reference.empty()) {
     // The teacher-forced comparison is meaningful only for the prompt the reference was made from.
     const SafetensorsView& rp = ref.get("prompt_ids");
+    // Token ids must be stored as integers: a float tensor read as ids would silently truncate.
+    for (const char* name : {"prompt_ids", "generated_ids"}) {
+      const DType dt = ref.get(name).dtype;
+      require(dt == DType::I32 || dt == DType::I64, "--reference '" + reference + "': " + name + " has dtype " +
+                                                         dtype_name(dt) + ", expected I32 or I64 token ids");
+    }
     std::vector<int32_t> ref_prompt;
     for (int64_t i = 0; i < rp.numel(); ++i) ref_prompt.push_back(int32_t(read_element_as_float(rp.dtype, rp.data, i)));
     require(ref_prompt == prompt, "--reference '" + reference + "': its prompt_ids (" +

@@ -26,7 +26,23 @@ std::string pct(double share) { return f1(100 * share) + "%"; }
 std::string shorten(const std::string& s, size_t n = 90) {
   std::string t = s.size() > n ? s.substr(0, n - 3) + "..." : s;
   std::replace(t.begin(), t.end(), '|', '/');
+  for (char& c : t)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // NUL, newlines, tabs: one table row
   return t;
+}
+
+// `s` as a Markdown code span whatever it holds (names come from traces: kernels, runs, hotspots): control
+// characters (NUL, newlines) become spaces, and the fence is one backtick longer than the longest run of backticks
+// inside, padded with spaces when s starts or ends with one (CommonMark's rule), so a name never closes its span.
+std::string code_span(const std::string& s) {
+  std::string t = s;
+  for (char& c : t)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  size_t longest = 0, run = 0;
+  for (char c : t) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  const std::string fence(longest + 1, '`');
+  const bool pad = !t.empty() && (t.front() == '`' || t.back() == '`');
+  return fence + (pad ? " " : "") + t + (pad ? " " : "") + fence;
 }
 
 // Op groups of the per-layer table.
@@ -98,15 +114,15 @@ std::string verdict(const ReportInput& in) {
     for (const Hotspot& h : r.analysis.hotspots)
       if (h.kind == "kv_dtype_cast")
         return "**The KV dtype cast takes " + pct(h.share_of_step) + " of the decode step** (" + f1(h.time_us) +
-               " us of " + f1(r.analysis.step_median_us) + " us per step, run `" + r.name + "`" +
+               " us of " + f1(r.analysis.step_median_us) + " us per step, run " + code_span(r.name) +
                (h.achieved_gbps > 0 ? ", " + f1(h.achieved_gbps) + " GB/s" : std::string()) +
                "); removing it saves up to " + f1(h.est_saving_us) + " us per step.";
   if (!in.runs.empty() && !in.runs.front().analysis.ops.empty()) {
     const Analysis& a = in.runs.front().analysis;
     auto top = std::max_element(a.ops.begin(), a.ops.end(),
                                 [](const OpSummary& x, const OpSummary& y) { return x.time_us < y.time_us; });
-    return "No KV dtype cast found; the largest op is `" + (top->op.empty() ? std::string("(unattributed)") : top->op) +
-           "` at " + pct(top->share) + " of the step (" + f1(top->time_us) + " us of " + f1(a.step_median_us) + " us).";
+    return "No KV dtype cast found; the largest op is " +
+           code_span(top->op.empty() ? std::string("(unattributed)") : top->op) + " at " + pct(top->share) + " of the step (" + f1(top->time_us) + " us of " + f1(a.step_median_us) + " us).";
   }
   // The reader's reason for an empty trace, when it gave one (a trace recorded without the GPU); other
   // messages (CUPTI, graphs) stay in the run's section.
@@ -164,7 +180,7 @@ std::string report_to_markdown(const ReportInput& in) {
 
   for (const RunReport& r : in.runs) {
     const Analysis& a = r.analysis;
-    o << "\n## Run `" << r.name << "`\n\n" << a.steps.size() << " measured steps: median " << f1(a.step_median_us)
+    o << "\n## Run " << code_span(r.name) << "\n\n" << a.steps.size() << " measured steps: median " << f1(a.step_median_us)
       << " us, min " << f1(a.step_min_us) << " us, max " << f1(a.step_max_us) << " us (source: " << a.source
       << (a.complete ? "" : ", INCOMPLETE") << ").\n";
     o << "\nTrace: " << a.kernels_recorded << " kernel records";
@@ -209,7 +225,7 @@ std::string report_to_markdown(const ReportInput& in) {
     if (!a.hotspots.empty()) {
       o << "\nHotspots:\n\n";
       for (const Hotspot& h : a.hotspots)
-        o << "- **" << h.kind << "** `" << h.what << "`: " << pct(h.share_of_step) << " of the step. "
+        o << "- **" << h.kind << "** " << code_span(h.what) << ": " << pct(h.share_of_step) << " of the step. "
           << h.recommendation << "\n";
     }
     if (!a.ops.empty()) {
@@ -224,7 +240,7 @@ std::string report_to_markdown(const ReportInput& in) {
       o << "\nTop kernels (whole run):\n\n| kernel | calls | total [us] | mean [us] | share |\n|---|---:|---:|---:|---:|\n";
       for (size_t i = 0; i < std::min<size_t>(10, a.top_kernels.size()); ++i) {
         const KernelStat& k = a.top_kernels[i];
-        o << "| `" << shorten(k.name) << "` | " << k.calls << " | " << f1(k.total_us) << " | " << f2(k.mean_us)
+        o << "| " << code_span(shorten(k.name)) << " | " << k.calls << " | " << f1(k.total_us) << " | " << f2(k.mean_us)
           << " | " << pct(k.share) << " |\n";
       }
     }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -18,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_binary.h"
+#include "tests/model/safetensors_writer.h"
 #include "tests/shared_dir.h"
 
 namespace {
@@ -248,6 +250,21 @@ TEST_F(BadInputs, DecodeInputs) {
   expect_failure("reference_not_st",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/config.json"}, 1,
                  {"config.json"});
+  // Token ids stored as floats: refused by dtype, not truncated into ids.
+  glm5::test::RawTensors ts;
+  auto f32 = [](const std::vector<float>& v) {
+    std::vector<uint8_t> b(v.size() * 4);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  ts["prompt_ids"] = {"F32", {3}, f32({1, 2, 3})};
+  ts["generated_ids"] = {"F32", {1}, f32({7})};
+  ts["logits"] = {"F32", {1, 512}, f32(std::vector<float>(512, 0.5f))};
+  const std::string float_ids = (dir_ / "float_ids.safetensors").string();
+  glm5::test::write_safetensors(float_ids, ts);
+  expect_failure("reference_float_ids",
+                 {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", float_ids}, 1,
+                 {"--reference", "prompt_ids has dtype F32", "expected I32 or I64"});
 }
 
 }  // namespace

@@ -65,6 +65,19 @@ TEST(Report, MarkdownStartsWithTheVerdict) {
   EXPECT_NE(md.find("Top kernels"), std::string::npos);
 }
 
+// Names from a foreign trace (kernels, runs) go into code spans whatever they hold: a backtick cannot close the
+// span, a NUL or newline cannot break the table row, a '|' cannot split a cell.
+TEST(Report, OddNamesStayInsideTheirCodeSpans) {
+  ReportInput in = three_paths();
+  in.runs[0].name = "run`x";
+  ASSERT_FALSE(in.runs[0].analysis.top_kernels.empty());
+  in.runs[0].analysis.top_kernels[0].name = std::string("ker`nel\0with|nul\nand ``two", 26);
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("## Run ``run`x``"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ```ker`nel with/nul and ``two``` |"), std::string::npos) << md;
+  EXPECT_EQ(md.find('\0'), std::string::npos);
+}
+
 TEST(Report, ManyLayersAreGroupedDenseAndMoe) {
   Timeline t;
   int64_t clock = 0;
