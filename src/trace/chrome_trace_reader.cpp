@@ -447,11 +447,18 @@ class ByteSource {
       }
     }
     out_total_ += produced;
+    // A gzip bomb (a few MB that inflate to many GB of padding) would keep the reader busy for minutes: real
+    // traces compress 5-30x, so more than kMaxInflateRatio x the compressed bytes read so far, past 256 MiB, is refused.
+    if (out_total_ > (uint64_t(256) << 20) && out_total_ > kMaxInflateRatio * std::max<uint64_t>(compressed_offset(), 1))
+      throw Error("trace '" + path_ + "': gzip data inflates more than " + std::to_string(kMaxInflateRatio) +
+                  "x (" + std::to_string(out_total_) + " bytes of JSON from " + std::to_string(compressed_offset()) +
+                  " compressed bytes): not a trace");
     return produced;
   }
 
  private:
   static constexpr size_t kChunk = size_t(4) << 20;
+  static constexpr uint64_t kMaxInflateRatio = 200;
 
   size_t fill(char* out, size_t cap) {
     size_t n = 0;

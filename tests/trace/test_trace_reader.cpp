@@ -187,6 +187,22 @@ TEST(TraceReader, GzipByMagicNotByName) {
   EXPECT_EQ(read_chrome_trace((tmp.dir / "m.gz").string()).activities.size(), 1u);
 }
 
+// A gzip bomb (300 MB of padding in ~0.3 MB) is refused as soon as it inflates past 200x, naming the file.
+TEST(TraceReader, GzipBombIsRefused) {
+  TempDir tmp("bomb");
+  const std::string bomb = (tmp.dir / "bomb.json.gz").string();
+  const std::string cmd = "( printf '{\"traceEvents\":['; head -c 300000000 /dev/zero | tr '\\0' ' '; printf ']}' ) | gzip -1 > '" +
+                          bomb + "'";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "no gzip";
+  try {
+    read_chrome_trace(bomb);
+    FAIL() << "a gzip bomb was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("inflates more than 200x"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(bomb), std::string::npos) << e.what();
+  }
+}
+
 // Cut-short and corrupt files: one line naming the file, with a byte offset.
 TEST(TraceReader, TruncatedAndCorruptFiles) {
   TempDir tmp("trunc");
