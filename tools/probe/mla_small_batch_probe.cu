@@ -5,7 +5,7 @@
 // combine (S = 1; Wgmma S = 2 merges in a cluster). Every variant's output is compared with Auto's (same values,
 // same rounding: the kernels differ only in summation order, so max |diff| / max |out| must stay near fp32 order).
 // Timing: median of 15 CUDA-event timings, each after a 256 MiB memset (cold L2; common/cold_timer.h), and the
-// median of 15 back-to-back launches (warm: the rows stay in L2, as Q and the indices do inside a step).
+// median of 15 launches each timed alone (warm: the rows stay in L2; these include the host's launch gap).
 // Build: nvcc -std=c++20 --expt-relaxed-constexpr -O3 -arch=sm_90a -I. -Isrc tools/probe/mla_small_batch_probe.cu
 //          build-lead/libglm5_kernels.a build-lead/libglm5_kernels_sm90a.a build-lead/libglm5_kernels.a
 //          build-lead/libglm5_common.a -lcuda -o build-lead/mla_small_batch_probe
@@ -25,34 +25,10 @@
 #include "kernels/kv_cache.h"
 #include "kernels/kv_layout.h"
 #include "kernels/mla_decode.h"
+#include "tools/probe/chained_timer.cuh"
 
 using namespace glm5;
 
-namespace {
-
-double warm_median_us(const std::function<void()>& fn, int reps) {
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
-  fn();
-  CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    CUDA_CHECK(cudaEventRecord(a));
-    fn();
-    CUDA_CHECK(cudaEventRecord(b));
-    CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(1000.0 * ms);
-  }
-  std::sort(t.begin(), t.end());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return t[t.size() / 2];
-}
-
-}  // namespace
 
 int main() {
   const LatentLayout l = make_latent_layout(512, 64, true);
@@ -129,7 +105,7 @@ int main() {
         float d = 0;
         for (size_t i = 0; i < got.size(); ++i) d = std::max(d, std::fabs(got[i] - ref[i]));
         const double c = cold.median_us([&] { mla_decode_cuda(p, nullptr); });
-        const double w = warm_median_us([&] { mla_decode_cuda(p, nullptr); }, 15);
+        const double w = probe::single_us([&] { mla_decode_cuda(p, nullptr); }, 15);  // L2 warm, each call alone
         char name[64];
         std::snprintf(name, sizeof name, "B%d %s", B, v.name.c_str());
         std::printf("%-30s %4d %9.1f %9.1f %12.2e%s\n", name, v.splits, c, w, d / ref_max, d / ref_max > 1e-3 ? "  MISMATCH" : "");
