@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Historical: it ran on b2bea5e (S12c-S12e); `--fuse-norm` was removed again in 04e3b61, so it no longer runs as is.
 # Session 12, device call S12c: the RMSNorm after a MoE layer fused into its combine (EngineOptions::fuse_next_norm).
 # GPU tests (kernels_gpu_moe_grouped: the fused norm's bits; engine_gpu_fused_norm: engine logits on = off bit for bit;
 # engine_gpu_fp8_weights), then the batch-1 decode step (FP8 weights, graphs) A/B in one call: --fuse-norm on, off, on.

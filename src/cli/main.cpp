@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -65,6 +66,30 @@ bool names_a_file(const std::string& arg) {
   return std::filesystem::exists(arg, ec);
 }
 
+// Token ids `name` of a --reference file: stored as I32 or I64 (a float tensor read as ids would truncate silently)
+// and each in [0, vocab), read as integers (an I64 id past 2^31 is refused, not wrapped).
+std::vector<int32_t> reference_ids(const SafetensorsFile& ref, const char* name, const std::string& path, int vocab) {
+  const SafetensorsView& v = ref.get(name);
+  const std::string where = "--reference '" + path + "': " + name;
+  require(v.dtype == DType::I32 || v.dtype == DType::I64,
+          where + " has dtype " + dtype_name(v.dtype) + ", expected I32 or I64 token ids");
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    int64_t id = 0;
+    if (v.dtype == DType::I32) {
+      int32_t x;
+      std::memcpy(&x, v.data + 4 * i, 4);
+      id = x;
+    } else {
+      std::memcpy(&id, v.data + 8 * i, 8);
+    }
+    require(id >= 0 && id < vocab, where + "[" + std::to_string(i) + "] = " + std::to_string(id) +
+                                       ", expected a token id in [0, " + std::to_string(vocab) + ")");
+    ids.push_back(int32_t(id));
+  }
+  return ids;
+}
+
 std::vector<int32_t> parse_ids(const std::string& arg) {
   if (!names_a_file(arg)) return parse_id_list(arg, "'" + arg + "'", true);
   require_regular_file(arg, "--prompt-ids: a JSON list file");
@@ -93,14 +118,8 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   if (!reference.empty()) {
     // The teacher-forced comparison is meaningful only for the prompt the reference was made from.
     const SafetensorsView& rp = ref.get("prompt_ids");
-    // Token ids must be stored as integers: a float tensor read as ids would silently truncate.
-    for (const char* name : {"prompt_ids", "generated_ids"}) {
-      const DType dt = ref.get(name).dtype;
-      require(dt == DType::I32 || dt == DType::I64, "--reference '" + reference + "': " + name + " has dtype " +
-                                                         dtype_name(dt) + ", expected I32 or I64 token ids");
-    }
-    std::vector<int32_t> ref_prompt;
-    for (int64_t i = 0; i < rp.numel(); ++i) ref_prompt.push_back(int32_t(read_element_as_float(rp.dtype, rp.data, i)));
+    const std::vector<int32_t> ref_prompt = reference_ids(ref, "prompt_ids", reference, cfg.vocab_size);
+    reference_ids(ref, "generated_ids", reference, cfg.vocab_size);  // checked before any work
     require(ref_prompt == prompt, "--reference '" + reference + "': its prompt_ids (" +
                                       std::to_string(ref_prompt.size()) + " tokens) differ from --prompt-ids (" +
                                       std::to_string(prompt.size()) + " tokens)");
@@ -130,8 +149,9 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   const size_t budget = memory_budget_bytes(cuda, &free_b);
   const size_t weight_bytes = estimate_weight_bytes(cfg, wo);
   require(weight_bytes <= budget,
-          "model does not fit: its weights need " + std::to_string(weight_bytes) + " bytes, but only " +
-              std::to_string(free_b) + " bytes are free" + (cuda ? " on the GPU" : " (CPU backend limit)") +
+          "model does not fit: its weights need " + std::to_string(weight_bytes) + " bytes, above the budget of " +
+              std::to_string(budget) + " bytes (95% of the " + std::to_string(free_b) + " bytes free" +
+              (cuda ? " on the GPU)" : ", the CPU backend limit)") +
               "; decode a smaller model (e.g. --model glm5-tiny)");
   Weights w = weights_dir == "synthetic" ? synthetic_weights(cfg, 1234, wo) : load_weights(cfg, weights_dir, wo);
   Backend be = cuda ? Backend::Cuda : Backend::Cpu;
@@ -141,10 +161,8 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   std::printf("\nlogits_hash 0x%016llx\n", (unsigned long long)r.logits_hash);
   if (!reference.empty()) {
     // Teacher forcing against a reference: feed its tokens, compare its logits step by step.
-    const SafetensorsView& ids = ref.get("generated_ids");
     const SafetensorsView& lg = ref.get("logits");
-    std::vector<int32_t> forced;
-    for (int64_t i = 0; i < ids.numel(); ++i) forced.push_back(int32_t(read_element_as_float(ids.dtype, ids.data, i)));
+    const std::vector<int32_t> forced = reference_ids(ref, "generated_ids", reference, cfg.vocab_size);
     int n = std::min<int>(int(lg.shape[0]), new_tokens);
     GreedyDecodeResult tf = greedy_decode(cfg, w, be, path, prompt, n, forced);
     std::printf("teacher-forced against %s (%s KV, %s):\nstep  rel_error  top1  ref_top1  ref_margin\n", reference.c_str(),

@@ -1,5 +1,6 @@
 // report.md: the same content as report.json, for people (summary first).
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -31,6 +32,22 @@ std::string shorten(const std::string& s, size_t n = 90) {
   return t;
 }
 
+// `s` as plain Markdown text on one line (free text and names that come from a trace: run names, messages,
+// recommendations, device fields): control characters become spaces, '|' becomes '/' (table cells), and the
+// characters that start Markdown constructs (` * < > [ ] \; not _, which starts nothing inside a word) are
+// backslash-escaped (CommonMark: any ASCII punctuation may be). Names such as "gather-cast" or "attn.kv_cast" pass unchanged.
+std::string md_text(const std::string& s) {
+  std::string t;
+  t.reserve(s.size());
+  for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    if (c == '|') c = '/';
+    if (std::strchr("`*<>[]\\", c) && c != '\0') t += '\\';
+    t += c;
+  }
+  return t;
+}
+
 // `s` as a Markdown code span whatever it holds (names come from traces: kernels, runs, hotspots): control
 // characters (NUL, newlines) become spaces, and the fence is one backtick longer than the longest run of backticks
 // inside, padded with spaces when s starts or ends with one (CommonMark's rule), so a name never closes its span.
@@ -40,8 +57,10 @@ std::string code_span(const std::string& s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   size_t longest = 0, run = 0;
   for (char c : t) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  if (t.find_first_not_of(' ') == std::string::npos) return "(empty)";  // "``" is no code span; all-space is odd
   const std::string fence(longest + 1, '`');
-  const bool pad = !t.empty() && (t.front() == '`' || t.back() == '`');
+  // CommonMark strips one space at each end when both ends are spaces, and needs a space next to a backtick end.
+  const bool pad = t.front() == '`' || t.back() == '`' || (t.front() == ' ' && t.back() == ' ');
   return fence + (pad ? " " : "") + t + (pad ? " " : "") + fence;
 }
 
@@ -139,7 +158,7 @@ void json_lines(std::ostringstream& o, const char* title, const nlohmann::json& 
   bool first = true;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it->is_structured()) continue;
-    o << (first ? "" : ", ") << it.key() << " " << (it->is_string() ? it->get<std::string>() : it->dump());
+    o << (first ? "" : ", ") << md_text(it.key()) << " " << md_text(it->is_string() ? it->get<std::string>() : it->dump());
     first = false;
   }
   o << "\n";
@@ -160,7 +179,7 @@ std::string report_to_markdown(const ReportInput& in) {
     const PathComparison& c = *in.comparison;
     for (const PathResult& p : c.paths)
       if (p.path == c.winner)
-        o << "\nFastest KV path: **" << c.winner << "** at " << f1(p.step_median_us) << " us per step"
+        o << "\nFastest KV path: **" << md_text(c.winner) << "** at " << f1(p.step_median_us) << " us per step"
           << (p.speedup_vs_cast > 0 ? " (" + f2(p.speedup_vs_cast) + "x vs cast)" : std::string()) << ".\n";
   }
   o << "\n";
@@ -173,7 +192,7 @@ std::string report_to_markdown(const ReportInput& in) {
     o << "\n## KV paths side by side\n\n| path | step median [us] | attention [us] | cast [us] | cast share | speedup vs cast |\n"
          "|---|---:|---:|---:|---:|---:|\n";
     for (const PathResult& p : in.comparison->paths)
-      o << "| " << p.path << (p.path == in.comparison->winner ? " (winner)" : "") << " | " << f1(p.step_median_us)
+      o << "| " << md_text(p.path) << (p.path == in.comparison->winner ? " (winner)" : "") << " | " << f1(p.step_median_us)
         << " | " << f1(p.attention_us) << " | " << f1(p.cast_us) << " | " << pct(p.cast_share) << " | "
         << (p.speedup_vs_cast > 0 ? f2(p.speedup_vs_cast) + "x" : std::string("-")) << " |\n";
   }
@@ -187,7 +206,7 @@ std::string report_to_markdown(const ReportInput& in) {
     if (a.launches_counted) o << " of " << a.kernels_launched << " launches";
     o << ", " << a.records_dropped << " records dropped"
       << (a.complete ? " (complete)" : " (**incomplete**)") << ".\n";
-    for (const std::string& m : a.trace_messages) o << "- " << m << "\n";
+    for (const std::string& m : a.trace_messages) o << "- " << md_text(m) << "\n";
     if (r.timing.is_object()) {
       const nlohmann::json& t = r.timing;
       o << "\nTracing overhead: untraced step " << f1(t.value("untraced_step_us", 0.0)) << " us, traced step "
@@ -226,12 +245,12 @@ std::string report_to_markdown(const ReportInput& in) {
       o << "\nHotspots:\n\n";
       for (const Hotspot& h : a.hotspots)
         o << "- **" << h.kind << "** " << code_span(h.what) << ": " << pct(h.share_of_step) << " of the step. "
-          << h.recommendation << "\n";
+          << md_text(h.recommendation) << "\n";
     }
     if (!a.ops.empty()) {
       o << "\n| op | us / step | share | GB/s | % copy peak | TFLOP/s | % bf16 peak |\n|---|---:|---:|---:|---:|---:|---:|\n";
       for (const OpSummary& s : a.ops)
-        o << "| " << (s.op.empty() ? "(unattributed)" : shorten(s.op, 60)) << " | " << f1(s.time_us) << " | "
+        o << "| " << (s.op.empty() ? "(unattributed)" : md_text(shorten(s.op, 60))) << " | " << f1(s.time_us) << " | "
           << pct(s.share) << " | " << f1(s.achieved_gbps) << " | " << f1(s.pct_copy_peak) << " | "
           << f2(s.achieved_tflops) << " | " << f1(s.pct_bf16_peak) << " |\n";
     }

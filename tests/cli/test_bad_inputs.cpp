@@ -265,6 +265,23 @@ TEST_F(BadInputs, DecodeInputs) {
   expect_failure("reference_float_ids",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", float_ids}, 1,
                  {"--reference", "prompt_ids has dtype F32", "expected I32 or I64"});
+  // Integer prompt ids, float generated ids: the second tensor is checked too, before any work.
+  auto i64 = [](const std::vector<int64_t>& v) {
+    std::vector<uint8_t> b(v.size() * 8);
+    std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  };
+  ts["prompt_ids"] = {"I64", {3}, i64({1, 2, 3})};
+  glm5::test::write_safetensors(float_ids, ts);
+  expect_failure("reference_float_generated",
+                 {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", float_ids}, 1,
+                 {"--reference", "generated_ids has dtype F32"});
+  // An I64 id past 2^31 is refused, not wrapped into a valid-looking id.
+  ts["generated_ids"] = {"I64", {1}, i64({(int64_t(1) << 32) + 5})};
+  glm5::test::write_safetensors(float_ids, ts);
+  expect_failure("reference_huge_id",
+                 {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", float_ids}, 1,
+                 {"--reference", "generated_ids[0] = 4294967301", "expected a token id in [0, 512)"});
 }
 
 }  // namespace

@@ -76,6 +76,12 @@ TEST(Report, OddNamesStayInsideTheirCodeSpans) {
   EXPECT_NE(md.find("## Run ``run`x``"), std::string::npos) << md;
   EXPECT_NE(md.find("| ```ker`nel with/nul and ``two``` |"), std::string::npos) << md;
   EXPECT_EQ(md.find('\0'), std::string::npos);
+  // Free text from a trace (its messages) stays one list item and starts no Markdown construct.
+  in.runs[0].analysis.trace_messages.push_back("bad\nline `x` <b> *y*");
+  const std::string md2 = report_to_markdown(in);
+  EXPECT_NE(md2.find("- bad line \\`x\\` \\<b\\> \\*y\\*\n"), std::string::npos) << md2;
+  in.runs[0].name = "";
+  EXPECT_NE(report_to_markdown(in).find("## Run (empty)"), std::string::npos);
 }
 
 TEST(Report, ManyLayersAreGroupedDenseAndMoe) {
