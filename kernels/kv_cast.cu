@@ -249,18 +249,6 @@ __global__ void __launch_bounds__(kThreads, 6) kv_gather_cast_tile_kernel(KvGath
 // - two output stages: before a stage is rewritten, its store two tiles back must have read it
 //   (cp.async.bulk.wait_group.read 1). A gather row with a negative index is cast as zeros (cast_tile's mask).
 // Prediction (before measuring): the full-pool cast from 88% to >= 90% of copy if the interleaving is what loses.
-__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, unsigned bytes) {
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void bulk_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async_smem() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 constexpr int kBulkOutStages = 2;
 // Shared memory of the bulk kernels: kStages input stages, kBulkOutStages output stages, then kStages mbarriers and
 // (gather) kStages x kMaxTileRows staged indices.
@@ -333,13 +321,13 @@ __global__ void __launch_bounds__(kThreads) kv_cast_bulk_kernel(BulkCastArgs p, 
     const int n = int(min(int64_t(T), p.count - row0));
     uint8_t* ostage = out_s + size_t(o) * T * out_row_bytes;
     cast_tile<false>(in_s + size_t(s) * in_bytes, n, ostage, l, g, gather ? idx_s + s * kMaxTileRows : nullptr);
-    fence_proxy_async_smem();  // this thread's shared-memory writes, visible to the bulk store
+    fence_proxy_async();  // this thread's shared-memory writes, visible to the bulk store
     __syncthreads();
     if (threadIdx.x == 0) bulk_store_s2g(p.out + row0 * out_row_bytes, ostage, unsigned(n * out_row_bytes));
   }
   if (threadIdx.x == 0) bulk_wait_all();
 #else
-  __trap();  // launch_bulk runs it only on compute capability >= 9.0; a build for older GPUs must not write nothing
+  __trap();  // the library is built for sm_90 only (CMakeLists.txt); a build for older GPUs must not write nothing
 #endif
 }
 
@@ -449,10 +437,6 @@ bool launch_bulk_variant(const BulkCastArgs& a, int tile_rows, cudaStream_t stre
   return true;
 }
 bool launch_bulk(const BulkCastArgs& a, const KvCastTuning& t, cudaStream_t stream) {
-  int device = 0, major = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  if (major < 9) return false;  // no cp.async.bulk: the caller falls back to the 4-byte path
   if (t.stages == 2) return launch_bulk_variant<2>(a, t.tile_rows, stream);
   if (t.stages == 3) return launch_bulk_variant<3>(a, t.tile_rows, stream);
   return launch_bulk_variant<4>(a, t.tile_rows, stream);

@@ -25,13 +25,30 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
 }
 // cp.async.bulk global -> shared (sm_90): `bytes` (a multiple of 16; both addresses 16-byte aligned) land at dst
 // and complete that many of bar's transaction bytes (announce them first with mbar_expect_tx). The async proxy
-// writes dst: generic writes to it before must be ordered with fence.proxy.async (wgmma::fence_proxy_async).
+// writes dst: generic writes to it before must be ordered with fence_proxy_async (below).
 __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    smem_u32(dst)),
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
+// Makes this thread's generic-proxy writes to shared memory (st.shared) visible to the async proxy (TMA bulk
+// stores, wgmma's operand reads); follow with a barrier before the async operation is issued.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// cp.async.bulk shared -> global (sm_90): `bytes` (a multiple of 16; both addresses 16-byte aligned) from src to dst,
+// committed as one bulk group of the issuing thread (wait with bulk_wait_read / bulk_wait_all, same thread).
+__device__ __forceinline__ void bulk_store_s2g(void* dst, const void* src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst), "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until at most N of this thread's bulk groups still read their shared-memory source (it may be rewritten).
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+// Waits until all of this thread's bulk groups are complete (their writes done).
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 // One 2-D box (columns c0.., rows r0..) of a tensor map (kernels/tma.h) into shared memory, completing that many
 // of bar's transaction bytes; the map must live in kernel-parameter (__grid_constant__), constant or global memory.
 // With a swizzled map the 16-byte chunks land permuted by the destination's shared-memory address bits.

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/launch.cuh"
+#include "kernels/mbarrier.cuh"  // fence_proxy_async
 
 namespace glm5 {
 namespace wgmma {
@@ -62,7 +63,7 @@ __device__ __forceinline__ void wait() {
 #endif
 }
 // Makes generic-proxy writes to shared memory (st.shared) visible to wgmma's operand reads (async proxy).
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+using ::glm5::fence_proxy_async;  // kernels/mbarrier.cuh
 
 // D[64 x 64] (+)= A[64 x 16] . B, fp32 D, operands from shared memory (descriptors above). kTransB false:
 // B is [64 x 16] K-major (D = A . B^T: S = Q . K^T with K's rows as they are stored); kTransB true: B is

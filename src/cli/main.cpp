@@ -108,6 +108,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
           "--weights synthetic needs --model (glm5, glm5-tiny, deepseek-v3 or a config.json)");
   // The reference is opened before any work so a wrong file fails at once.
   SafetensorsFile ref;
+  std::vector<int32_t> forced;  // the reference's generated ids, teacher-forced below
   if (!reference.empty()) {
     require_regular_file(reference, "--reference: an expected.safetensors file");
     ref.open(reference);
@@ -117,9 +118,8 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   std::vector<int32_t> prompt = parse_ids(prompt_arg);
   if (!reference.empty()) {
     // The teacher-forced comparison is meaningful only for the prompt the reference was made from.
-    const SafetensorsView& rp = ref.get("prompt_ids");
     const std::vector<int32_t> ref_prompt = reference_ids(ref, "prompt_ids", reference, cfg.vocab_size);
-    reference_ids(ref, "generated_ids", reference, cfg.vocab_size);  // checked before any work
+    forced = reference_ids(ref, "generated_ids", reference, cfg.vocab_size);  // checked before any work
     require(ref_prompt == prompt, "--reference '" + reference + "': its prompt_ids (" +
                                       std::to_string(ref_prompt.size()) + " tokens) differ from --prompt-ids (" +
                                       std::to_string(prompt.size()) + " tokens)");
@@ -129,7 +129,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
     require(lg.shape.size() == 2 && lg.shape[1] == cfg.vocab_size && lg.shape[0] >= 1,
             "--reference '" + reference + "': logits must be [steps >= 1, vocab_size = " +
                 std::to_string(cfg.vocab_size) + "], got [" + shape + "]");
-    require(ref.get("generated_ids").numel() >= lg.shape[0],
+    require(int64_t(forced.size()) >= lg.shape[0],
             "--reference '" + reference + "': generated_ids has fewer entries than logits has rows");
   }
   require(new_tokens >= 1 && int64_t(prompt.size()) + new_tokens <= cfg.max_position_embeddings,
@@ -162,7 +162,6 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   if (!reference.empty()) {
     // Teacher forcing against a reference: feed its tokens, compare its logits step by step.
     const SafetensorsView& lg = ref.get("logits");
-    const std::vector<int32_t> forced = reference_ids(ref, "generated_ids", reference, cfg.vocab_size);
     int n = std::min<int>(int(lg.shape[0]), new_tokens);
     GreedyDecodeResult tf = greedy_decode(cfg, w, be, path, prompt, n, forced);
     std::printf("teacher-forced against %s (%s KV, %s):\nstep  rel_error  top1  ref_top1  ref_margin\n", reference.c_str(),

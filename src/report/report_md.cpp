@@ -24,12 +24,18 @@ std::string f2(double v) {
 }
 std::string pct(double share) { return f1(100 * share) + "%"; }
 
+// `s` cut to n characters, '|' as '/' (a table cell); its callers then make it one line (md_text / code_span).
 std::string shorten(const std::string& s, size_t n = 90) {
   std::string t = s.size() > n ? s.substr(0, n - 3) + "..." : s;
   std::replace(t.begin(), t.end(), '|', '/');
-  for (char& c : t)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // NUL, newlines, tabs: one table row
   return t;
+}
+
+// Control characters (NUL, newlines, tabs) as spaces: text from a trace stays on its line or table row.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return s;
 }
 
 // `s` as plain Markdown text on one line (free text and names that come from a trace: run names, messages,
@@ -39,8 +45,7 @@ std::string shorten(const std::string& s, size_t n = 90) {
 std::string md_text(const std::string& s) {
   std::string t;
   t.reserve(s.size());
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  for (char c : one_line(s)) {
     if (c == '|') c = '/';
     if (std::strchr("`*<>[]\\", c) && c != '\0') t += '\\';
     t += c;
@@ -52,9 +57,7 @@ std::string md_text(const std::string& s) {
 // characters (NUL, newlines) become spaces, and the fence is one backtick longer than the longest run of backticks
 // inside, padded with spaces when s starts or ends with one (CommonMark's rule), so a name never closes its span.
 std::string code_span(const std::string& s) {
-  std::string t = s;
-  for (char& c : t)
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  const std::string t = one_line(s);
   size_t longest = 0, run = 0;
   for (char c : t) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
   if (t.find_first_not_of(' ') == std::string::npos) return "(empty)";  // "``" is no code span; all-space is odd
