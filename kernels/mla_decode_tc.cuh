@@ -105,35 +105,40 @@ __device__ __forceinline__ int tile_index(const MlaDecodeParams& p, int b, int j
 // The CTA issues the cp.async copies of the 32 rows idx_s[0..32) of the KV buffer (index < 0:
 // zero-filled) into `dst` (FP8: the staging rows, row stride row_bytes; BF16: the K/V tile, row stride
 // kStride). The indices come from shared memory: a global load here would stall every copy.
+// Warp w copies rows w, w + 8, w + 16, w + 24, lane l the row's 16-byte chunks l, l + 32, ...: no
+// division by the row's chunk count. At batch 1 the CTA issues only two or three tiles and every
+// instruction of its prologue is on the critical path (S13b: the earlier i / chunks form cost ~210
+// instructions per warp per tile).
 __device__ __forceinline__ void issue_tile(const MlaDecodeParams& p, const int* idx_s, uint8_t* dst, int tid) {
-  const bool fp8 = p.layout.fp8;
   const int row_bytes = p.layout.row_bytes;
-  const int chunks = row_bytes / 16, dst_stride = fp8 ? row_bytes : kStride * 2;
-  const uint32_t dst0 = smem_u32(dst);
-  for (int i = tid; i < kTileRows * chunks; i += kThreads) {
-    const int r = i / chunks, c = i - r * chunks;
-    const int t = idx_s[r];
-    const uint8_t* src = t >= 0 ? p.kv + int64_t(t) * row_bytes + 16 * c : p.kv;
-    cp_async16(dst0 + r * dst_stride + 16 * c, src, t >= 0 ? 16 : 0);
+  const int chunks = row_bytes / 16, dst_stride = p.layout.fp8 ? row_bytes : kStride * 2;
+  const int lane = tid & 31, warp = tid >> 5;
+  const uint32_t dst0 = smem_u32(dst) + 16 * lane;
+#pragma unroll 1  // rolled: the MT = 4 kernels hold 200 registers of Q fragments and O here (unrolled: 24 B spill)
+  for (int k = 0; k < kTileRows / kWarps; ++k) {
+    const int r = warp + kWarps * k, t = idx_s[r];
+    const uint8_t* src = t >= 0 ? p.kv + int64_t(t) * row_bytes + 16 * lane : p.kv;
+    const int step = t >= 0 ? 16 * 32 : 0, bytes = t >= 0 ? 16 : 0;
+    for (int c = lane; c < chunks; c += 32, src += step) cp_async16(dst0 + r * dst_stride + 16 * (c - lane), src, bytes);
   }
 }
 
 // FP8 staging rows -> bf16 K/V tile: latent codes dequantized 16 at a time (round_bf16(e4m3 * scale)),
-// rope copied.
+// rope copied. L == kL (512, what tc_supported admits): warp w converts rows w + 8 k, lane l the row's code
+// chunk l (codes 16 l .. 16 l + 15) and, for l < R / 8, its rope chunk l; no per-job division.
 __device__ __forceinline__ void dequant_tile(const LatentLayout& l, const uint8_t* stage, uint16_t* kv_s, int tid) {
-  const int L = l.latent_dim, code_chunks = L / 16, jobs_per_row = code_chunks + l.rope_dim / 8;
-  for (int i = tid; i < kTileRows * jobs_per_row; i += kThreads) {
-    const int r = i / jobs_per_row, c = i - r * jobs_per_row;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int scale_off = kL + 4 * ((16 * lane) / l.group), rope_off = l.rope_offset() + 16 * lane;
+  const bool rope = lane < l.rope_dim / 8;
+#pragma unroll 1  // rolled: see issue_tile
+  for (int k = 0; k < kTileRows / kWarps; ++k) {
+    const int r = warp + kWarps * k;
     const uint8_t* row = stage + r * l.row_bytes;
     uint16_t* out = kv_s + r * kStride;
-    if (c < code_chunks) {
-      const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * c);
-      const float sc = *reinterpret_cast<const float*>(row + L + 4 * ((16 * c) / l.group));
-      dequant16_bf16(codes, sc, reinterpret_cast<uint4*>(out + 16 * c));
-    } else {
-      const int k = c - code_chunks;
-      *reinterpret_cast<uint4*>(out + L + 8 * k) = *reinterpret_cast<const uint4*>(row + l.rope_offset() + 16 * k);
-    }
+    const uint4 codes = *reinterpret_cast<const uint4*>(row + 16 * lane);
+    const float sc = *reinterpret_cast<const float*>(row + scale_off);
+    dequant16_bf16(codes, sc, reinterpret_cast<uint4*>(out + 16 * lane));
+    if (rope) *reinterpret_cast<uint4*>(out + kL + 8 * lane) = *reinterpret_cast<const uint4*>(row + rope_off);
   }
 }
 
@@ -156,32 +161,37 @@ __device__ __forceinline__ void dequant_rope(const LatentLayout& l, const uint8_
 }
 
 // Q of query heads [h0, h0 + HB) of request b (zeros past HQ) -> bf16 q_s rows [latent | rope].
-// Loads are batched (kBatch independent loads per thread in flight before the stores): this runs once
+// Loads are batched (up to kBatch independent loads per thread in flight before the stores): this runs once
 // per CTA, but with one load at a time its latency would cost as much as many tiles.
+// Fast forms (what the engine passes): the block's latent rows are contiguous (heads h0.. of request b), so
+// thread tid loads float4 tid + 256 k of the block with no per-element index math; rope rows of 64 floats
+// 16-byte aligned load as one float4 per (head, 4 dims). At batch 1 the prologue is the CTA's critical path:
+// the general per-element form below cost ~1,200 instructions per warp at 16 heads (S13b, ncu SourceCounters).
 template <int HB>
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint16_t* q_s, int tid) {
   constexpr int kBatch = 16, kL4 = kL / 4;
-  const int R = p.layout.rope_dim;
+  const int R = p.layout.rope_dim, n_heads = min(HB, HQ - h0);  // the block's real heads (>= 1)
   if ((reinterpret_cast<uintptr_t>(p.q_latent) & 15u) == 0) {  // latent: float4 -> 4 bf16
-    for (int i0 = tid; i0 < HB * kL4; i0 += kBatch * kThreads) {
-      float4 v[kBatch];
+    constexpr int kPer = HB * kL4 / kThreads, kB = kPer < kBatch ? kPer : kBatch;  // float4 per thread
+    static_assert(HB * kL4 % kThreads == 0 && kPer % kB == 0, "whole float4 rounds");
+    const float4* src = reinterpret_cast<const float4*>(p.q_latent + (int64_t(b) * HQ + h0) * kL);
+    const int n_valid = n_heads * kL4;
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int i = i0 + k * kThreads, hh = i / kL4, d4 = i - hh * kL4;
-        v[k] = i < HB * kL4 && h0 + hh < HQ
-                   ? __ldg(reinterpret_cast<const float4*>(p.q_latent + (int64_t(b) * HQ + h0 + hh) * kL) + d4)
-                   : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int k0 = 0; k0 < kPer; k0 += kB) {
+      float4 v[kB];
+#pragma unroll
+      for (int k = 0; k < kB; ++k) {
+        const int i = tid + (k0 + k) * kThreads;
+        v[k] = i < n_valid ? __ldg(src + i) : make_float4(0.f, 0.f, 0.f, 0.f);
       }
 #pragma unroll
-      for (int k = 0; k < kBatch; ++k) {
-        const int i = i0 + k * kThreads, hh = i / kL4, d4 = i - hh * kL4;
-        if (i < HB * kL4) {
-          const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k].x, v[k].y), hi = __floats2bfloat162_rn(v[k].z, v[k].w);
-          uint2 w;
-          w.x = *reinterpret_cast<const uint32_t*>(&lo);
-          w.y = *reinterpret_cast<const uint32_t*>(&hi);
-          *reinterpret_cast<uint2*>(q_s + hh * kStride + 4 * d4) = w;
-        }
+      for (int k = 0; k < kB; ++k) {
+        const int i = tid + (k0 + k) * kThreads, hh = i / kL4, d4 = i % kL4;
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k].x, v[k].y), hi = __floats2bfloat162_rn(v[k].z, v[k].w);
+        uint2 w;
+        w.x = *reinterpret_cast<const uint32_t*>(&lo);
+        w.y = *reinterpret_cast<const uint32_t*>(&hi);
+        *reinterpret_cast<uint2*>(q_s + hh * kStride + 4 * d4) = w;
       }
     }
   } else {
@@ -202,7 +212,30 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
       }
     }
   }
-  for (int i0 = tid; i0 < HB * R; i0 += kBatch * kThreads) {  // rope
+  const bool rope4 = R == 64 && (reinterpret_cast<uintptr_t>(p.q_rope) & 15u) == 0 && p.q_rope_row_stride % 4 == 0 &&
+                     p.q_rope_head_stride % 4 == 0;
+  if (rope4) {  // HB x 16 float4: MT per thread
+    constexpr int kPer = HB * 16 / kThreads;
+    static_assert(HB * 16 % kThreads == 0, "whole float4 rounds");
+    float4 v[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = tid + k * kThreads, hh = i / 16, d4 = i % 16;
+      v[k] = hh < n_heads ? __ldg(reinterpret_cast<const float4*>(q_rope_row(p, b, h0 + hh)) + d4)
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int i = tid + k * kThreads, hh = i / 16, d4 = i % 16;
+      const __nv_bfloat162 lo = __floats2bfloat162_rn(v[k].x, v[k].y), hi = __floats2bfloat162_rn(v[k].z, v[k].w);
+      uint2 w;
+      w.x = *reinterpret_cast<const uint32_t*>(&lo);
+      w.y = *reinterpret_cast<const uint32_t*>(&hi);
+      *reinterpret_cast<uint2*>(q_s + hh * kStride + kL + 4 * d4) = w;
+    }
+    return;
+  }
+  for (int i0 = tid; i0 < HB * R; i0 += kBatch * kThreads) {  // rope, any R and alignment
     float v[kBatch];
 #pragma unroll
     for (int k = 0; k < kBatch; ++k) {
