@@ -110,6 +110,7 @@ __device__ __forceinline__ int tile_index(const MlaDecodeParams& p, int b, int j
 // instruction of its prologue is on the critical path (S13b: the earlier i / chunks form cost ~210
 // instructions per warp per tile).
 __device__ __forceinline__ void issue_tile(const MlaDecodeParams& p, const int* idx_s, uint8_t* dst, int tid) {
+  constexpr int kRounds = (kMaxW * 2 / 16 + 31) / 32;  // 16-byte chunks per lane and row: <= 3 (BF16 rows of 576)
   const int row_bytes = p.layout.row_bytes;
   const int chunks = row_bytes / 16, dst_stride = p.layout.fp8 ? row_bytes : kStride * 2;
   const int lane = tid & 31, warp = tid >> 5;
@@ -119,7 +120,10 @@ __device__ __forceinline__ void issue_tile(const MlaDecodeParams& p, const int* 
     const int r = warp + kWarps * k, t = idx_s[r];
     const uint8_t* src = t >= 0 ? p.kv + int64_t(t) * row_bytes + 16 * lane : p.kv;
     const int step = t >= 0 ? 16 * 32 : 0, bytes = t >= 0 ? 16 : 0;
-    for (int c = lane; c < chunks; c += 32, src += step) cp_async16(dst0 + r * dst_stride + 16 * (c - lane), src, bytes);
+    const uint32_t d = dst0 + r * dst_stride;
+#pragma unroll
+    for (int j = 0; j < kRounds; ++j)
+      if (lane + 32 * j < chunks) cp_async16(d + 16 * 32 * j, src + step * j, bytes);
   }
 }
 
@@ -529,14 +533,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_tc_kernel(MlaDecodePar
 #pragma unroll
           for (int nt = 0; nt < 8; ++nt) mma_16816_bf16(acc[mt][nt], a0, a1, a2, a3, bv[nt][0], bv[nt][1]);
         }
-        if constexpr (kPipe8) {  // tile t + 1 (stale past the last tile: written, never read)
+        if constexpr (kPipe8) {  // tile t + 1; past the last tile nothing is left to convert (uniform branch)
+          if (t + 1 >= ntiles) continue;
           const uint8_t* st = stage + ((t + 1) % kStages) * kTileRows * lay.row_bytes;
           uint16_t* dst = (t & 1) ? kv_base : kv_alt;
           dequant_codes_job(lay, st, dst, tid + (kk / 16) * 2 * kThreads);
           dequant_codes_job(lay, st, dst, tid + ((kk / 16) * 2 + 1) * kThreads);
         }
       }
-      if constexpr (kPipe8)
+      if (kPipe8 && t + 1 < ntiles)
         dequant_rope(lay, stage + ((t + 1) % kStages) * kTileRows * lay.row_bytes, (t & 1) ? kv_base : kv_alt, tid);
     }
   }

@@ -238,6 +238,11 @@ int main(int argc, char** argv) {
                    "shared-memory ring, kernels/linear_fp8_tma.h)")
       ->capture_default_str()
       ->check(CLI::IsMember({"regs", "tma"}));
+  prof->add_option("--overlap", po.overlap,
+                   "on | off: run the ops off the critical chain (the indexer's head weights, the query absorption) on "
+                   "a side stream, overlapping the main chain (CUDA; off: one stream, every op in order)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -22,7 +22,7 @@
 #include <chrono>
 
 // Runs the op on the engine's backend: the CPU twin with host pointers or the CUDA launcher.
-#define GLM5_RUN(family, params) (cuda_ ? family##_cuda((params), stream_) : family##_cpu(params))
+#define GLM5_RUN(family, params) (cuda_ ? family##_cuda((params), launch_) : family##_cpu(params))
 
 namespace glm5 {
 
@@ -215,8 +215,16 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   require(opt.max_seq_len > 0, "engine: max sequence length must be positive");
   if (cuda_) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    launch_ = stream_;
+    if (opt.overlap) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      CUDA_CHECK(cudaEventCreateWithFlags(&fork_ev_, cudaEventDisableTiming));
+      for (cudaEvent_t& e : side_ev_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
     linear_ctx_ = std::make_unique<LinearContext>();
     linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
+    side_linear_ctx_ = std::make_unique<LinearContext>();  // its own cuBLASLt workspace: the streams overlap
+    side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
     cs_ = std::make_unique<CudaState>(opt.batch);
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
@@ -363,7 +371,27 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
 
 DecodeEngine::~DecodeEngine() {
   cs_.reset();
+  for (cudaEvent_t e : {fork_ev_, side_ev_[0], side_ev_[1]})
+    if (e) cudaEventDestroy(e);
+  if (side_) cudaStreamDestroy(side_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+void DecodeEngine::side_begin() {
+  if (!side_) return;
+  CUDA_CHECK(cudaEventRecord(fork_ev_, stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(side_, fork_ev_, 0));
+  launch_ = side_;
+}
+
+void DecodeEngine::side_end(int k) {
+  if (!side_) return;
+  CUDA_CHECK(cudaEventRecord(side_ev_[k], side_));
+  launch_ = stream_;
+}
+
+void DecodeEngine::side_join(int k) {
+  if (side_) CUDA_CHECK(cudaStreamWaitEvent(stream_, side_ev_[k], 0));
 }
 
 void DecodeEngine::reset_graph() {
@@ -409,7 +437,7 @@ void DecodeEngine::capture_graph() {
 }
 
 OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops) const {
-  return OpDesc{step_, layer, op, bytes, flops};
+  return OpDesc{step_, layer, op, bytes, flops, launch_ != stream_ ? static_cast<void*>(launch_) : nullptr};
 }
 
 double DecodeEngine::linear_weight_bytes(const Mat& w) {
@@ -422,7 +450,7 @@ void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& 
   const double bytes = linear_weight_bytes(w) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   const LinearParams p = linear_params(x, w, y, m, accumulate);
-  if (cuda_) linear_cuda(p, *linear_ctx_, stream_);
+  if (cuda_) linear_cuda(p, launch_ctx(), launch_);
   else linear_cpu(p);
 }
 
@@ -444,12 +472,12 @@ void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x,
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
   }
-  if (!cuda_ || g.count > kMaxLinearGroup || !linear_group_fused(g, *linear_ctx_)) {
+  if (!cuda_ || g.count > kMaxLinearGroup || !linear_group_fused(g, launch_ctx())) {
     for (const Proj& pr : projs) linear(pr.op, layer, x, *pr.w, pr.y, m, false);
     return;
   }
   OpScope s(*tracer_, desc(fused_op, layer, bytes + double(m) * projs[0].w->k * 4, flops));
-  linear_group_cuda(g, *linear_ctx_, stream_);
+  linear_group_cuda(g, launch_ctx(), launch_);
 }
 
 std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std::vector<float>* logits) {
@@ -515,6 +543,7 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
 void DecodeEngine::run_ops() {
   const ModelConfig& c = cfg_;
   const int B = opt_.batch;
+  launch_ = stream_;  // a step that threw between side_begin and side_end left launch_ on the side stream
   {
     const WeightTensor& e = w_.get("model.embed_tokens.weight");
     OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
@@ -574,8 +603,12 @@ void DecodeEngine::attention(int l) {
   const int Hi = c.index_n_heads, D = c.index_head_dim;
   std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
   if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
+  if (run_indexer) {  // side segment 0: first needed by attn.indexer.score
+    side_begin();
+    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+    side_end(0);
+  }
   linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
-  if (run_indexer) linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
   {
     AttnPrologueParams p;
     p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
@@ -601,6 +634,17 @@ void DecodeEngine::attention(int l) {
   std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
   if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
   linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
+  // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
+  // needed by attn.mla.
+  side_begin();
+  {
+    OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
+                            2.0 * B * H * c.qk_nope_head_dim * Lr));
+    MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
+                      c.v_head_dim, Lr, qk};
+    GLM5_RUN(mla_absorb, p);
+  }
+  side_end(1);
   {
     const double heads = H + (run_indexer ? Hi : 0);
     OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));
@@ -618,6 +662,7 @@ void DecodeEngine::attention(int l) {
   int topk = c.has_indexer ? c.index_topk : score_stride;
   const double ctx_tokens = context_tokens_;
   if (run_indexer) {
+    side_join(0);
     const IndexerLayout& il = pool_->indexer_layout();
     {
       OpScope s(*tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
@@ -636,13 +681,6 @@ void DecodeEngine::attention(int l) {
     TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
                  topk_.as<int32_t>(), B, topk};
     GLM5_RUN(topk, p);
-  }
-  {
-    OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
-                            2.0 * B * H * c.qk_nope_head_dim * Lr));
-    MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
-                      c.v_head_dim, Lr, qk};
-    GLM5_RUN(mla_absorb, p);
   }
   // The KV path: how the selected rows reach attention.
   const uint8_t* kv = pool_->latent(l);
@@ -665,6 +703,7 @@ void DecodeEngine::attention(int l) {
     kv_layout = bf16_layout_of(lay);
     indices = compact_idx_.as<int32_t>();
   }
+  side_join(1);
   {
     double bytes = selected * kv_layout.row_bytes + double(B) * H * (Lr + R + Lr) * 4 + double(B) * topk * 4;
     OpScope s(*tracer_, desc("attn.mla", l, bytes, selected * H * (2.0 * kvw + 2.0 * Lr)));

@@ -63,6 +63,12 @@ struct EngineOptions {
   // CUDA, FP8 weights, m = 1: single projections run the TMA-fed GEMV (kernels/linear_fp8_tma.h,
   // LinearContext::fp8_tma_gemv) instead of the register-fed one; grouped projections are unchanged.
   bool fp8_tma_gemv = false;
+  // CUDA: ops that do not feed the next few ops run on a side stream, overlapping the main chain (joined by
+  // events; captured into the graph as parallel branches): the indexer's head weights (attn.indexer.weights_proj,
+  // needed first by attn.indexer.score) beside attn.qkv_a_proj .. attn.q_up_proj, and the query absorption
+  // (attn.q_absorb, needed first by attn.mla) beside attn.rope .. attn.indexer.topk. At batch 1 these are two
+  // latency-bound launches of 4-9 us each per layer (S13a). false: every op on the main stream, in order.
+  bool overlap = true;
 };
 
 class DecodeEngine {
@@ -140,6 +146,13 @@ class DecodeEngine {
   // Sums `partial` [batch, hidden] over ranks (op comm.all_reduce), then x += partial.
   void reduce_into_residual(int layer, float* partial, const char* residual_op);
   OpDesc desc(const char* op, int layer, double bytes, double flops) const;
+  // The side stream (EngineOptions::overlap, CUDA): side_begin() sends the launches that follow to the side
+  // stream, after all work issued so far on the main stream; side_end(k) sends them back to the main stream and
+  // marks the side work so far as segment k (0 or 1); side_join(k) makes the main stream wait for segment k.
+  // All three do nothing without a side stream (CPU backend, overlap off).
+  void side_begin();
+  void side_end(int k);
+  void side_join(int k);
 
   ModelConfig cfg_;
   const Weights& w_;
@@ -147,8 +160,12 @@ class DecodeEngine {
   OpTracer* tracer_;
   bool cuda_ = false;
   Where where_ = Where::Host;
-  cudaStream_t stream_ = nullptr;
-  std::unique_ptr<LinearContext> linear_ctx_;
+  cudaStream_t stream_ = nullptr;  // the main stream: the step's order, its events, the graph capture origin
+  cudaStream_t side_ = nullptr;    // EngineOptions::overlap: the side stream
+  cudaStream_t launch_ = nullptr;  // where the next op's kernels go: stream_, or side_ between side_begin / side_end
+  cudaEvent_t fork_ev_ = nullptr, side_ev_[2] = {nullptr, nullptr};
+  std::unique_ptr<LinearContext> linear_ctx_, side_linear_ctx_;  // cuBLASLt handle + workspace per stream
+  LinearContext& launch_ctx() { return launch_ == side_ && side_ ? *side_linear_ctx_ : *linear_ctx_; }
   std::unique_ptr<KvPool> pool_;
   std::vector<LayerWeights> layers_;
   std::map<const void*, Buffer> fused_;  // fused [gate; up] weights, keyed by the gate tensor

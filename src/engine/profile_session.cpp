@@ -455,6 +455,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.precision = ActivationPrecision::Bf16;  // as BF16 serving stacks run their projections
   eo.graph = o.graph;
   eo.fp8_tma_gemv = o.fp8_gemv == "tma";
+  eo.overlap = o.overlap != "off";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

@@ -39,6 +39,8 @@ struct ProfileOptions {
   // How the batch-1 FP8 GEMV is fed (EngineOptions::fp8_tma_gemv): "regs" (the register-fed
   // linear_fp8_gemv) or "tma" (linear_fp8_tma: TMA boxes into a shared-memory ring). For A/B runs.
   std::string fp8_gemv = "regs";
+  // EngineOptions::overlap: "on" (ops off the critical chain run on a side stream) or "off" (one stream, in order).
+  std::string overlap = "on";
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

@@ -57,12 +57,12 @@ std::string cupti_error(CUptiResult r) {
 
 GraphCaptureRecorder::GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& out) : stream_(stream), out_(out) {}
 
-void GraphCaptureRecorder::collect(CapturedOp& into) {
+void GraphCaptureRecorder::collect(CapturedOp& into, cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t* frontier = nullptr;
   const cudaGraphEdgeData* edges = nullptr;  // asked for: see dependencies()
   size_t n = 0;
-  CUDA_CHECK(cudaStreamGetCaptureInfo(stream_, &status, nullptr, nullptr, &frontier, &edges, &n));
+  CUDA_CHECK(cudaStreamGetCaptureInfo(stream, &status, nullptr, nullptr, &frontier, &edges, &n));
   require(status == cudaStreamCaptureStatusActive, "graph capture: the engine stream is not capturing");
   // Walk back from the frontier to the nodes already assigned; the walk meets a single-stream
   // capture's nodes newest first, so reversing gives capture order.
@@ -95,14 +95,14 @@ void GraphCaptureRecorder::begin_op(const OpDesc& op) {
 void GraphCaptureRecorder::end_op() {
   CapturedOp o;
   o.op = current_;
-  collect(o);
+  collect(o, current_.stream ? static_cast<cudaStream_t>(current_.stream) : stream_);
   out_.ops.push_back(std::move(o));
   open_ = false;
 }
 
 void GraphCaptureRecorder::flush() {
   CapturedOp o;  // op "" : not any op's
-  collect(o);
+  collect(o, stream_);
   if (!o.nodes.empty()) out_.ops.push_back(std::move(o));
 }
 

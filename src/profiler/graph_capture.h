@@ -3,7 +3,8 @@
 // GraphCaptureRecorder is the OpTracer the engine uses while `stream` is being captured
 // (cudaStreamBeginCapture .. cudaStreamEndCapture): at each op boundary it asks the capture sequence
 // for its current frontier (cudaStreamGetCaptureInfo) and walks back through node dependencies to
-// the nodes not seen yet: those are the op's nodes. Each gets its CUPTI node id
+// the nodes not seen yet: those are the op's nodes (an op on a side stream, OpDesc::stream: that
+// stream's frontier; its fork from the main stream leads back to nodes already seen). Each gets its CUPTI node id
 // (cuptiGetGraphNodeId). Nodes captured outside any op go into an op with an empty name.
 //
 // instantiate_tracked() instantiates the captured graph while a CUPTI resource callback records
@@ -33,7 +34,7 @@ class GraphCaptureRecorder : public OpTracer {
   void flush();
 
  private:
-  void collect(CapturedOp& into);
+  void collect(CapturedOp& into, cudaStream_t stream);
 
   cudaStream_t stream_;
   CapturedGraph& out_;

@@ -19,6 +19,10 @@ struct OpDesc {
   std::string op;       // e.g. "attn.q_a_proj", "attn.indexer", "attn.kv_cast", "attn.mla", "moe.experts"
   double bytes = 0;     // bytes the op must move through device memory (each input read once, output written once)
   double flops = 0;     // floating-point operations (multiply-add = 2)
+  // CUDA backend: the cudaStream_t the op's kernels go to when it is not the engine's main stream (an op the
+  // engine overlaps with the main chain on its side stream); null: the main stream. Graph capture asks this
+  // stream for the op's nodes (GraphCaptureRecorder).
+  void* stream = nullptr;
 };
 
 class OpTracer {

@@ -42,7 +42,8 @@ struct RunOut {
 // Two untraced warm-up steps, then `steps` steps traced with CUPTI. graph: EngineOptions::graph;
 // recapture: drop the graph once CUPTI is attached (what `profile` does), else replay the graph
 // captured during the warm-up.
-RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps) {
+RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
+           bool overlap = true) {
   const int B = 4, context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -53,6 +54,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.seed = 99;
   eo.precision = ActivationPrecision::Bf16;
   eo.graph = graph;
+  eo.overlap = overlap;
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
   e.pool().fill_context(context, e.stream());
@@ -181,6 +183,46 @@ TEST(GraphGpu, ReplayMatchesEagerLogitsAndAttribution) {
     RunOut graph = run(cfg, w, path, true, true, 3);
     EXPECT_GT(graph.graph_kernel_nodes, 0u);
     compare_runs(eager, graph, (name + " graph").c_str());
+  }
+}
+
+// EngineOptions::overlap: the indexer's head weights and the query absorption run on the side stream, the rest on
+// the main stream (CUPTI stream ids, eager run); eagerly and replayed from the graph, the logits and every
+// (step, layer, op)'s kernels are those of the one-stream run.
+TEST(GraphGpu, SideStreamOpsMatchOneStream) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = small_weights(cfg);
+  RunOut serial = run(cfg, w, KvPath::Fp8, false, false, 2, false);
+  for (bool graph : {false, true}) {
+    RunOut side = run(cfg, w, KvPath::Fp8, graph, graph, 2, true);
+    compare_runs(serial, side, graph ? "overlap, graph" : "overlap, eager");
+    for (const RunOut* r : {&serial, &side}) {
+      std::set<int64_t> side_ops, main_ops;  // streams of the side ops' kernels, of every other op's
+      int overlapped = 0;
+      for (const Activity& a : r->timeline.activities) {
+        if (a.kind != ActivityKind::kernel || a.step < 0) continue;
+        const bool on_side = a.op == "attn.q_absorb" || a.op == "attn.indexer.weights_proj";
+        (on_side ? side_ops : main_ops).insert(a.stream);
+        if (a.op != "attn.q_absorb") continue;
+        for (const Activity& b : r->timeline.activities)  // a main-stream kernel of the same layer running meanwhile
+          if (b.kind == ActivityKind::kernel && b.step == a.step && b.layer == a.layer && b.stream != a.stream &&
+              b.start_ns < a.end_ns && a.start_ns < b.end_ns) {
+            ++overlapped;
+            break;
+          }
+      }
+      const bool expect_side = r == &side;
+      std::printf("%s: side ops on %zu stream(s), the others on %zu; %d absorptions overlapped a main-stream kernel\n",
+                  expect_side ? (graph ? "overlap, graph" : "overlap, eager") : "one stream", side_ops.size(),
+                  main_ops.size(), overlapped);
+      if (graph && expect_side) continue;  // a replay's parallel branches: CUPTI's stream ids are the driver's
+      ASSERT_EQ(side_ops.size(), 1u);
+      ASSERT_EQ(main_ops.size(), 1u);
+      EXPECT_EQ(*side_ops.begin() != *main_ops.begin(), expect_side);
+      if (!expect_side) EXPECT_EQ(overlapped, 0);
+    }
   }
 }
 
