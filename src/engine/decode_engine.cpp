@@ -403,7 +403,7 @@ const CapturedGraph* DecodeEngine::captured_graph() const { return cs_ ? cs_->re
 void DecodeEngine::capture_graph() {
   cs_->drop_graph();
   auto record = std::make_unique<CapturedGraph>();
-  GraphCaptureRecorder recorder(stream_, *record);
+  GraphCaptureRecorder recorder(stream_, *record, side_);
   OpTracer* outer = tracer_;
   outer->begin_graph_capture();
   CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));

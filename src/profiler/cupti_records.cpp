@@ -76,6 +76,7 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
   auto assign = [&](Activity& a, uint64_t launch_ext, const GraphLaunch& L, int op_index) {
     const CapturedOp& co = graphs.graphs[L.graph].ops[op_index];
     a.step = L.step;
+    if (co.stream_id) a.stream = co.stream_id;  // the op's capture stream, not the replay's internal one
     if (co.op.op.empty()) return;  // captured outside any op
     auto [it, fresh] = op_instance.try_emplace({launch_ext, op_index}, next_id);
     if (fresh) {

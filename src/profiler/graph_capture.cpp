@@ -55,9 +55,21 @@ std::string cupti_error(CUptiResult r) {
 
 }  // namespace
 
-GraphCaptureRecorder::GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& out) : stream_(stream), out_(out) {}
+namespace {
+// CUPTI's id of `stream` (the streamId its activity records carry), 0 if CUPTI cannot say. Asked before the
+// capture begins: a query on a capturing stream may be refused.
+uint32_t cupti_stream_id(cudaStream_t stream) {
+  uint32_t id = 0;
+  if (!stream || cuptiGetStreamIdEx(nullptr, reinterpret_cast<CUstream>(stream), 0, &id) != CUPTI_SUCCESS) return 0;
+  return id;
+}
+}  // namespace
+
+GraphCaptureRecorder::GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& out, cudaStream_t side)
+    : stream_(stream), side_(side), out_(out), main_id_(cupti_stream_id(stream)), side_id_(cupti_stream_id(side)) {}
 
 void GraphCaptureRecorder::collect(CapturedOp& into, cudaStream_t stream) {
+  into.stream_id = stream == side_ && side_ ? side_id_ : main_id_;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const cudaGraphNode_t* frontier = nullptr;
   const cudaGraphEdgeData* edges = nullptr;  // asked for: see dependencies()

@@ -25,8 +25,10 @@ namespace glm5 {
 
 class GraphCaptureRecorder : public OpTracer {
  public:
-  // `out` receives the ops; it must outlive the recorder. `stream` must be capturing while ops run.
-  GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& out);
+  // `out` receives the ops; it must outlive the recorder. `stream` must be capturing while ops run; `side`
+  // (optional) is the engine's side stream, whose ops declare it in OpDesc::stream. Construct before the
+  // capture begins (the streams' CUPTI ids are asked here: CapturedOp::stream_id).
+  GraphCaptureRecorder(cudaStream_t stream, CapturedGraph& out, cudaStream_t side = nullptr);
   void begin_op(const OpDesc& op) override;
   void end_op() override;
   // Collects the nodes captured since the last op boundary (call before cudaStreamEndCapture).
@@ -36,8 +38,9 @@ class GraphCaptureRecorder : public OpTracer {
  private:
   void collect(CapturedOp& into, cudaStream_t stream);
 
-  cudaStream_t stream_;
+  cudaStream_t stream_, side_;
   CapturedGraph& out_;
+  uint32_t main_id_ = 0, side_id_ = 0;  // CUPTI stream ids (0: unknown)
   std::unordered_set<cudaGraphNode_t> seen_;
   bool open_ = false;
   OpDesc current_;

@@ -24,6 +24,11 @@ struct CapturedNode {
 struct CapturedOp {
   OpDesc op;                        // as declared at capture time; `step` is replaced by each launch's step
   std::vector<CapturedNode> nodes;  // the nodes its launches became, in capture order
+  // CUPTI stream id of the stream the op was captured on (cuptiGetStreamIdEx; 0: unknown). A replay runs the
+  // graph's parallel branches on the driver's internal streams, so its kernel records carry stream ids that say
+  // nothing of the engine's order; attribution puts each replayed kernel back on its op's capture stream (the
+  // main chain on one stream: the analysis' per-stream clipping of PDL overlap stays right).
+  uint32_t stream_id = 0;
 };
 
 struct CapturedGraph {

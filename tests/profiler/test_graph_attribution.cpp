@@ -126,6 +126,24 @@ TEST(GraphAttribution, ReplayedKernelsGetStepLayerAndOpFromNodeIds) {
     if (a.kind == ActivityKind::runtime) EXPECT_EQ(a.step, int(a.correlation_id) - 700);
 }
 
+// A replay runs parallel branches on the driver's internal streams: kernels come back on each op's capture stream
+// (CapturedOp::stream_id), so the main chain is one stream again; ops without a known stream keep the record's.
+TEST(GraphAttribution, ReplayedKernelsReturnToTheirOpsCaptureStream) {
+  GraphAttribution at = attribution(2);
+  for (CapturedOp& o : at.graphs[0].ops) o.stream_id = o.op.op == "attn.norm" ? 31 : 30;  // attn.norm: the side stream
+  at.graphs[0].ops[3].stream_id = 0;  // moe.experts: unknown
+  ActivityRecords r = replays(2, true);
+  for (size_t i = 0; i < r.kernels.size(); ++i) r.kernels[i].stream = 100 + int64_t(i % 3);  // internal streams
+  const Timeline t = build_timeline_from_records(r, {}, at);
+  expect_attributed(t, 2);
+  for (const Activity& a : t.activities) {
+    if (a.kind != ActivityKind::kernel) continue;
+    if (a.op == "attn.norm") EXPECT_EQ(a.stream, 31) << a.name;
+    else if (a.op == "moe.experts") EXPECT_GE(a.stream, 100) << a.name;
+    else EXPECT_EQ(a.stream, 30) << a.name;
+  }
+}
+
 TEST(GraphAttribution, AnalysisCountsReplayedKernelsPerLayerAndOp) {
   const Analysis an = analyze(build_timeline_from_records(replays(3, true), {}, attribution(3)), Peaks{4000, 800});
   EXPECT_EQ(an.steps.size(), 3u);
