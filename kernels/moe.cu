@@ -124,9 +124,9 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
 // expert_row_dot, so the same bits.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
-__global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p) {
+__global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
   pdl_begin();
-  const int pair = blockIdx.x;
+  const int pair = pair0 + blockIdx.x;  // pair0: MoeExpertsParams::Stage (the shared pairs start at B*k)
   const bool shared = pair >= p.B * p.k;
   const int b = shared ? pair - p.B * p.k : pair / p.k;
   const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
@@ -218,9 +218,9 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // same order for any R and U) and the same slot-order sum in moe_combine_kernel: bitwise equal to
 // moe_down_fp8_kernel.
 constexpr int kPairDownRows = 4;
-__global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p) {
+__global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
   pdl_begin();
-  const int pair = blockIdx.x;
+  const int pair = pair0 + blockIdx.x;
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
   const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
   if (e < 0 || e >= p.E) return;  // moe_combine_kernel skips this slot
@@ -812,6 +812,13 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
           "path: F8_E4M3 weights, hidden and inter multiples of 16, 16-byte aligned rows, pair_out set, B < " +
               std::to_string(kMoeGroupMinTokens) + " or no group scratch");
   const int pairs = p.B * p.k + (shared ? p.B : 0);
+  using Stage = MoeExpertsParams::Stage;
+  require(p.stage == Stage::All || shared,
+          "moe_experts_cuda: MoeExpertsParams.stage other than All needs the fused shared expert (shared_gate_up)");
+  if (p.stage == Stage::Combine) {
+    launch_combine(p, stream);
+    return;
+  }
   if (p.group && p.pair_out && p.B >= kMoeGroupMinTokens) {
     const size_t smem = sizeof(int) * 2 * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
@@ -842,17 +849,20 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     launch_combine(p, stream);
     return;
   }
-  const dim3 grid_up(pairs, (p.inter + up_rows - 1) / up_rows);
-  if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p);
+  // The pairs this stage runs: [pair0, pair0 + npairs) (MoeExpertsParams::Stage; shared implies the FP8 vector path).
+  const int pair0 = p.stage == Stage::Shared ? p.B * p.k : 0;
+  const int npairs = p.stage == Stage::Shared ? p.B : p.stage == Stage::Routed ? p.B * p.k : pairs;
+  const dim3 grid_up(npairs, (p.inter + up_rows - 1) / up_rows);
+  if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p, pair0);
   else if (fp8) launch_kernel(moe_gate_up_kernel<false, true>, grid_up, block, 0, stream, p);
   else if (vec_up) launch_kernel(moe_gate_up_kernel<true, false>, grid_up, block, 0, stream, p);
   else launch_kernel(moe_gate_up_kernel<false, false>, grid_up, block, 0, stream, p);
   CUDA_CHECK_LAUNCH();
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
-    launch_kernel(moe_down_pair_fp8_kernel, dim3(pairs, (p.hidden + rows - 1) / rows), block, 0, stream, p);
+    launch_kernel(moe_down_pair_fp8_kernel, dim3(npairs, (p.hidden + rows - 1) / rows), block, 0, stream, p, pair0);
     CUDA_CHECK_LAUNCH();
-    launch_combine(p, stream);
+    if (p.stage == Stage::All) launch_combine(p, stream);
     return;
   }
   const dim3 grid_down(p.B, (p.hidden + down_rows - 1) / down_rows);

@@ -99,6 +99,15 @@ struct MoeExpertsParams {
   // out[b, :] += the result instead of out[b, :] = result: the residual stream's add fused in
   // (DecodeEngine at --tp 1 with the shared expert fused). The same bits as out + result computed apart.
   bool accumulate = false;
+  // Which launches moe_experts_cuda makes (the fused shared expert's per-token FP8 path only; else All):
+  //   All:    gate_up and down of every (token, slot) pair, then the slot combine;
+  //   Shared: gate_up and down of the B shared-expert pairs only (reads no topk_ids / topk_weights: it can run
+  //           before routing, e.g. on another stream; DecodeEngine's side stream at batch < 4);
+  //   Routed: gate_up and down of the B*k routed pairs only;
+  //   Combine: the slot combine only (after Shared and Routed have both completed).
+  // Shared + Routed (either order, or concurrently: they write disjoint act / pair_out rows) + Combine give All's bits.
+  enum class Stage { All, Shared, Routed, Combine };
+  Stage stage = Stage::All;
 };
 constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,

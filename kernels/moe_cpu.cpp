@@ -134,6 +134,8 @@ double dot_row(const float* x, const void* w, DType dtype, size_t row, int n, co
 
 void moe_experts_cpu(const MoeExpertsParams& p) {
   validate_moe_experts_params(p, "moe_experts_cpu", true);
+  require(p.stage == MoeExpertsParams::Stage::All,
+          "moe_experts_cpu: MoeExpertsParams.stage must be All (the stages split the CUDA launches only)");
   for (int b = 0; b < p.B; ++b) {
     const float* x = p.x + size_t(b) * p.hidden;
     // The sum starts from 0 (accumulate adds it to out at the end, as a separate residual add would).

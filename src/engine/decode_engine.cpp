@@ -517,6 +517,9 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
         throw Error(std::string("engine: cudaGraphLaunch of the decode step failed: ") + cudaGetErrorName(e) + " (" +
                     cudaGetErrorString(e) + ")");
     } else {
+      // Side work a previous step left unjoined (it threw between side_begin and side_join) stays ordered before
+      // this step's main-stream work (eager only: a capture may not wait on events recorded outside it).
+      if (side_) side_join(0), side_join(1);
       run_ops();
     }
   }
@@ -751,12 +754,47 @@ void DecodeEngine::mlp(int l) {
                            c.hidden_size % 16 == 0;
   if (L.moe) {
     const int E = c.n_routed_experts, K = c.num_experts_per_tok, I = c.moe_intermediate_size;
+    MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
+                       L.e_gate_s, L.e_up_s, L.e_down_s,
+                       expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
+    p.group = moe_group_.as<int32_t>();
+    p.pair_out = moe_pair_out_.as<float>();
+    if (fuse_shared) {
+      p.shared_gate_up = L.gate_up.p;
+      p.s_shared_gate_up = L.gate_up.scale;
+      p.shared_down = L.down.p;
+      p.s_shared_down = L.down.scale;
+      // The combine adds into the residual stream x when no all-reduce sits between (--tp 1): one launch
+      // fewer per layer, the same bits (x + (routed + shared) either way). (Also summing the slots in the
+      // down launch's last CTA per row block, with tile counters, was measured and not kept: 108.6 -> 112.0 us
+      // per call in isolation and +9 us per layer in the step on the H200, S10f: each of its 1,728 CTAs
+      // then pays a fence and an atomic.)
+      if (tp_ == 1) {
+        p.out = x;
+        p.accumulate = true;
+      }
+    }
+    // EngineOptions::overlap: the fused shared expert's pairs (they need no routing) run on the side stream while
+    // the router and the routing run on the main stream; the routed pairs follow on the main stream and the slot
+    // combine waits for both (MoeExpertsParams::Stage: the same bits as one launch sequence).
+    const bool shared_aside = fuse_shared && side_;
+    const double shared_bytes = 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert's weights, read once
+    if (shared_aside) {
+      side_begin();
+      {
+        OpScope s(*tracer_, desc("moe.shared", l, shared_bytes + double(B) * Hd * 4, 2.0 * 3.0 * B * Hd * I));
+        MoeExpertsParams ps = p;
+        ps.stage = MoeExpertsParams::Stage::Shared;
+        GLM5_RUN(moe_experts, ps);
+      }
+      side_end(0);
+    }
     linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
     {
       OpScope s(*tracer_, desc("moe.route", l, double(B) * E * 4, 0));
-      MoeRouteParams p{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E, K,
-                       c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
-      GLM5_RUN(moe_route, p);
+      MoeRouteParams rp{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E,
+                        K, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
+      GLM5_RUN(moe_route, rp);
     }
     {
       // Expected share of the B*K routed slots on this rank's experts: 1 / tp. Weight bytes: each distinct
@@ -767,29 +805,16 @@ void DecodeEngine::mlp(int l) {
       double slots = double(B) * K / tp_;
       const double distinct = double(L.experts) * (1.0 - std::pow(1.0 - double(K) / E, double(B)));
       double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
-      if (fuse_shared) slots += B, bytes += 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert, read once
+      if (fuse_shared && !shared_aside) slots += B, bytes += shared_bytes;
       if (fuse_shared && tp_ == 1) bytes += double(B) * Hd * 4;  // the residual add fused in (below): x read too
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
-      MoeExpertsParams p{xn, topk_ids_.as<int32_t>(), topk_w_.as<float>(), L.e_gate, L.e_up, L.e_down, L.e_dt,
-                         L.e_gate_s, L.e_up_s, L.e_down_s,
-                         expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
-      p.group = moe_group_.as<int32_t>();
-      p.pair_out = moe_pair_out_.as<float>();
-      if (fuse_shared) {
-        p.shared_gate_up = L.gate_up.p;
-        p.s_shared_gate_up = L.gate_up.scale;
-        p.shared_down = L.down.p;
-        p.s_shared_down = L.down.scale;
-        // The combine adds into the residual stream x when no all-reduce sits between (--tp 1): one launch
-        // fewer per layer, the same bits (x + (routed + shared) either way). (Also summing the slots in the
-        // down launch's last CTA per row block, with tile counters, was measured and not kept: 108.6 -> 112.0 us
-        // per call in isolation and +9 us per layer in the step on the H200, S10f: each of its 1,728 CTAs
-        // then pays a fence and an atomic.)
-        if (tp_ == 1) {
-          p.out = x;
-          p.accumulate = true;
-        }
-      }
+      p.stage = shared_aside ? MoeExpertsParams::Stage::Routed : MoeExpertsParams::Stage::All;
+      GLM5_RUN(moe_experts, p);
+    }
+    if (shared_aside) {
+      side_join(0);
+      OpScope s(*tracer_, desc("moe.experts", l, double(B) * (K + 1) * Hd * 4, double(B) * (K + 2) * Hd * 2));
+      p.stage = MoeExpertsParams::Stage::Combine;
       GLM5_RUN(moe_experts, p);
     }
     if (fuse_shared) {

@@ -73,10 +73,13 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
   if (!graphs.launches.empty()) next_id = std::max(next_id, graphs.launches.rbegin()->first + 1);
   if (!graphs.captures.empty()) next_id = std::max(next_id, *graphs.captures.rbegin() + 1);
   std::map<std::pair<uint64_t, int>, uint64_t> op_instance;  // (launch, op index) -> external id
-  auto assign = [&](Activity& a, uint64_t launch_ext, const GraphLaunch& L, int op_index) {
+  // rehome: by node id only. The by-order fallback matches kernels sorted by start time to capture order, which
+  // can swap two kernels of parallel branches; moving a swapped kernel to the other branch's stream would also
+  // break the analysis' per-stream PDL clipping, so there the record keeps its own stream.
+  auto assign = [&](Activity& a, uint64_t launch_ext, const GraphLaunch& L, int op_index, bool rehome = true) {
     const CapturedOp& co = graphs.graphs[L.graph].ops[op_index];
     a.step = L.step;
-    if (co.stream_id) a.stream = co.stream_id;  // the op's capture stream, not the replay's internal one
+    if (rehome && co.stream_id) a.stream = co.stream_id;  // the op's capture stream, not the replay's internal one
     if (co.op.op.empty()) return;  // captured outside any op
     auto [it, fresh] = op_instance.try_emplace({launch_ext, op_index}, next_id);
     if (fresh) {
@@ -132,7 +135,8 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
       return t.activities[a->index].start_ns < t.activities[b->index].start_ns;
     });
     if (kernels.size() == gi.kernel_order.size()) {
-      for (size_t i = 0; i < kernels.size(); ++i) assign(t.activities[kernels[i]->index], launch_ext, L, gi.kernel_order[i]);
+      for (size_t i = 0; i < kernels.size(); ++i)
+        assign(t.activities[kernels[i]->index], launch_ext, L, gi.kernel_order[i], false);
       by_order += kernels.size();
       for (auto& [p, op] : resolved)
         if (!p->kernel) {
