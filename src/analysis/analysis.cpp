@@ -1,6 +1,7 @@
 #include "analysis/analysis.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <tuple>
@@ -72,6 +73,56 @@ std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& 
   return ns;
 }
 
+std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>& work,
+                                             const std::vector<int64_t>& exclusive_ns) {
+  using Span = std::pair<int64_t, int64_t>;
+  std::map<int, std::map<int64_t, int64_t>> busy;            // device -> stream -> exclusive ns
+  std::map<std::pair<int, int64_t>, std::vector<Span>> spans;  // (device, stream) -> intervals
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Activity& a = *work[i];
+    if (a.stream < 0) continue;
+    busy[a.device][a.stream] += exclusive_ns[i];
+    spans[{a.device, a.stream}].push_back({a.start_ns, a.end_ns});
+  }
+  std::map<int, int64_t> main_stream;
+  for (const auto& [dev, streams] : busy) {
+    int64_t best = -1, best_ns = -1;
+    for (const auto& [st, ns] : streams)
+      if (ns > best_ns) best = st, best_ns = ns;
+    main_stream[dev] = best;
+  }
+  auto merged = [](std::vector<Span> v) {
+    std::sort(v.begin(), v.end());
+    std::vector<Span> m;
+    for (const Span& x : v) {
+      if (!m.empty() && x.first <= m.back().second) m.back().second = std::max(m.back().second, x.second);
+      else m.push_back(x);
+    }
+    return m;
+  };
+  std::map<std::pair<int, int64_t>, std::vector<Span>> others;  // (device, stream) -> union of the other streams
+  std::vector<int64_t> out(work.size(), 0);
+  for (size_t i = 0; i < work.size(); ++i) {
+    const Activity& a = *work[i];
+    if (a.stream < 0 || exclusive_ns[i] <= 0 || a.stream == main_stream[a.device]) continue;
+    auto it = others.find({a.device, a.stream});
+    if (it == others.end()) {
+      std::vector<Span> v;
+      for (const auto& [key, s] : spans)
+        if (key.first == a.device && key.second != a.stream) v.insert(v.end(), s.begin(), s.end());
+      it = others.emplace(std::make_pair(a.device, a.stream), merged(std::move(v))).first;
+    }
+    const int64_t lo = a.end_ns - exclusive_ns[i], hi = a.end_ns;  // the exclusive interval
+    const std::vector<Span>& m = it->second;
+    auto k = std::lower_bound(m.begin(), m.end(), Span{lo, INT64_MIN},
+                              [](const Span& x, const Span& y) { return x.second < y.first; });
+    int64_t ns = 0;
+    for (; k != m.end() && k->first < hi; ++k) ns += std::max<int64_t>(0, std::min(hi, k->second) - std::max(lo, k->first));
+    out[i] = ns;
+  }
+  return out;
+}
+
 std::string op_label(const std::string& op) { return op.empty() ? "(unattributed)" : op; }
 
 Analysis analyze(const Timeline& t, const Peaks& peaks) {
@@ -98,6 +149,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // Each activity's time is its exclusive time on its stream (exclusive_durations_ns: kernels launched
   // with programmatic dependent launch overlap their predecessor).
   const std::vector<int64_t> excl = exclusive_durations_ns(work);
+  const std::vector<int64_t> hidden = overlapped_durations_ns(work, excl);
 
   // Per-step samples.
   std::map<int, std::pair<int64_t, int64_t>> span;  // step -> (first start, last end)
@@ -136,7 +188,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // Per (layer, op) cells. Declared bytes/FLOPs belong to the op instance (external id), not to each
   // of its kernels: count them once per instance.
   struct Acc {
-    int64_t ns = 0;
+    int64_t ns = 0, hidden_ns = 0;
     int64_t kernels = 0;
     double bytes = 0, flops = 0;
     std::set<uint64_t> instances;
@@ -148,6 +200,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
     const Activity* a = work[i];
     Acc& c = cells[{a->layer, op_rank(a->op), a->op}];
     c.ns += excl[i];
+    c.hidden_ns += hidden[i];
     c.kernels += 1;
     if (a->external_id == 0 || c.instances.insert(a->external_id).second) {
       c.bytes += a->bytes;
@@ -168,10 +221,12 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
     cell.kernels = c.kernels / n_steps;
     cell.bytes = c.bytes / n_steps;
     cell.flops = c.flops / n_steps;
+    cell.overlapped_us = c.hidden_ns / kNsPerUs / n_steps;
     out.layer_ops.push_back(cell);
     OpSummary& s = by_op[std::get<1>(key)];
     s.op = cell.op;
     s.time_us += cell.time_us;
+    s.overlapped_us += cell.overlapped_us;
     s.bytes += cell.bytes;
     s.flops += cell.flops;
   }

@@ -31,6 +31,7 @@ struct OpCell {
   double kernels = 0;      // kernels per step
   double bytes = 0;        // declared bytes per step
   double flops = 0;        // declared FLOPs per step
+  double overlapped_us = 0;  // part of time_us hidden behind another stream's work (overlapped_durations_ns)
 };
 
 // One op summed over all layers, per step, with roofline numbers.
@@ -44,6 +45,9 @@ struct OpSummary {
   double pct_copy_peak = 0;     // 100 * achieved_gbps / Peaks.copy_gbps
   double achieved_tflops = 0;   // flops / time
   double pct_bf16_peak = 0;
+  // Per step [us]: the part of time_us that ran on a side stream while another stream of the device was busy
+  // (overlapped_durations_ns): off the step's critical path unless that stream waited for it. 0 on the main stream.
+  double overlapped_us = 0;
 };
 
 struct KernelStat {
@@ -103,6 +107,13 @@ bool is_kv_cast(const Activity& a);
 // intervals per stream, and a kernel's overlap with its predecessor counts once, for the predecessor.
 // Without overlap each value is the duration. Activities without a stream (-1: host) are not clipped.
 std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& work);
+
+// For each activity off its device's main stream (the stream with the most exclusive time; e.g. DecodeEngine's
+// side stream, EngineOptions::overlap), the part of its exclusive time [ns] during which device work of another
+// stream on the same device ran: time hidden behind that stream. 0 for main-stream and host activities. Element i
+// for work[i]; `exclusive_ns` is exclusive_durations_ns(work).
+std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>& work,
+                                             const std::vector<int64_t>& exclusive_ns);
 
 // Throws nothing; an empty timeline gives an empty Analysis. Only steps >= 0 are measured when any
 // activity carries a step; warm-up steps (< 0) are left out. Op, kernel and step-busy times are

@@ -167,14 +167,16 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     if (peaks.copy_gbps <= 0 || (c.bytes <= 0 && c.flops <= 0)) continue;
     if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kLatencyKernelUs) continue;
     if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast" || reported.count(op_label(c.op))) continue;
+    // Only the exposed part counts: time a side stream spent behind the main chain's work costs the step nothing.
+    const double exposed_us = c.time_us - c.overlapped_us;
     const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
                                      peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
-    if (floor_us >= kLatencyRooflineFraction * c.time_us) continue;
-    lat_us += c.time_us;
+    if (exposed_us <= 0 || floor_us >= kLatencyRooflineFraction * exposed_us) continue;
+    lat_us += exposed_us;
     lat_floor_us += floor_us;
     lat_kernels += c.kernels;
     lat_bytes += c.bytes;
-    by_op[op_label(c.op)] += c.time_us;
+    by_op[op_label(c.op)] += exposed_us;
     if (c.layer >= 0) {
       lat_layers.insert(c.layer);
       lat_layer_kernels += c.kernels;

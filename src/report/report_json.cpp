@@ -15,11 +15,11 @@ json to_json(const Analysis& a) {
     ops.push_back({{"op", o.op}, {"time_us", o.time_us}, {"share", o.share}, {"bytes", o.bytes},
                    {"flops", o.flops}, {"achieved_gbps", o.achieved_gbps},
                    {"pct_copy_peak", o.pct_copy_peak}, {"achieved_tflops", o.achieved_tflops},
-                   {"pct_bf16_peak", o.pct_bf16_peak}});
+                   {"pct_bf16_peak", o.pct_bf16_peak}, {"overlapped_us", o.overlapped_us}});
   json cells = json::array();
   for (const OpCell& c : a.layer_ops)
     cells.push_back({{"layer", c.layer}, {"op", c.op}, {"time_us", c.time_us}, {"kernels", c.kernels},
-                     {"bytes", c.bytes}, {"flops", c.flops}});
+                     {"bytes", c.bytes}, {"flops", c.flops}, {"overlapped_us", c.overlapped_us}});
   json kernels = json::array();
   for (const KernelStat& k : a.top_kernels)
     kernels.push_back({{"name", k.name}, {"calls", k.calls}, {"total_us", k.total_us},

@@ -251,11 +251,22 @@ std::string report_to_markdown(const ReportInput& in) {
           << md_text(h.recommendation) << "\n";
     }
     if (!a.ops.empty()) {
-      o << "\n| op | us / step | share | GB/s | % copy peak | TFLOP/s | % bf16 peak |\n|---|---:|---:|---:|---:|---:|---:|\n";
-      for (const OpSummary& s : a.ops)
-        o << "| " << (s.op.empty() ? "(unattributed)" : md_text(shorten(s.op, 60))) << " | " << f1(s.time_us) << " | "
-          << pct(s.share) << " | " << f1(s.achieved_gbps) << " | " << f1(s.pct_copy_peak) << " | "
+      // The "overlapped" column only when some op ran on a side stream beside busy work (EngineOptions::overlap).
+      bool any_overlap = false;
+      for (const OpSummary& s : a.ops) any_overlap |= s.overlapped_us > 0;
+      o << "\n| op | us / step |" << (any_overlap ? " overlapped |" : "")
+        << " share | GB/s | % copy peak | TFLOP/s | % bf16 peak |\n|---|---:|" << (any_overlap ? "---:|" : "")
+        << "---:|---:|---:|---:|---:|\n";
+      for (const OpSummary& s : a.ops) {
+        o << "| " << (s.op.empty() ? "(unattributed)" : md_text(shorten(s.op, 60))) << " | " << f1(s.time_us) << " | ";
+        if (any_overlap) o << f1(s.overlapped_us) << " | ";
+        o << pct(s.share) << " | " << f1(s.achieved_gbps) << " | " << f1(s.pct_copy_peak) << " | "
           << f2(s.achieved_tflops) << " | " << f1(s.pct_bf16_peak) << " |\n";
+      }
+      if (any_overlap)
+        o << "\noverlapped: us per step of the op's time that ran on a side stream while another stream of the device was "
+             "busy (off the step's critical path unless that stream waited for it); the latency_bound hotspot counts "
+             "only the rest.\n";
     }
     layer_table(o, a);
     if (!a.top_kernels.empty()) {

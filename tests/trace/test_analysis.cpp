@@ -95,6 +95,52 @@ TEST(Analysis, OverlappingKernelsOnOneStreamCountTheirExclusiveTime) {
   EXPECT_DOUBLE_EQ(cell(a, 0, "attn.mla")->time_us, 20);
 }
 
+// A side stream beside the main stream (DecodeEngine's EngineOptions::overlap): the side kernels' time during which
+// the main stream was busy is "overlapped"; main-stream kernels never are; a side kernel's own PDL-style overlap with
+// its predecessor on the side stream is clipped first (exclusive time).
+TEST(Analysis, SideStreamTimeBehindTheMainStreamIsOverlapped) {
+  auto act = [](int64_t start, int64_t end, int64_t stream, const char* op) {
+    Activity a;
+    a.name = op;
+    a.start_ns = start;
+    a.end_ns = end;
+    a.device = 0;
+    a.stream = stream;
+    a.step = 0;
+    a.layer = 0;
+    a.op = op;
+    a.bytes = 1000;
+    return a;
+  };
+  Timeline t;
+  t.activities = {act(0, 60'000, 7, "attn.q_up_proj"), act(60'000, 100'000, 7, "attn.indexer.topk"),
+                  act(20'000, 50'000, 9, "attn.q_absorb"),         // inside the main stream's work: all overlapped
+                  act(45'000, 70'000, 9, "attn.indexer.weights_proj"),  // from 50'000 (exclusive): 20'000 overlapped
+                  act(90'000, 130'000, 9, "moe.shared")};          // 10'000 of 40'000 overlapped
+  std::vector<const Activity*> w;
+  for (const Activity& a : t.activities) w.push_back(&a);
+  const std::vector<int64_t> excl = exclusive_durations_ns(w);
+  const std::vector<int64_t> hid = overlapped_durations_ns(w, excl);
+  ASSERT_EQ(hid.size(), 5u);
+  EXPECT_EQ(hid[0], 0);
+  EXPECT_EQ(hid[1], 0);
+  EXPECT_EQ(hid[2], 30'000);
+  EXPECT_EQ(excl[3], 20'000);
+  EXPECT_EQ(hid[3], 20'000);
+  EXPECT_EQ(hid[4], 10'000);
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  double absorb = -1, shared = -1, topk = -1;
+  for (const OpSummary& s : a.ops) {
+    if (s.op == "attn.q_absorb") absorb = s.overlapped_us;
+    if (s.op == "moe.shared") shared = s.overlapped_us;
+    if (s.op == "attn.indexer.topk") topk = s.overlapped_us;
+  }
+  EXPECT_DOUBLE_EQ(absorb, 30);
+  EXPECT_DOUBLE_EQ(shared, 10);
+  EXPECT_DOUBLE_EQ(topk, 0);
+  EXPECT_DOUBLE_EQ(cell(a, 0, "moe.shared")->overlapped_us, 10);
+}
+
 TEST(Analysis, KvCastHotspotComesFirstWithShareAndBandwidth) {
   const Analysis a = analyze(test::decode_run(3, 300, 30), Peaks{4000, 900});
   ASSERT_FALSE(a.hotspots.empty());
