@@ -89,10 +89,13 @@ struct Smem {
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
 
 // Q of query heads [h0, h0 + 64) of request b (zeros past HQ), rounded to bf16, into the swizzled
-// K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, two chunks' loads in flight per thread.
+// K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, six chunks' loads in flight per thread
+// (the 18 chunks per thread in 3 rounds). Two in flight (9 dependent L2 round trips) made this prologue 11-15k
+// cycles per CTA (session 9's probe); six: B 128 / 64 heads 124.0 -> 119.2 us, B 64 / 64 heads 72.7 -> 68.9
+// (S13h, same call; nine: 120.4 / 69.8, ptxas spills 28 B vs 8 B).
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
-  constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 2;
-  for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 9 x 2 x 256
+  constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 6;
+  for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 3 x 6 x 256
     float v[kUnroll][8];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
