@@ -26,6 +26,9 @@ struct AttnPrologueParams {
   NormParams kv_a_norm;           // rows = B (latent part of kv_a)
   RopeParams k_rope;              // rows = B, heads = 1 (rope part of kv_a)
   KvWriteParams kv_write;         // B rows: reads what kv_a_norm and k_rope wrote
+  // false: the q_a RMSNorm is left out (no blocks for it): DecodeEngine then runs it apart on its main stream
+  // (rmsnorm_cuda, the same bits: gpu_attn_prologue) and this launch, the KV and indexer-key parts, on its side stream.
+  bool q_part = true;
   bool indexer = false;           // the three parts below run only when set
   NormParams idx_k_norm;          // LayerNorm, rows = B
   RopeParams idx_k_rope;          // rows = B, heads = 1
@@ -37,7 +40,8 @@ void validate_attn_prologue_params(const AttnPrologueParams& p);
 // The parts in order through the CPU twins.
 void attn_prologue_cpu(const AttnPrologueParams& p);
 // One launch: blocks [0, B) q_a_norm, [B, 2B) kv_a_norm -> k_rope -> kv_write of row b, and with the
-// indexer [2B, 3B) idx_k_norm -> idx_k_rope -> idx_k_write. 128 threads per block.
+// indexer [2B, 3B) idx_k_norm -> idx_k_rope -> idx_k_write (without q_part the others move down by B blocks).
+// 128 threads per block.
 void attn_prologue_cuda(const AttnPrologueParams& p, cudaStream_t stream);
 
 // RoPE of a then b (independent tensors), as rope_cpu / rope_cuda of each; one launch on CUDA.

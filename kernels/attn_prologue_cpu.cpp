@@ -7,7 +7,7 @@
 namespace glm5 {
 
 void validate_attn_prologue_params(const AttnPrologueParams& p) {
-  validate_norm_params(p.q_a_norm, "attn_prologue q_a_norm");
+  if (p.q_part) validate_norm_params(p.q_a_norm, "attn_prologue q_a_norm");
   validate_norm_params(p.kv_a_norm, "attn_prologue kv_a_norm");
   validate_rope_params(p.k_rope, "attn_prologue k_rope");
   validate_kv_write_params(p.kv_write);
@@ -16,7 +16,7 @@ void validate_attn_prologue_params(const AttnPrologueParams& p) {
     require(rows == B, std::string("attn_prologue: ") + part + " rows = " + std::to_string(rows) +
                            ", expected kv_write.B = " + std::to_string(B));
   };
-  same_rows(p.q_a_norm.rows, "q_a_norm");
+  if (p.q_part) same_rows(p.q_a_norm.rows, "q_a_norm");
   same_rows(p.kv_a_norm.rows, "kv_a_norm");
   same_rows(p.k_rope.rows, "k_rope");
   require(p.k_rope.heads == 1, "attn_prologue: k_rope.heads = " + std::to_string(p.k_rope.heads) + ", expected 1");
@@ -33,7 +33,7 @@ void validate_attn_prologue_params(const AttnPrologueParams& p) {
 
 void attn_prologue_cpu(const AttnPrologueParams& p) {
   validate_attn_prologue_params(p);
-  rmsnorm_cpu(p.q_a_norm);
+  if (p.q_part) rmsnorm_cpu(p.q_a_norm);
   rmsnorm_cpu(p.kv_a_norm);
   rope_cpu(p.k_rope);
   kv_write_cpu(p.kv_write);

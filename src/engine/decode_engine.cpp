@@ -630,8 +630,25 @@ void DecodeEngine::attention(int l) {
       p.idx_k_write = {idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
       bytes += double(B) * (D * 8 + il.bytes_per_token());
     }
-    OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
-    GLM5_RUN(attn_prologue, p);
+    if (side_) {
+      // EngineOptions::overlap: the q_a RMSNorm (what attn.q_up_proj waits for) alone on the main stream, the KV
+      // and indexer-key parts on the side stream (segment 0, joined before attn.indexer.score, the KV path and
+      // attn.mla). The same bits as the one launch (gpu_attn_prologue).
+      const double q_bytes = double(B) * c.q_lora_rank * 8;
+      side_begin();
+      {
+        OpScope s(*tracer_, desc("attn.prologue", l, bytes - q_bytes, 4.0 * B * Lr + 6.0 * B * R));
+        AttnPrologueParams rest = p;
+        rest.q_part = false;
+        GLM5_RUN(attn_prologue, rest);
+      }
+      side_end(0);
+      OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));
+      GLM5_RUN(rmsnorm, p.q_a_norm);
+    } else {
+      OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
+      GLM5_RUN(attn_prologue, p);
+    }
   }
   // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
   std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
@@ -685,6 +702,7 @@ void DecodeEngine::attention(int l) {
                  topk_.as<int32_t>(), B, topk};
     GLM5_RUN(topk, p);
   }
+  side_join(0);  // the new token's KV row (attn.prologue on the side stream) before the KV path reads the pool
   // The KV path: how the selected rows reach attention.
   const uint8_t* kv = pool_->latent(l);
   LatentLayout kv_layout = lay;

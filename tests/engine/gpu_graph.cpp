@@ -186,43 +186,53 @@ TEST(GraphGpu, ReplayMatchesEagerLogitsAndAttribution) {
   }
 }
 
-// EngineOptions::overlap: the indexer's head weights and the query absorption run on the side stream, the rest on
-// the main stream (CUPTI stream ids; a replay's kernels are put back on their op's capture stream,
-// CapturedOp::stream_id); eagerly and replayed from the graph, the logits and every (step, layer, op)'s kernels are
-// those of the one-stream run.
+// EngineOptions::overlap: the indexer's head weights, the KV / indexer-key part of attn.prologue and the query
+// absorption run on the side stream, the rest on the main stream (CUPTI stream ids; a replay's kernels are put back
+// on their op's capture stream, CapturedOp::stream_id). The logits are bitwise those of the one-stream run (the
+// same kernels, no atomics; the q_a RMSNorm apart from attn.prologue gives the same bits, gpu_attn_prologue), and
+// the graph replay attributes every kernel as the eager overlapped run does.
 TEST(GraphGpu, SideStreamOpsMatchOneStream) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
   const Weights w = small_weights(cfg);
-  RunOut serial = run(cfg, w, KvPath::Fp8, false, false, 2, false);
-  for (bool graph : {false, true}) {
-    RunOut side = run(cfg, w, KvPath::Fp8, graph, graph, 2, true);
-    compare_runs(serial, side, graph ? "overlap, graph" : "overlap, eager");
-    for (const RunOut* r : {&serial, &side}) {
-      std::set<int64_t> side_ops, main_ops;  // streams of the side ops' kernels, of every other op's
-      int overlapped = 0;
-      for (const Activity& a : r->timeline.activities) {
-        if (a.kind != ActivityKind::kernel || a.step < 0) continue;
-        const bool on_side = a.op == "attn.q_absorb" || a.op == "attn.indexer.weights_proj";
-        (on_side ? side_ops : main_ops).insert(a.stream);
-        if (a.op != "attn.q_absorb") continue;
-        for (const Activity& b : r->timeline.activities)  // a main-stream kernel of the same layer running meanwhile
-          if (b.kind == ActivityKind::kernel && b.step == a.step && b.layer == a.layer && b.stream != a.stream &&
-              b.start_ns < a.end_ns && a.start_ns < b.end_ns) {
-            ++overlapped;
-            break;
-          }
-      }
-      const bool expect_side = r == &side;
-      std::printf("%s: side ops on %zu stream(s), the others on %zu; %d absorptions overlapped a main-stream kernel\n",
-                  expect_side ? (graph ? "overlap, graph" : "overlap, eager") : "one stream", side_ops.size(),
-                  main_ops.size(), overlapped);
-      ASSERT_EQ(side_ops.size(), 1u);
-      ASSERT_EQ(main_ops.size(), 1u);
-      EXPECT_EQ(*side_ops.begin() != *main_ops.begin(), expect_side);
-      if (expect_side && !graph) EXPECT_GT(overlapped, 0);  // eager: an absorption ran beside the indexer's kernels
+  const RunOut serial = run(cfg, w, KvPath::Fp8, false, false, 2, false);
+  const RunOut eager = run(cfg, w, KvPath::Fp8, false, false, 2, true);
+  const RunOut graph = run(cfg, w, KvPath::Fp8, true, true, 2, true);
+  compare_runs(eager, graph, "overlap, graph against overlap, eager");
+  for (const RunOut* r : {&eager, &graph}) {
+    ASSERT_EQ(serial.logits.size(), r->logits.size());
+    for (size_t s = 0; s < serial.logits.size(); ++s) {
+      ASSERT_EQ(serial.logits[s].size(), r->logits[s].size());
+      EXPECT_EQ(std::memcmp(serial.logits[s].data(), r->logits[s].data(), serial.logits[s].size() * 4), 0)
+          << (r == &graph ? "graph" : "eager") << " step " << s << ": logits differ from the one-stream run";
     }
+  }
+  for (const RunOut* r : {&serial, &eager, &graph}) {
+    std::set<int64_t> side_ops, main_ops;  // streams of the side ops' kernels, of every other op's
+    std::set<std::string> ops;
+    int overlapped = 0;
+    for (const Activity& a : r->timeline.activities) {
+      if (a.kind != ActivityKind::kernel || a.step < 0) continue;
+      ops.insert(a.op);
+      const bool on_side = a.op == "attn.q_absorb" || a.op == "attn.indexer.weights_proj" || a.op == "attn.prologue";
+      (on_side ? side_ops : main_ops).insert(a.stream);
+      if (a.op != "attn.q_absorb") continue;
+      for (const Activity& b : r->timeline.activities)  // a main-stream kernel of the same layer running meanwhile
+        if (b.kind == ActivityKind::kernel && b.step == a.step && b.layer == a.layer && b.stream != a.stream &&
+            b.start_ns < a.end_ns && a.start_ns < b.end_ns) {
+          ++overlapped;
+          break;
+        }
+    }
+    const char* what = r == &serial ? "one stream" : r == &eager ? "overlap, eager" : "overlap, graph";
+    std::printf("%s: side ops on %zu stream(s), the others on %zu; %d absorptions overlapped a main-stream kernel\n",
+                what, side_ops.size(), main_ops.size(), overlapped);
+    ASSERT_EQ(side_ops.size(), 1u) << what;
+    ASSERT_EQ(main_ops.size(), 1u) << what;
+    EXPECT_EQ(*side_ops.begin() != *main_ops.begin(), r != &serial) << what;
+    EXPECT_EQ(ops.count("attn.q_a_norm"), r != &serial ? 1u : 0u) << what;  // the q_a RMSNorm apart under overlap
+    if (r == &eager) EXPECT_GT(overlapped, 0);  // an absorption ran beside the indexer's kernels
   }
 }
 
