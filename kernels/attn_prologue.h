@@ -27,7 +27,9 @@ struct AttnPrologueParams {
   RopeParams k_rope;              // rows = B, heads = 1 (rope part of kv_a)
   KvWriteParams kv_write;         // B rows: reads what kv_a_norm and k_rope wrote
   // false: the q_a RMSNorm is left out (no blocks for it): DecodeEngine then runs it apart on its main stream
-  // (rmsnorm_cuda, the same bits: gpu_attn_prologue) and this launch, the KV and indexer-key parts, on its side stream.
+  // (rmsnorm_cuda) and this launch, the KV and indexer-key parts, on its side stream. The same bits when both take
+  // the vector row code with the same thread count: q_lora_rank <= 2048 (rmsnorm_vec_threads <= 128) and 16-byte
+  // aligned rows, as GLM-5 (2048) and DeepSeek-V3 (1536); gpu_attn_prologue checks it at 1536 and 2048.
   bool q_part = true;
   bool indexer = false;           // the three parts below run only when set
   NormParams idx_k_norm;          // LayerNorm, rows = B

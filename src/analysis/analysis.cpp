@@ -74,22 +74,14 @@ std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& 
 }
 
 std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>& work,
-                                             const std::vector<int64_t>& exclusive_ns) {
+                                             const std::vector<int64_t>& exclusive_ns, const std::vector<char>& side) {
   using Span = std::pair<int64_t, int64_t>;
-  std::map<int, std::map<int64_t, int64_t>> busy;            // device -> stream -> exclusive ns
-  std::map<std::pair<int, int64_t>, std::vector<Span>> spans;  // (device, stream) -> intervals
+  // Each stream's busy time as its activities' exclusive intervals [end - exclusive, end]: a kernel that started
+  // early under PDL and only waits in griddepcontrol.wait is not busy yet.
+  std::map<std::pair<int, int64_t>, std::vector<Span>> spans;  // (device, stream) -> exclusive intervals
   for (size_t i = 0; i < work.size(); ++i) {
     const Activity& a = *work[i];
-    if (a.stream < 0) continue;
-    busy[a.device][a.stream] += exclusive_ns[i];
-    spans[{a.device, a.stream}].push_back({a.start_ns, a.end_ns});
-  }
-  std::map<int, int64_t> main_stream;
-  for (const auto& [dev, streams] : busy) {
-    int64_t best = -1, best_ns = -1;
-    for (const auto& [st, ns] : streams)
-      if (ns > best_ns) best = st, best_ns = ns;
-    main_stream[dev] = best;
+    if (a.stream >= 0 && exclusive_ns[i] > 0) spans[{a.device, a.stream}].push_back({a.end_ns - exclusive_ns[i], a.end_ns});
   }
   auto merged = [](std::vector<Span> v) {
     std::sort(v.begin(), v.end());
@@ -104,12 +96,12 @@ std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>&
   std::vector<int64_t> out(work.size(), 0);
   for (size_t i = 0; i < work.size(); ++i) {
     const Activity& a = *work[i];
-    if (a.stream < 0 || exclusive_ns[i] <= 0 || a.stream == main_stream[a.device]) continue;
+    if (i >= side.size() || !side[i] || a.stream < 0 || exclusive_ns[i] <= 0) continue;
     auto it = others.find({a.device, a.stream});
     if (it == others.end()) {
       std::vector<Span> v;
-      for (const auto& [key, s] : spans)
-        if (key.first == a.device && key.second != a.stream) v.insert(v.end(), s.begin(), s.end());
+      for (const auto& [key, sp] : spans)
+        if (key.first == a.device && key.second != a.stream) v.insert(v.end(), sp.begin(), sp.end());
       it = others.emplace(std::make_pair(a.device, a.stream), merged(std::move(v))).first;
     }
     const int64_t lo = a.end_ns - exclusive_ns[i], hi = a.end_ns;  // the exclusive interval
@@ -149,7 +141,14 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // Each activity's time is its exclusive time on its stream (exclusive_durations_ns: kernels launched
   // with programmatic dependent launch overlap their predecessor).
   const std::vector<int64_t> excl = exclusive_durations_ns(work);
-  const std::vector<int64_t> hidden = overlapped_durations_ns(work, excl);
+  // Side-stream work: activities of ops the engine declared on its side stream (OpDesc::stream). A foreign trace
+  // declares none, so its streams (NCCL, copies) are never called hidden: there is no evidence who waited for whom.
+  std::vector<char> side(work.size(), 0);
+  for (size_t i = 0; i < work.size(); ++i) {
+    auto op = work[i]->external_id ? t.ops.find(work[i]->external_id) : t.ops.end();
+    side[i] = op != t.ops.end() && op->second.stream != nullptr;
+  }
+  const std::vector<int64_t> hidden = overlapped_durations_ns(work, excl, side);
 
   // Per-step samples.
   std::map<int, std::pair<int64_t, int64_t>> span;  // step -> (first start, last end)

@@ -45,8 +45,8 @@ struct OpSummary {
   double pct_copy_peak = 0;     // 100 * achieved_gbps / Peaks.copy_gbps
   double achieved_tflops = 0;   // flops / time
   double pct_bf16_peak = 0;
-  // Per step [us]: the part of time_us that ran on a side stream while another stream of the device was busy
-  // (overlapped_durations_ns): off the step's critical path unless that stream waited for it. 0 on the main stream.
+  // Per step [us]: the part of time_us that ran on the engine's side stream while another stream of the device was
+  // busy (overlapped_durations_ns): off the step's critical path unless that stream waited for it. 0 otherwise.
   double overlapped_us = 0;
 };
 
@@ -108,12 +108,12 @@ bool is_kv_cast(const Activity& a);
 // Without overlap each value is the duration. Activities without a stream (-1: host) are not clipped.
 std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& work);
 
-// For each activity off its device's main stream (the stream with the most exclusive time; e.g. DecodeEngine's
-// side stream, EngineOptions::overlap), the part of its exclusive time [ns] during which device work of another
-// stream on the same device ran: time hidden behind that stream. 0 for main-stream and host activities. Element i
-// for work[i]; `exclusive_ns` is exclusive_durations_ns(work).
+// For each side-stream activity (side[i] != 0: an op the engine declared on its side stream, OpDesc::stream), the
+// part of its exclusive time [ns] during which another stream of the same device was busy (that stream's
+// activities' exclusive intervals): time hidden behind it. 0 for the others. Element i for work[i]; `exclusive_ns`
+// is exclusive_durations_ns(work).
 std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>& work,
-                                             const std::vector<int64_t>& exclusive_ns);
+                                             const std::vector<int64_t>& exclusive_ns, const std::vector<char>& side);
 
 // Throws nothing; an empty timeline gives an empty Analysis. Only steps >= 0 are measured when any
 // activity carries a step; warm-up steps (< 0) are left out. Op, kernel and step-busy times are

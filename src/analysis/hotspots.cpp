@@ -172,14 +172,15 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
                                      peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
     if (exposed_us <= 0 || floor_us >= kLatencyRooflineFraction * exposed_us) continue;
+    const double exposed = exposed_us / c.time_us;  // the exposed share: bytes, floor and kernels scale with it
     lat_us += exposed_us;
-    lat_floor_us += floor_us;
-    lat_kernels += c.kernels;
-    lat_bytes += c.bytes;
+    lat_floor_us += floor_us * exposed;
+    lat_kernels += c.kernels * exposed;
+    lat_bytes += c.bytes * exposed;
     by_op[op_label(c.op)] += exposed_us;
     if (c.layer >= 0) {
       lat_layers.insert(c.layer);
-      lat_layer_kernels += c.kernels;
+      lat_layer_kernels += c.kernels * exposed;
     }
   }
   if (a.step_median_us > 0 && lat_us >= kLatencyShareThreshold * a.step_median_us) {

@@ -822,16 +822,19 @@ void DecodeEngine::mlp(int l) {
       // slow BF16 grouped kernels at 107% of copy (S9c).
       double slots = double(B) * K / tp_;
       const double distinct = double(L.experts) * (1.0 - std::pow(1.0 - double(K) / E, double(B)));
-      double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * 8;
+      // x read + out written (the out write and the residual read go to the combine's op when it runs apart).
+      double bytes = distinct * 3.0 * Hd * I * dsize(L.e_dt) + double(B) * Hd * (shared_aside ? 4 : 8);
       if (fuse_shared && !shared_aside) slots += B, bytes += shared_bytes;
-      if (fuse_shared && tp_ == 1) bytes += double(B) * Hd * 4;  // the residual add fused in (below): x read too
+      if (fuse_shared && tp_ == 1 && !shared_aside) bytes += double(B) * Hd * 4;  // the residual add fused in: x read
       OpScope s(*tracer_, desc("moe.experts", l, bytes, 2.0 * 3.0 * slots * Hd * I));
       p.stage = shared_aside ? MoeExpertsParams::Stage::Routed : MoeExpertsParams::Stage::All;
       GLM5_RUN(moe_experts, p);
     }
     if (shared_aside) {
       side_join(0);
-      OpScope s(*tracer_, desc("moe.experts", l, double(B) * (K + 1) * Hd * 4, double(B) * (K + 2) * Hd * 2));
+      // out written (+ x read for the residual at --tp 1); K + 1 multiply-adds per output (the slots, the shared
+      // expert's add) and the residual add.
+      OpScope s(*tracer_, desc("moe.experts", l, double(B) * Hd * (tp_ == 1 ? 8 : 4), double(B) * Hd * (2.0 * K + (tp_ == 1 ? 2 : 1))));
       p.stage = MoeExpertsParams::Stage::Combine;
       GLM5_RUN(moe_experts, p);
     }

@@ -264,9 +264,9 @@ std::string report_to_markdown(const ReportInput& in) {
           << f2(s.achieved_tflops) << " | " << f1(s.pct_bf16_peak) << " |\n";
       }
       if (any_overlap)
-        o << "\noverlapped: us per step of the op's time that ran on a side stream while another stream of the device was "
-             "busy (off the step's critical path unless that stream waited for it); the latency_bound hotspot counts "
-             "only the rest.\n";
+        o << "\noverlapped: us per step of the op's time that ran on the engine's side stream while another stream of "
+             "the device was busy (off the step's critical path unless that stream waited for it); the latency_bound "
+             "hotspot counts only the rest.\n";
     }
     layer_table(o, a);
     if (!a.top_kernels.empty()) {

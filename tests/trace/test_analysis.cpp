@@ -57,21 +57,25 @@ TEST(Analysis, PerLayerOpSumsAreExactAndBytesCountedOncePerOp) {
     }
 }
 
+// A kernel of step 0, layer 0 on device 0: [start, end] ns on `stream`, attributed to `op`.
+Activity kernel_on(int64_t start, int64_t end, int64_t stream, const char* op, const char* name = "k", double bytes = 0) {
+  Activity a;
+  a.name = name;
+  a.start_ns = start;
+  a.end_ns = end;
+  a.device = 0;
+  a.stream = stream;
+  a.step = 0;
+  a.layer = 0;
+  a.op = op;
+  a.bytes = bytes;
+  return a;
+}
+
 // Programmatic dependent launch: a kernel starts (and waits) before its predecessor on the stream ends.
 // Its overlap counts once, for the predecessor; other streams and host activities are not clipped.
 TEST(Analysis, OverlappingKernelsOnOneStreamCountTheirExclusiveTime) {
-  auto act = [](int64_t start, int64_t end, int64_t stream, const char* op) {
-    Activity a;
-    a.name = "k";
-    a.start_ns = start;
-    a.end_ns = end;
-    a.device = 0;
-    a.stream = stream;
-    a.step = 0;
-    a.layer = 0;
-    a.op = op;
-    return a;
-  };
+  auto act = [](int64_t start, int64_t end, int64_t stream, const char* op) { return kernel_on(start, end, stream, op); };
   Timeline t;
   t.activities = {act(0, 10'000, 7, "attn.q_a_proj"), act(4'000, 25'000, 7, "attn.kv_a_proj"),
                   act(6'000, 9'000, 7, "attn.rope"),  // inside the first: 0 exclusive time
@@ -95,50 +99,57 @@ TEST(Analysis, OverlappingKernelsOnOneStreamCountTheirExclusiveTime) {
   EXPECT_DOUBLE_EQ(cell(a, 0, "attn.mla")->time_us, 20);
 }
 
-// A side stream beside the main stream (DecodeEngine's EngineOptions::overlap): the side kernels' time during which
-// the main stream was busy is "overlapped"; main-stream kernels never are; a side kernel's own PDL-style overlap with
-// its predecessor on the side stream is clipped first (exclusive time).
+// A side stream beside the main stream (DecodeEngine's EngineOptions::overlap): the side ops' time during which the
+// main stream was busy is "overlapped"; main-stream kernels never are, nor is anything of an op not declared on a
+// side stream (OpDesc::stream: a foreign trace's NCCL stream is never called hidden); a side kernel's own overlap
+// with its predecessor on the side stream is clipped first (exclusive time), and the main stream's gap counts.
 TEST(Analysis, SideStreamTimeBehindTheMainStreamIsOverlapped) {
-  auto act = [](int64_t start, int64_t end, int64_t stream, const char* op) {
-    Activity a;
-    a.name = op;
-    a.start_ns = start;
-    a.end_ns = end;
-    a.device = 0;
-    a.stream = stream;
-    a.step = 0;
-    a.layer = 0;
-    a.op = op;
-    a.bytes = 1000;
-    return a;
-  };
+  static int side_stream_tag;  // any non-null cudaStream_t stands for "the side stream" here
   Timeline t;
-  t.activities = {act(0, 60'000, 7, "attn.q_up_proj"), act(60'000, 100'000, 7, "attn.indexer.topk"),
-                  act(20'000, 50'000, 9, "attn.q_absorb"),         // inside the main stream's work: all overlapped
-                  act(45'000, 70'000, 9, "attn.indexer.weights_proj"),  // from 50'000 (exclusive): 20'000 overlapped
-                  act(90'000, 130'000, 9, "moe.shared")};          // 10'000 of 40'000 overlapped
+  uint64_t next_id = 1;
+  auto add = [&](int64_t start, int64_t end, int64_t stream, const char* op, bool side) {
+    Activity a = kernel_on(start, end, stream, op, op, 1000);
+    a.external_id = next_id;
+    OpDesc d{0, 0, op, 1000, 0};
+    if (side) d.stream = &side_stream_tag;
+    t.ops[next_id++] = d;
+    t.activities.push_back(a);
+  };
+  add(0, 60'000, 7, "attn.q_up_proj", false);
+  add(70'000, 100'000, 7, "attn.indexer.topk", false);        // the main stream idles in [60'000, 70'000]
+  add(20'000, 50'000, 9, "attn.q_absorb", true);              // inside the main stream's work: all overlapped
+  add(45'000, 75'000, 9, "attn.indexer.weights_proj", true);  // exclusive from 50'000: [50, 60] + [70, 75] overlapped
+  add(90'000, 130'000, 9, "moe.shared", true);                // 10'000 of 40'000 overlapped
+  add(95'000, 105'000, 11, "nccl.all_reduce", false);         // another stream, not declared side: never hidden
   std::vector<const Activity*> w;
-  for (const Activity& a : t.activities) w.push_back(&a);
+  std::vector<char> side;
+  for (const Activity& a : t.activities) {
+    w.push_back(&a);
+    side.push_back(t.ops.at(a.external_id).stream != nullptr);
+  }
   const std::vector<int64_t> excl = exclusive_durations_ns(w);
-  const std::vector<int64_t> hid = overlapped_durations_ns(w, excl);
-  ASSERT_EQ(hid.size(), 5u);
+  const std::vector<int64_t> hid = overlapped_durations_ns(w, excl, side);
+  ASSERT_EQ(hid.size(), 6u);
   EXPECT_EQ(hid[0], 0);
   EXPECT_EQ(hid[1], 0);
   EXPECT_EQ(hid[2], 30'000);
-  EXPECT_EQ(excl[3], 20'000);
-  EXPECT_EQ(hid[3], 20'000);
-  EXPECT_EQ(hid[4], 10'000);
+  EXPECT_EQ(excl[3], 25'000);
+  EXPECT_EQ(hid[3], 15'000);  // two spans of the main stream
+  EXPECT_EQ(hid[4], 10'000 + 5'000);  // the main stream to 100'000, and the NCCL kernel to 105'000
+  EXPECT_EQ(hid[5], 0);
   const Analysis a = analyze(t, Peaks{4000, 900});
-  double absorb = -1, shared = -1, topk = -1;
+  double absorb = -1, shared = -1, topk = -1, nccl = -1;
   for (const OpSummary& s : a.ops) {
     if (s.op == "attn.q_absorb") absorb = s.overlapped_us;
     if (s.op == "moe.shared") shared = s.overlapped_us;
     if (s.op == "attn.indexer.topk") topk = s.overlapped_us;
+    if (s.op == "nccl.all_reduce") nccl = s.overlapped_us;
   }
   EXPECT_DOUBLE_EQ(absorb, 30);
-  EXPECT_DOUBLE_EQ(shared, 10);
+  EXPECT_DOUBLE_EQ(shared, 15);
   EXPECT_DOUBLE_EQ(topk, 0);
-  EXPECT_DOUBLE_EQ(cell(a, 0, "moe.shared")->overlapped_us, 10);
+  EXPECT_DOUBLE_EQ(nccl, 0);
+  EXPECT_DOUBLE_EQ(cell(a, 0, "moe.shared")->overlapped_us, 15);
 }
 
 TEST(Analysis, KvCastHotspotComesFirstWithShareAndBandwidth) {

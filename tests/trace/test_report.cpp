@@ -65,6 +65,22 @@ TEST(Report, MarkdownStartsWithTheVerdict) {
   EXPECT_NE(md.find("Top kernels"), std::string::npos);
 }
 
+// The op table gets an "overlapped" column (and its note) only when some op ran on the engine's side stream behind
+// busy work; report.json carries overlapped_us per op either way.
+TEST(Report, OverlappedColumnOnlyWithSideStreamTime) {
+  ReportInput in = three_paths();
+  const std::string plain = report_to_markdown(in);
+  EXPECT_EQ(plain.find("| overlapped |"), std::string::npos);
+  EXPECT_EQ(plain.find("\noverlapped: "), std::string::npos);
+  ASSERT_FALSE(in.runs[2].analysis.ops.empty());
+  in.runs[2].analysis.ops[0].overlapped_us = 12.5;
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("| op | us / step | overlapped | share |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 12.5 |"), std::string::npos);
+  EXPECT_NE(md.find("\noverlapped: us per step"), std::string::npos);
+  EXPECT_EQ(to_json(in.runs[2].analysis)["ops"][0]["overlapped_us"], 12.5);
+}
+
 // Names from a foreign trace (kernels, runs) go into code spans whatever they hold: a backtick cannot close the
 // span, a NUL or newline cannot break the table row, a '|' cannot split a cell.
 TEST(Report, OddNamesStayInsideTheirCodeSpans) {
