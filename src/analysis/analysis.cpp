@@ -141,13 +141,11 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // Each activity's time is its exclusive time on its stream (exclusive_durations_ns: kernels launched
   // with programmatic dependent launch overlap their predecessor).
   const std::vector<int64_t> excl = exclusive_durations_ns(work);
-  // Side-stream work: activities of ops the engine declared on its side stream (OpDesc::stream). A foreign trace
-  // declares none, so its streams (NCCL, copies) are never called hidden: there is no evidence who waited for whom.
+  // Side-stream work: activities of ops the engine declared on its side stream (Activity::side_stream, from
+  // OpDesc::stream live or the trace's "side_stream" arg). A foreign trace declares none, so its streams (NCCL,
+  // copies) are never called hidden: there is no evidence who waited for whom.
   std::vector<char> side(work.size(), 0);
-  for (size_t i = 0; i < work.size(); ++i) {
-    auto op = work[i]->external_id ? t.ops.find(work[i]->external_id) : t.ops.end();
-    side[i] = op != t.ops.end() && op->second.stream != nullptr;
-  }
+  for (size_t i = 0; i < work.size(); ++i) side[i] = work[i]->side_stream;
   const std::vector<int64_t> hidden = overlapped_durations_ns(work, excl, side);
 
   // Per-step samples.

@@ -41,6 +41,7 @@ void attribute(Activity& a, uint64_t external_id, const std::map<uint64_t, OpDes
   a.op = it->second.op;
   a.bytes = it->second.bytes;
   a.flops = it->second.flops;
+  a.side_stream = it->second.stream != nullptr;
 }
 
 struct PendingGraphWork {

@@ -27,7 +27,7 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank = 0
 // magic bytes, not the name) into a Timeline with source "file", streaming: the file is read in
 // windows (inflated on the fly for gzip) and the traceEvents are parsed in batches (simdjson), so
 // memory follows the events kept, not the file (measured ~140 MB/s on one core for plain JSON,
-// reports/2026-11-29-trace-reader.md). Kernels keep our args (step/layer/op/bytes/flops) when present;
+// reports/2026-11-29-trace-reader.md). Kernels keep our args (step/layer/op/bytes/flops/side_stream) when present;
 // otherwise a kernel's op is the name of the innermost cpu_op with the same "External id" (e.g.
 // "aten::copy_"), and its step comes from the enclosing ProfilerStep#N / step.N range. Throws
 // glm5::Error on a missing file, bad JSON or a truncated / corrupt file, naming the path, the event

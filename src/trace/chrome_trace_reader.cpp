@@ -128,6 +128,7 @@ struct EventArgs {
   const dom::element* flops = nullptr;
   const dom::element* bytes = nullptr;
   const dom::element* op_bytes = nullptr;
+  const dom::element* side_stream = nullptr;
 };
 
 template <class T>
@@ -254,7 +255,7 @@ class EventSink {
     if (f.str(ph, "ph") != "X") return;
     const std::string_view cat = f.str(cat_v, "cat");
     EventArgs a;
-    dom::element arg_slots[12];
+    dom::element arg_slots[13];
     if (args_v && args_v->is_object()) {
       for (dom::key_value_pair kv : dom::object(*args_v)) {
         const std::string_view k = kv.key;
@@ -271,7 +272,11 @@ class EventSink {
             break;
           case 6: if (k == "device") dst = &a.device, s = 7; else if (k == "stream") dst = &a.stream, s = 8; break;
           case 8: if (k == "op_bytes") dst = &a.op_bytes, s = 9; break;
-          case 11: if (k == "correlation") dst = &a.correlation, s = 10; else if (k == "External id") dst = &a.external_id, s = 11; break;
+          case 11:
+            if (k == "correlation") dst = &a.correlation, s = 10;
+            else if (k == "External id") dst = &a.external_id, s = 11;
+            else if (k == "side_stream") dst = &a.side_stream, s = 12;
+            break;
           default: break;
         }
         if (!dst) continue;
@@ -322,6 +327,7 @@ class EventSink {
     x.layer = arg<int>(a.layer, -1);
     x.op = arg<std::string>(a.op, "");
     x.flops = arg<double>(a.flops, 0.0);
+    x.side_stream = device_kind && arg<double>(a.side_stream, 0.0) != 0.0;
     if (kind == ActivityKind::memcpy || kind == ActivityKind::memset) {
       x.bytes_copied = arg<uint64_t>(a.bytes, 0);
       x.bytes = arg<double>(a.op_bytes, 0.0);

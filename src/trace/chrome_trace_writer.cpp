@@ -99,6 +99,7 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank, in
       args["bytes"] = a.bytes;
     }
     if (a.flops) args["flops"] = a.flops;
+    if (a.side_stream) args["side_stream"] = 1;
     events.push_back({{"ph", "X"}, {"cat", cat}, {"name", a.name}, {"pid", pid}, {"tid", tid},
                       {"ts", us(a.start_ns)}, {"dur", dur(a.start_ns, a.end_ns)}, {"args", args}});
     // ac2g flow: launch call -> device activity.

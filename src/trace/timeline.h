@@ -46,6 +46,7 @@ struct Activity {
   std::string op;               // our op name ("attn.kv_cast") or the enclosing cpu_op in a Kineto file
   double bytes = 0;             // bytes the op declared (whole op, not per kernel) [bytes]
   double flops = 0;             // FLOPs the op declared (whole op) [FLOP]
+  bool side_stream = false;     // the op ran on the engine's side stream (OpDesc::stream; trace arg "side_stream")
 
   int64_t duration_ns() const { return end_ns - start_ns; }
 };

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "analysis/analysis.h"
+#include "trace/chrome_trace.h"
 #include "synthetic.h"
 
 namespace glm5 {
@@ -110,6 +113,7 @@ TEST(Analysis, SideStreamTimeBehindTheMainStreamIsOverlapped) {
   auto add = [&](int64_t start, int64_t end, int64_t stream, const char* op, bool side) {
     Activity a = kernel_on(start, end, stream, op, op, 1000);
     a.external_id = next_id;
+    a.side_stream = side;
     OpDesc d{0, 0, op, 1000, 0};
     if (side) d.stream = &side_stream_tag;
     t.ops[next_id++] = d;
@@ -125,7 +129,7 @@ TEST(Analysis, SideStreamTimeBehindTheMainStreamIsOverlapped) {
   std::vector<char> side;
   for (const Activity& a : t.activities) {
     w.push_back(&a);
-    side.push_back(t.ops.at(a.external_id).stream != nullptr);
+    side.push_back(a.side_stream);
   }
   const std::vector<int64_t> excl = exclusive_durations_ns(w);
   const std::vector<int64_t> hid = overlapped_durations_ns(w, excl, side);
@@ -150,6 +154,14 @@ TEST(Analysis, SideStreamTimeBehindTheMainStreamIsOverlapped) {
   EXPECT_DOUBLE_EQ(topk, 0);
   EXPECT_DOUBLE_EQ(nccl, 0);
   EXPECT_DOUBLE_EQ(cell(a, 0, "moe.shared")->overlapped_us, 15);
+  // The trace file keeps it ("side_stream" arg): a saved trace re-read gives the same overlapped time.
+  const std::string path = ::testing::TempDir() + "glm5_side_stream_trace.json";
+  write_chrome_trace(t, path);
+  const Analysis b = analyze(read_chrome_trace(path), Peaks{4000, 900});
+  std::remove(path.c_str());
+  EXPECT_DOUBLE_EQ(cell(b, 0, "moe.shared")->overlapped_us, 15);
+  EXPECT_DOUBLE_EQ(cell(b, 0, "attn.q_absorb")->overlapped_us, 30);
+  EXPECT_DOUBLE_EQ(cell(b, 0, "nccl.all_reduce")->overlapped_us, 0);
 }
 
 TEST(Analysis, KvCastHotspotComesFirstWithShareAndBandwidth) {
