@@ -7,8 +7,12 @@ set -u
 device_round_begin s13n
 timeout 240 $BIN/engine_gpu_graph > $W/engine_gpu_graph.log 2>&1; echo "engine_gpu_graph rc=$?"
 grep -E "Failure|FAILED|PASSED|side ops|moe.shared" $W/engine_gpu_graph.log | head -12
-BATCHES=1 WEIGHTS=fp8 GRAPHS=1 timeout 120 tools/decode_step_bench.sh "$BIN/glm5prof" "$W/step" > "$W/step.txt" 2>&1
+KEEP_TRACES=1 BATCHES=1 WEIGHTS=fp8 GRAPHS=1 timeout 120 tools/decode_step_bench.sh "$BIN/glm5prof" "$W/step" > "$W/step.txt" 2>&1
 python3 tools/decode_step_summary.py "$W/step/decode-step.json" 2>&1 | grep " fp8 graph"
 for d in "$W"/step/runs/*/; do sed -n '/## Run `fp8`/,/Per-layer/p' "$d/report.md" | grep -E "latency_bound|^\| (attn.q_absorb|attn.prologue|attn.indexer.weights|moe.shared|moe.experts|op) " | head -10; done
+for d in "$W"/step/runs/*/; do  # the saved trace re-read: the same overlapped column
+  timeout 120 $BIN/glm5prof analyze "$d/trace.json" --out "$W/reread" > "$W/reread.log" 2>&1; echo "analyze rc=$?"
+  grep -E "^\| (attn.q_absorb|attn.prologue|moe.shared|op) " "$W/reread/report.md" | head -5
+done
 rm -rf "$W"/step/runs/*/trace.json
 device_round_pack
