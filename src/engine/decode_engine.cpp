@@ -223,8 +223,10 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     }
     linear_ctx_ = std::make_unique<LinearContext>();
     linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
-    side_linear_ctx_ = std::make_unique<LinearContext>();  // its own cuBLASLt workspace: the streams overlap
-    side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
+    if (side_) {  // its own cuBLASLt workspace: the streams overlap
+      side_linear_ctx_ = std::make_unique<LinearContext>();
+      side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
+    }
     cs_ = std::make_unique<CudaState>(opt.batch);
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
