@@ -19,7 +19,7 @@ const std::vector<std::string>& canonical_op_order() {
       "attn.indexer.wk", "attn.indexer.weights_proj", "attn.prologue", "attn.kv_a_norm", "attn.rope", "attn.kv_write",
       "attn.kv_append", "attn.indexer", "attn.indexer.wq_b", "attn.indexer.k_write", "attn.indexer.score",
       "attn.indexer.topk", "attn.topk",
-      "attn.q_absorb", "attn.kv_cast", "attn.kv_gather_cast", "attn.mla", "attn.v_unabsorb",
+      "attn.q_absorb", "attn.o_proj.l2_prefetch", "attn.kv_cast", "attn.kv_gather_cast", "attn.mla", "attn.v_unabsorb",
       "attn.v_absorb", "attn.o_proj",
       "mlp.norm", "mlp.gate_up", "mlp.act", "mlp.down", "mlp.dense",
       "moe.norm", "moe.router", "moe.route", "moe.experts",

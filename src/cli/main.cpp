@@ -243,6 +243,24 @@ int main(int argc, char** argv) {
                    "a side stream, overlapping the main chain (CUDA; off: one stream, every op in order)")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  // CLI::Range prints its bounds as 0.000000 and 1.000000; this names the expectation plainly.
+  const CLI::Validator fraction(
+      [](std::string& v) -> std::string {
+        double x = -1;
+        return CLI::detail::lexical_cast(v, x) && x >= 0 && x <= 1 ? std::string()
+                                                                    : "'" + v + "' is not a fraction in [0, 1]";
+      },
+      "FRACTION");
+  prof->add_option("--l2-prefetch-o-proj", po.o_proj_l2_prefetch,
+                   "fraction of attn.o_proj's weights asked into L2 on the side stream while the indexer and attn.mla "
+                   "run (needs --overlap on; 0: off)")
+      ->capture_default_str()
+      ->check(fraction);
+  prof->add_option("--l2-prefetch-q-up", po.q_up_l2_prefetch,
+                   "fraction of attn.q_up_proj's weights asked into L2 on the side stream while attn.qkv_a_proj and the "
+                   "q_a RMSNorm run (needs --overlap on; 0: off)")
+      ->capture_default_str()
+      ->check(fraction);
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

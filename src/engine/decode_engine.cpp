@@ -8,6 +8,7 @@
 #include "kernels/attn_prologue.h"
 #include "kernels/elementwise.h"
 #include "kernels/indexer.h"
+#include "kernels/l2_prefetch.h"
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
 #include "kernels/linear.h"
@@ -373,7 +374,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
 
 DecodeEngine::~DecodeEngine() {
   cs_.reset();
-  for (cudaEvent_t e : {fork_ev_, side_ev_[0], side_ev_[1]})
+  for (cudaEvent_t e : {fork_ev_, side_ev_[0], side_ev_[1], side_ev_[2]})
     if (e) cudaEventDestroy(e);
   if (side_) cudaStreamDestroy(side_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -440,6 +441,24 @@ void DecodeEngine::capture_graph() {
 
 OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops) const {
   return OpDesc{step_, layer, op, bytes, flops, launch_ != stream_ ? static_cast<void*>(launch_) : nullptr};
+}
+
+bool DecodeEngine::l2_prefetch(const char* op, int layer, const std::vector<const Mat*>& mats, double fraction) {
+  if (!side_ || fraction <= 0) return false;
+  for (const Mat* m : mats) {
+    const int64_t es = int64_t(dtype_size(m->dt)), stride = int64_t(m->ld ? m->ld : m->k) * es;
+    if (!m->p || m->n <= 0 || m->k <= 0 || reinterpret_cast<uintptr_t>(m->p) % 16 != 0 || stride % 16 != 0)
+      return false;
+  }
+  // No bytes of its own: the ones it fetches are the projection's (counted there, read from L2 or HBM).
+  OpScope s(*tracer_, desc(op, layer, 0, 0));
+  for (const Mat* m : mats) {
+    const int64_t es = int64_t(dtype_size(m->dt));
+    const L2PrefetchParams p = l2_prefetch_plan(m->p, m->n, int64_t(m->k) * es, int64_t(m->ld ? m->ld : m->k) * es,
+                                                std::min(1.0, fraction));
+    GLM5_RUN(l2_prefetch, p);
+  }
+  return true;
 }
 
 double DecodeEngine::linear_weight_bytes(const Mat& w) {
@@ -521,7 +540,7 @@ std::vector<int32_t> DecodeEngine::step(const std::vector<int32_t>& tokens, std:
     } else {
       // Side work a previous step left unjoined (it threw between side_begin and side_join) stays ordered before
       // this step's main-stream work (eager only: a capture may not wait on events recorded outside it).
-      if (side_) side_join(0), side_join(1);
+      if (side_) side_join(0), side_join(1), side_join(2);
       run_ops();
     }
   }
@@ -608,9 +627,14 @@ void DecodeEngine::attention(int l) {
   const int Hi = c.index_n_heads, D = c.index_head_dim;
   std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
   if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
-  if (run_indexer) {  // side segment 0: first needed by attn.indexer.score
+  if (run_indexer || (side_ && opt_.q_up_l2_prefetch > 0)) {  // side segment 0: first needed by attn.indexer.score
     side_begin();
-    linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+    if (opt_.q_up_l2_prefetch > 0) {  // EngineOptions::q_up_l2_prefetch: ahead of attn.q_up_proj's weights
+      std::vector<const Mat*> mats = {&L.q_b};
+      if (run_indexer) mats.push_back(&L.idx_wq_b);
+      l2_prefetch("attn.q_up_proj.l2_prefetch", l, mats, opt_.q_up_l2_prefetch);
+    }
+    if (run_indexer) linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
     side_end(0);
   }
   linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
@@ -667,6 +691,15 @@ void DecodeEngine::attention(int l) {
     GLM5_RUN(mla_absorb, p);
   }
   side_end(1);
+  // Side segment 2 (EngineOptions::o_proj_l2_prefetch): part of o_proj's weights asked into L2 while the indexer,
+  // attn.mla and attn.v_unabsorb keep HBM nearly idle; joined before attn.o_proj (the kernel only issues the
+  // requests: it is long done by then).
+  bool prefetch_o_proj = false;
+  if (side_ && opt_.o_proj_l2_prefetch > 0) {
+    side_begin();
+    prefetch_o_proj = l2_prefetch("attn.o_proj.l2_prefetch", l, {&L.o_proj}, opt_.o_proj_l2_prefetch);
+    side_end(2);
+  }
   {
     const double heads = H + (run_indexer ? Hi : 0);
     OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));
@@ -742,6 +775,7 @@ void DecodeEngine::attention(int l) {
                         c.v_head_dim, Lr};
     GLM5_RUN(mla_unabsorb, p);
   }
+  if (prefetch_o_proj) side_join(2);
   // o_proj accumulates into the residual stream: x += attn_o W_o^T (summed over ranks under --tp).
   if (tp_ == 1) {
     linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);

@@ -69,6 +69,16 @@ struct EngineOptions {
   // (attn.q_absorb, needed first by attn.mla) beside attn.rope .. attn.indexer.topk. At batch 1 these are two
   // latency-bound launches of 4-9 us each per layer (S13a). false: every op on the main stream, in order.
   bool overlap = true;
+  // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
+  // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
+  // reads that part from L2. The fraction (0..1) of the weight bytes asked for; 0: off. Skipped when the rows are
+  // not 16-byte aligned (tiny test models).
+  //   o_proj: op attn.o_proj.l2_prefetch, right after attn.q_absorb; at batch 1 the indexer's score and top-k,
+  //   attn.mla and attn.v_unabsorb (~45 us) run before attn.o_proj (100 MB of FP8 weights at GLM-5, ~32 us).
+  //   q_up: op attn.q_up_proj.l2_prefetch (q_b and the indexer's wq_b), first on side segment 0; attn.qkv_a_proj
+  //   and the q_a RMSNorm (~15 us, latency-bound at batch 1) run before attn.q_up_proj (42 MB, ~16 us).
+  double o_proj_l2_prefetch = 0.4;
+  double q_up_l2_prefetch = 0.0;
 };
 
 class DecodeEngine {
@@ -134,6 +144,10 @@ class DecodeEngine {
   };
   void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m);
   static double linear_weight_bytes(const Mat& w);
+  // On the side stream (call between side_begin / side_end): op `op` asks L2 for `fraction` of each matrix's
+  // weight bytes (kernels/l2_prefetch.h). Returns false, launching nothing, without a side stream, at fraction 0,
+  // or when a matrix's start or row stride is not 16-byte aligned.
+  bool l2_prefetch(const char* op, int layer, const std::vector<const Mat*>& mats, double fraction);
   // The LinearParams of y = x W^T (+ y) for `w` (strides, block scales, the engine's activation precision).
   LinearParams linear_params(const float* x, const Mat& w, float* y, int m, bool accumulate) const;
   Mat mat(const std::string& name) const;
@@ -148,7 +162,7 @@ class DecodeEngine {
   OpDesc desc(const char* op, int layer, double bytes, double flops) const;
   // The side stream (EngineOptions::overlap, CUDA): side_begin() sends the launches that follow to the side
   // stream, after all work issued so far on the main stream; side_end(k) sends them back to the main stream and
-  // marks the side work so far as segment k (0 or 1); side_join(k) makes the main stream wait for segment k.
+  // marks the side work so far as segment k (0, 1 or 2); side_join(k) makes the main stream wait for segment k.
   // All three do nothing without a side stream (CPU backend, overlap off).
   void side_begin();
   void side_end(int k);
@@ -163,7 +177,7 @@ class DecodeEngine {
   cudaStream_t stream_ = nullptr;  // the main stream: the step's order, its events, the graph capture origin
   cudaStream_t side_ = nullptr;    // EngineOptions::overlap: the side stream
   cudaStream_t launch_ = nullptr;  // where the next op's kernels go: stream_, or side_ between side_begin / side_end
-  cudaEvent_t fork_ev_ = nullptr, side_ev_[2] = {nullptr, nullptr};
+  cudaEvent_t fork_ev_ = nullptr, side_ev_[3] = {nullptr, nullptr, nullptr};
   std::unique_ptr<LinearContext> linear_ctx_, side_linear_ctx_;  // cuBLASLt handle + workspace per stream
   LinearContext& launch_ctx() { return launch_ == side_ && side_ ? *side_linear_ctx_ : *linear_ctx_; }
   std::unique_ptr<KvPool> pool_;

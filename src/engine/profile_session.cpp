@@ -456,6 +456,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.graph = o.graph;
   eo.fp8_tma_gemv = o.fp8_gemv == "tma";
   eo.overlap = o.overlap != "off";
+  eo.o_proj_l2_prefetch = o.o_proj_l2_prefetch;
+  eo.q_up_l2_prefetch = o.q_up_l2_prefetch;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

@@ -41,6 +41,10 @@ struct ProfileOptions {
   std::string fp8_gemv = "regs";
   // EngineOptions::overlap: "on" (ops off the critical chain run on a side stream) or "off" (one stream, in order).
   std::string overlap = "on";
+  // EngineOptions::o_proj_l2_prefetch / q_up_l2_prefetch: fractions of attn.o_proj's / attn.q_up_proj's weights
+  // asked into L2 ahead of them (0: off). The same defaults as EngineOptions (a test checks they agree).
+  double o_proj_l2_prefetch = 0.4;
+  double q_up_l2_prefetch = 0.0;
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

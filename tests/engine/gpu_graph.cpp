@@ -215,7 +215,8 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
     for (const Activity& a : r->timeline.activities) {
       if (a.kind != ActivityKind::kernel || a.step < 0) continue;
       ops.insert(a.op);
-      const bool on_side = a.op == "attn.q_absorb" || a.op == "attn.indexer.weights_proj" || a.op == "attn.prologue";
+      const bool on_side = a.op == "attn.q_absorb" || a.op == "attn.indexer.weights_proj" || a.op == "attn.prologue" ||
+                           a.op == "attn.o_proj.l2_prefetch";
       (on_side ? side_ops : main_ops).insert(a.stream);
       if (a.op != "attn.q_absorb") continue;
       for (const Activity& b : r->timeline.activities)  // a main-stream kernel of the same layer running meanwhile
@@ -232,6 +233,7 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
     ASSERT_EQ(main_ops.size(), 1u) << what;
     EXPECT_EQ(*side_ops.begin() != *main_ops.begin(), r != &serial) << what;
     EXPECT_EQ(ops.count("attn.q_a_norm"), r != &serial ? 1u : 0u) << what;  // the q_a RMSNorm apart under overlap
+    EXPECT_EQ(ops.count("attn.o_proj.l2_prefetch"), r != &serial ? 1u : 0u) << what;  // EngineOptions default 0.4
     if (r == &eager) EXPECT_GT(overlapped, 0);  // an absorption ran beside the indexer's kernels
   }
 }

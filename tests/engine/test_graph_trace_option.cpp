@@ -8,6 +8,7 @@
 
 #include "../cli/run_binary.h"
 #include "common/error.h"
+#include "engine/decode_engine.h"
 #include "engine/profile_session.h"
 #include "report/report.h"
 
@@ -77,6 +78,8 @@ TEST(GraphTraceOption, CliRejectsBadValuesWithOneLine) {
       {{"profile", "--backend", "cpu", "--graph", "--attribution-steps", "0"}, "--attribution-steps: Value 0 not in range 1 to 100"},
       {{"profile", "--backend", "cpu", "--graph", "--graph-trace", "node", "--attribution-steps", "2"},
        "--attribution-steps applies to --graph with --graph-trace graph only"},
+      {{"profile", "--backend", "cpu", "--l2-prefetch-o-proj", "1.5"}, "--l2-prefetch-o-proj: '1.5' is not a fraction in [0, 1]"},
+      {{"profile", "--backend", "cpu", "--l2-prefetch-q-up", "lots"}, "--l2-prefetch-q-up: 'lots' is not a fraction in [0, 1]"},
   };
   for (const CliCase& c : cases) {
     std::vector<std::string> args = c.args;
@@ -118,6 +121,12 @@ TEST(GraphTraceOption, ReportMarkdownStatesTheAttributionStep) {
   const std::string md2 = report_to_markdown(in);
   EXPECT_NE(md2.find("--graph-trace graph avoids it"), std::string::npos);
   EXPECT_EQ(md2.find("Attribution steps"), std::string::npos);
+}
+
+// The profile command's default fractions are the engine's (ProfileOptions keeps its own copy of the numbers).
+TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
+  EXPECT_EQ(ProfileOptions{}.o_proj_l2_prefetch, EngineOptions{}.o_proj_l2_prefetch);
+  EXPECT_EQ(ProfileOptions{}.q_up_l2_prefetch, EngineOptions{}.q_up_l2_prefetch);
 }
 
 }  // namespace

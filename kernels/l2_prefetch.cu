@@ -1,0 +1,35 @@
+// CUDA kernel of kernels/l2_prefetch.h.
+#include <cstdint>
+
+#include "common/error.h"
+#include "kernels/l2_prefetch.h"
+#include "kernels/launch.cuh"
+
+namespace glm5 {
+namespace {
+
+constexpr int kPrefetchThreads = 256;
+
+// Thread i asks L2 for the first `take` bytes (16-byte multiple, clipped at the row's end) of period
+// i % per_row of row i / per_row. It reads and writes nothing, so its requests go out before pdl_wait();
+// the wait comes last only to keep launch.cuh's contract (no grid completes before its predecessor).
+__global__ void __launch_bounds__(kPrefetchThreads) l2_prefetch_kernel(L2PrefetchParams p, int64_t per_row) {
+  const int64_t i = int64_t(blockIdx.x) * kPrefetchThreads + threadIdx.x;
+  if (i < p.rows * per_row) {
+    const int64_t row = i / per_row, off = (i % per_row) * p.period;
+    const int64_t n = p.row_bytes - off < p.take ? p.row_bytes - off : p.take;
+    prefetch_l2(static_cast<const uint8_t*>(p.base) + row * p.row_stride + off, unsigned(n));
+  }
+  pdl_wait();
+}
+
+}  // namespace
+
+void l2_prefetch_cuda(const L2PrefetchParams& p, cudaStream_t stream) {
+  validate_l2_prefetch_params(p);
+  const int64_t per_row = (p.row_bytes + p.period - 1) / p.period, n = p.rows * per_row;
+  launch_kernel(l2_prefetch_kernel, unsigned((n + kPrefetchThreads - 1) / kPrefetchThreads), kPrefetchThreads, 0,
+                stream, p, per_row);
+}
+
+}  // namespace glm5
