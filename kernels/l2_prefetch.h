@@ -40,8 +40,9 @@ void validate_l2_prefetch_params(const L2PrefetchParams& p);
 // `row_stride` bytes apart: period 4096 bytes (at most 1/2 of the split width of kernels/linear_fp8.cu's
 // GEMV at GLM-5 shapes), or the row rounded up to 16 bytes when shorter (GLM-5's q_b: 2048-byte rows), take =
 // fraction * period rounded down to 16 bytes (at least 16).
+// `period` > 0 (a multiple of 16) replaces the 4096-byte default (tuning; still capped at the row).
 L2PrefetchParams l2_prefetch_plan(const void* base, int64_t rows, int64_t row_bytes, int64_t row_stride,
-                                  double fraction);
+                                  double fraction, int64_t period = 0);
 // Bytes the plan asks L2 for (the last period of a row may be shorter than `take`).
 int64_t l2_prefetch_bytes(const L2PrefetchParams& p);
 

@@ -22,14 +22,15 @@ void validate_l2_prefetch_params(const L2PrefetchParams& p) {
 }
 
 L2PrefetchParams l2_prefetch_plan(const void* base, int64_t rows, int64_t row_bytes, int64_t row_stride,
-                                  double fraction) {
+                                  double fraction, int64_t period) {
   require(fraction > 0 && fraction <= 1, "l2_prefetch: fraction must be in (0, 1]");
+  require(period >= 0 && period % 16 == 0, "l2_prefetch: period must be 0 (the default) or a positive multiple of 16");
   L2PrefetchParams p;
   p.base = base;
   p.rows = rows;
   p.row_bytes = row_bytes;
   p.row_stride = row_stride;
-  p.period = std::min<int64_t>(4096, (row_bytes + 15) / 16 * 16);  // rows shorter than 4096 bytes: one period each
+  p.period = std::min<int64_t>(period > 0 ? period : 4096, (row_bytes + 15) / 16 * 16);  // rows shorter than 4096 bytes: one period each
   p.take = std::max<int64_t>(16, int64_t(fraction * double(p.period)) / 16 * 16);
   return p;
 }

@@ -261,6 +261,18 @@ int main(int argc, char** argv) {
                    "q_a RMSNorm run (needs --overlap on; 0: off)")
       ->capture_default_str()
       ->check(fraction);
+  prof->add_option("--l2-prefetch-period", po.l2_prefetch_period,
+                   "bytes per period of the L2 prefetch pattern: the first fraction of every period of a row is asked "
+                   "for (tuning; 0: 4096)")
+      ->capture_default_str()
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            long long x = -1;
+            return CLI::detail::lexical_cast(v, x) && x >= 0 && x <= (1 << 20) && x % 16 == 0
+                       ? std::string()
+                       : "'" + v + "' is not a multiple of 16 in [0, 1048576]";
+          },
+          "BYTES"));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -455,7 +455,7 @@ bool DecodeEngine::l2_prefetch(const char* op, int layer, const std::vector<cons
   for (const Mat* m : mats) {
     const int64_t es = int64_t(dtype_size(m->dt));
     const L2PrefetchParams p = l2_prefetch_plan(m->p, m->n, int64_t(m->k) * es, int64_t(m->ld ? m->ld : m->k) * es,
-                                                std::min(1.0, fraction));
+                                                std::min(1.0, fraction), opt_.l2_prefetch_period);
     GLM5_RUN(l2_prefetch, p);
   }
   return true;
@@ -581,6 +581,8 @@ void DecodeEngine::run_ops() {
     mlp(l);
     if (capture_) capture(x_);
   }
+  if (prefetch_unjoined_) side_join(2);  // the last layer's o_proj prefetch (a capture must join every branch)
+  prefetch_unjoined_ = false;
   {
     OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
@@ -692,12 +694,13 @@ void DecodeEngine::attention(int l) {
   }
   side_end(1);
   // Side segment 2 (EngineOptions::o_proj_l2_prefetch): part of o_proj's weights asked into L2 while the indexer,
-  // attn.mla and attn.v_unabsorb keep HBM nearly idle; joined before attn.o_proj (the kernel only issues the
-  // requests: it is long done by then).
-  bool prefetch_o_proj = false;
+  // attn.mla and attn.v_unabsorb keep HBM nearly idle. Not joined before attn.o_proj: it writes nothing, and a
+  // second dependency there costs o_proj its programmatic (PDL) launch after attn.v_unabsorb. The side stream
+  // runs in order, so the next joined side segment (this layer's moe.shared, the next layer's segment 0) implies
+  // it; run_ops() joins the step's last one (prefetch_unjoined_).
   if (side_ && opt_.o_proj_l2_prefetch > 0) {
     side_begin();
-    prefetch_o_proj = l2_prefetch("attn.o_proj.l2_prefetch", l, {&L.o_proj}, opt_.o_proj_l2_prefetch);
+    prefetch_unjoined_ |= l2_prefetch("attn.o_proj.l2_prefetch", l, {&L.o_proj}, opt_.o_proj_l2_prefetch);
     side_end(2);
   }
   {
@@ -775,7 +778,6 @@ void DecodeEngine::attention(int l) {
                         c.v_head_dim, Lr};
     GLM5_RUN(mla_unabsorb, p);
   }
-  if (prefetch_o_proj) side_join(2);
   // o_proj accumulates into the residual stream: x += attn_o W_o^T (summed over ranks under --tp).
   if (tp_ == 1) {
     linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);

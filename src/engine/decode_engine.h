@@ -79,6 +79,8 @@ struct EngineOptions {
   //   and the q_a RMSNorm (~15 us, latency-bound at batch 1) run before attn.q_up_proj (42 MB, ~16 us).
   double o_proj_l2_prefetch = 0.4;
   double q_up_l2_prefetch = 0.0;
+  // Bytes per period of the prefetch pattern (kernels/l2_prefetch.h; 0: its 4096 default). Tuning.
+  int l2_prefetch_period = 0;
 };
 
 class DecodeEngine {
@@ -178,6 +180,7 @@ class DecodeEngine {
   cudaStream_t side_ = nullptr;    // EngineOptions::overlap: the side stream
   cudaStream_t launch_ = nullptr;  // where the next op's kernels go: stream_, or side_ between side_begin / side_end
   cudaEvent_t fork_ev_ = nullptr, side_ev_[3] = {nullptr, nullptr, nullptr};
+  bool prefetch_unjoined_ = false;  // side segment 2 recorded since the last side_join(2)
   std::unique_ptr<LinearContext> linear_ctx_, side_linear_ctx_;  // cuBLASLt handle + workspace per stream
   LinearContext& launch_ctx() { return launch_ == side_ && side_ ? *side_linear_ctx_ : *linear_ctx_; }
   std::unique_ptr<KvPool> pool_;

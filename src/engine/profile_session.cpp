@@ -458,6 +458,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.overlap = o.overlap != "off";
   eo.o_proj_l2_prefetch = o.o_proj_l2_prefetch;
   eo.q_up_l2_prefetch = o.q_up_l2_prefetch;
+  eo.l2_prefetch_period = o.l2_prefetch_period;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

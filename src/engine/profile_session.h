@@ -45,6 +45,7 @@ struct ProfileOptions {
   // asked into L2 ahead of them (0: off). The same defaults as EngineOptions (a test checks they agree).
   double o_proj_l2_prefetch = 0.4;
   double q_up_l2_prefetch = 0.0;
+  int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

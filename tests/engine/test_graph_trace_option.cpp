@@ -79,6 +79,7 @@ TEST(GraphTraceOption, CliRejectsBadValuesWithOneLine) {
       {{"profile", "--backend", "cpu", "--graph", "--graph-trace", "node", "--attribution-steps", "2"},
        "--attribution-steps applies to --graph with --graph-trace graph only"},
       {{"profile", "--backend", "cpu", "--l2-prefetch-o-proj", "1.5"}, "--l2-prefetch-o-proj: '1.5' is not a fraction in [0, 1]"},
+      {{"profile", "--backend", "cpu", "--l2-prefetch-period", "100"}, "--l2-prefetch-period: '100' is not a multiple of 16"},
       {{"profile", "--backend", "cpu", "--l2-prefetch-q-up", "lots"}, "--l2-prefetch-q-up: 'lots' is not a fraction in [0, 1]"},
   };
   for (const CliCase& c : cases) {

@@ -29,6 +29,10 @@ TEST(L2Prefetch, PlanTakesTheFractionOfEveryPeriod) {
   EXPECT_EQ(r.take, 816);  // 819.2 rounded down to 16
   EXPECT_EQ(l2_prefetch_bytes(r), int64_t(16384) * 816);
   EXPECT_EQ(l2_prefetch_plan(g_bytes, 3, 100, 112, 0.5).period, 112);
+  // A period of choice (8192: GLM-5 o_proj's split-K range per CTA at batch 1), capped at the row.
+  EXPECT_EQ(l2_prefetch_plan(g_bytes, 6144, 16384, 16384, 0.5, 8192).take, 4096);
+  EXPECT_EQ(l2_prefetch_plan(g_bytes, 4, 2048, 2048, 0.5, 8192).period, 2048);
+  EXPECT_THROW(l2_prefetch_plan(g_bytes, 4, 64, 64, 0.5, 24), Error);
   // The whole matrix, and the smallest take.
   EXPECT_EQ(l2_prefetch_bytes(l2_prefetch_plan(g_bytes, 2, 8192, 8192, 1.0)), 2 * 8192);
   EXPECT_EQ(l2_prefetch_plan(g_bytes, 2, 8192, 8192, 1e-6).take, 16);
