@@ -18,7 +18,19 @@ __global__ void __launch_bounds__(kPrefetchThreads) l2_prefetch_kernel(L2Prefetc
   if (i < p.rows * per_row) {
     const int64_t row = i / per_row, off = (i % per_row) * p.period;
     const int64_t n = p.row_bytes - off < p.take ? p.row_bytes - off : p.take;
-    prefetch_l2(static_cast<const uint8_t*>(p.base) + row * p.row_stride + off, unsigned(n));
+    const uint8_t* a = static_cast<const uint8_t*>(p.base) + row * p.row_stride + off;
+    if (p.evict_last) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      const unsigned bytes = unsigned(n) & ~15u;
+      uint64_t policy;
+      asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+      if (bytes)
+        asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(a), "r"(bytes), "l"(policy)
+                     : "memory");
+#endif
+    } else {
+      prefetch_l2(a, unsigned(n));
+    }
   }
   pdl_wait();
 }

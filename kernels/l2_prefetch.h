@@ -30,6 +30,11 @@ struct L2PrefetchParams {
   int64_t row_stride = 0;      // bytes between rows (>= row_bytes, multiple of 16; may equal row_bytes)
   int64_t period = 0;          // bytes (multiple of 16, > 0)
   int64_t take = 0;            // bytes fetched at the start of each period (multiple of 16, 0 < take <= period)
+  // Insert the lines with the L2::evict_last priority (createpolicy.fractional; PTX ISA "createpolicy"): the
+  // kernels between the prefetch and its consumer stream their own data through L2 and would evict
+  // normal-priority lines first-in first-out. Whether the priority holds without a persisting set-aside
+  // (cudaLimitPersistingL2CacheSize) is measured (reports/*-h200-decode-step.md).
+  bool evict_last = false;
 };
 
 // Throws glm5::Error naming the field unless the constraints above hold and the request count

@@ -273,6 +273,15 @@ int main(int argc, char** argv) {
                        : "'" + v + "' is not a multiple of 16 in [0, 1048576]";
           },
           "BYTES"));
+  prof->add_option("--l2-prefetch-evict-last", po.l2_prefetch_evict_last,
+                   "on | off: L2 prefetches insert their lines with the evict_last priority (tuning)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--l2-persist-mib", po.l2_persist_mib,
+                   "MiB of L2 set aside for persisting (evict_last) lines while the engine runs (device-wide; clipped to "
+                   "the device's maximum; 0: unchanged). Tuning")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -229,6 +229,16 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
       side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
     }
     cs_ = std::make_unique<CudaState>(opt.batch);
+    if (opt.l2_persist_mib > 0) {  // EngineOptions::l2_persist_mib: restored in the destructor
+      int dev = 0;
+      CUDA_CHECK(cudaGetDevice(&dev));
+      cudaDeviceProp prop{};
+      CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+      CUDA_CHECK(cudaDeviceGetLimit(&saved_persist_l2_, cudaLimitPersistingL2CacheSize));
+      const size_t want = std::min(size_t(opt.l2_persist_mib) << 20, size_t(prop.persistingL2CacheMaxSize));
+      CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
+      persist_l2_set_ = true;
+    }
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
           "engine: --graph with NCCL collectives (--tp N on N GPUs) is not supported; use --rank R or drop --graph");
@@ -374,6 +384,10 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
 
 DecodeEngine::~DecodeEngine() {
   cs_.reset();
+  if (persist_l2_set_) {
+    cudaCtxResetPersistingL2Cache();
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, saved_persist_l2_);
+  }
   for (cudaEvent_t e : {fork_ev_, side_ev_[0], side_ev_[1], side_ev_[2]})
     if (e) cudaEventDestroy(e);
   if (side_) cudaStreamDestroy(side_);
@@ -454,8 +468,9 @@ bool DecodeEngine::l2_prefetch(const char* op, int layer, const std::vector<cons
   OpScope s(*tracer_, desc(op, layer, 0, 0));
   for (const Mat* m : mats) {
     const int64_t es = int64_t(dtype_size(m->dt));
-    const L2PrefetchParams p = l2_prefetch_plan(m->p, m->n, int64_t(m->k) * es, int64_t(m->ld ? m->ld : m->k) * es,
-                                                std::min(1.0, fraction), opt_.l2_prefetch_period);
+    L2PrefetchParams p = l2_prefetch_plan(m->p, m->n, int64_t(m->k) * es, int64_t(m->ld ? m->ld : m->k) * es,
+                                          std::min(1.0, fraction), opt_.l2_prefetch_period);
+    p.evict_last = opt_.l2_prefetch_evict_last;
     GLM5_RUN(l2_prefetch, p);
   }
   return true;

@@ -81,6 +81,11 @@ struct EngineOptions {
   double q_up_l2_prefetch = 0.0;
   // Bytes per period of the prefetch pattern (kernels/l2_prefetch.h; 0: its 4096 default). Tuning.
   int l2_prefetch_period = 0;
+  // L2PrefetchParams::evict_last for every prefetch, and the persisting L2 set-aside (MiB, device-wide:
+  // cudaLimitPersistingL2CacheSize, clipped to the device's maximum; set while the engine lives and restored
+  // after; 0: left as it is). Tuning (S14c).
+  bool l2_prefetch_evict_last = false;
+  int l2_persist_mib = 0;
 };
 
 class DecodeEngine {
@@ -181,6 +186,8 @@ class DecodeEngine {
   cudaStream_t launch_ = nullptr;  // where the next op's kernels go: stream_, or side_ between side_begin / side_end
   cudaEvent_t fork_ev_ = nullptr, side_ev_[3] = {nullptr, nullptr, nullptr};
   bool prefetch_unjoined_ = false;  // side segment 2 recorded since the last side_join(2)
+  bool persist_l2_set_ = false;     // EngineOptions::l2_persist_mib applied; saved_persist_l2_ restores it
+  size_t saved_persist_l2_ = 0;
   std::unique_ptr<LinearContext> linear_ctx_, side_linear_ctx_;  // cuBLASLt handle + workspace per stream
   LinearContext& launch_ctx() { return launch_ == side_ && side_ ? *side_linear_ctx_ : *linear_ctx_; }
   std::unique_ptr<KvPool> pool_;

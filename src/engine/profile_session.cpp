@@ -459,6 +459,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.o_proj_l2_prefetch = o.o_proj_l2_prefetch;
   eo.q_up_l2_prefetch = o.q_up_l2_prefetch;
   eo.l2_prefetch_period = o.l2_prefetch_period;
+  eo.l2_prefetch_evict_last = o.l2_prefetch_evict_last == "on";
+  eo.l2_persist_mib = o.l2_persist_mib;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

@@ -46,6 +46,8 @@ struct ProfileOptions {
   double o_proj_l2_prefetch = 0.4;
   double q_up_l2_prefetch = 0.0;
   int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
+  std::string l2_prefetch_evict_last = "off";  // EngineOptions::l2_prefetch_evict_last: "on" / "off"
+  int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";

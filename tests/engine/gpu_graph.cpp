@@ -5,6 +5,7 @@
 
 #include <cupti.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -234,7 +235,9 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
     EXPECT_EQ(*side_ops.begin() != *main_ops.begin(), r != &serial) << what;
     EXPECT_EQ(ops.count("attn.q_a_norm"), r != &serial ? 1u : 0u) << what;  // the q_a RMSNorm apart under overlap
     EXPECT_EQ(ops.count("attn.o_proj.l2_prefetch"), r != &serial ? 1u : 0u) << what;  // EngineOptions default 0.4
-    if (r == &eager) EXPECT_GT(overlapped, 0);  // an absorption ran beside the indexer's kernels
+    if (r == &eager) {
+      EXPECT_GT(overlapped, 0);  // an absorption ran beside the indexer's kernels
+    }
   }
 }
 
@@ -470,7 +473,13 @@ TEST(GraphGpu, ProfileGraphTraceGraphReportsBothTimings) {
   EXPECT_EQ(t["graph_record_samples_us"].size(), 4u);
   EXPECT_GT(t.value("attribution_step_us", 0.0), 0.0);
   EXPECT_TRUE(t["attribution_overhead_pct"].is_number());
-  EXPECT_NEAR(t.value("graph_record_step_us", 0.0), t.value("traced_step_us", 0.0), 0.2 * t.value("traced_step_us", 0.0));
+  // The graph-level record spans the replay on the GPU; the CUDA events around a step add the per-step input copies
+  // and the launch (on glm5-tiny's ~200-us step, 40-180 us more on some steps: S13g, S14b), so the record sits at or
+  // below the events' median and not far below their fastest step.
+  double fastest = 1e300;
+  for (const auto& v : t["traced_samples_us"]) fastest = std::min(fastest, v.get<double>());
+  EXPECT_LE(t.value("graph_record_step_us", 0.0), 1.1 * t.value("traced_step_us", 0.0));
+  EXPECT_GE(t.value("graph_record_step_us", 0.0), 0.6 * fastest);
   const Analysis& a = rep.runs[0].analysis;
   ASSERT_EQ(a.steps.size(), 2u);  // the two attribution steps (4 and 5), not the graph-level ones
   EXPECT_EQ(a.steps[0].step, 4);
