@@ -79,9 +79,11 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 // other than (1, 1, 1), the CTAs form thread-block clusters of that shape (cudaLaunchAttributeClusterDimension;
 // the grid must be a multiple of it; sm_90+).
 // Throws glm5::Error (CUDA_CHECK) on a bad configuration, like CUDA_CHECK_LAUNCH() after <<<>>>.
+// launch_kernel_cluster with the PDL attribute only when `pdl` (and GLM5_PDL): a launch that should wait for the
+// whole previous grid before any of its CTAs is scheduled (S14e: the FP8 tensor-core linear, LinearContext::fp8_mma_pdl).
 template <typename... Params, typename... Args>
-void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                           dim3 cluster, Args&&... args) {
+void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
+                      bool pdl, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -89,7 +91,7 @@ void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, siz
   cfg.stream = stream;
   cudaLaunchAttribute attr[2];
   unsigned n = 0;
-  if (GLM5_PDL) {
+  if (GLM5_PDL && pdl) {
     attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[n++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -102,6 +104,11 @@ void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, siz
   cfg.attrs = attr;
   cfg.numAttrs = n;
   CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+template <typename... Params, typename... Args>
+void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                           dim3 cluster, Args&&... args) {
+  launch_kernel_ex(kernel, grid, block, smem, stream, cluster, true, std::forward<Args>(args)...);
 }
 template <typename... Params, typename... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {

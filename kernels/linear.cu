@@ -299,7 +299,7 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     const Fp8Path path = fp8_path(p, ctx);
     if (path == Fp8Path::Mma) {
       const size_t elems = size_t(linear_fp8_mma_splits(p)) * p.m * p.n;
-      linear_fp8_mma_cuda(p, impl.split_out_for(elems), elems, stream);
+      linear_fp8_mma_cuda(p, impl.split_out_for(elems), elems, stream, 0, false, ctx.fp8_mma_pdl);
       return;
     }
     if (path == Fp8Path::Gemv && ctx.fp8_tma_gemv && linear_fp8_tma_supported(p)) {

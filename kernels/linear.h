@@ -62,6 +62,9 @@ class LinearContext {
   // and the dequantize + cuBLASLt path is expected to win (measure: glm5prof bench kernels --only linear).
   // 0 or 1 disables it (the GEMV for m <= fp8_gemv_max_m, as before).
   int fp8_mma_max_m = 64;
+  // The tensor-core path above launched with PDL (its CTAs scheduled while the previous kernel runs, waiting in
+  // griddepcontrol.wait). false: scheduled after it completes. Measured per batch (S14e), EngineOptions::mma_pdl.
+  bool fp8_mma_pdl = true;
   // BF16 weights, m <= 4, n * k <= 2^24 (the router, the indexer's weights_proj): linear_bf16_gemv_cuda
   // (one launch, fp32 x) instead of x -> BF16 + cuBLASLt. false: always cuBLASLt (tests pin it).
   bool bf16_gemv = true;

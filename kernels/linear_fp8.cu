@@ -278,9 +278,10 @@ int mma_effective_mt(int m, int mt) {
 }
 
 template <int MT, int NT, bool PF = false>
-void launch_mma(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
+void launch_mma(const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream, bool pdl) {
   const dim3 grid((p.m + 8 * NT - 1) / (8 * NT), (p.n + 16 * MT * kMmaWarps - 1) / (16 * MT * kMmaWarps), S);
-  launch_kernel(linear_fp8_mma_kernel<MT, NT, PF>, grid, 32 * kMmaWarps, 0, stream, p, S > 1 ? part : nullptr, per_split);
+  launch_kernel_ex(linear_fp8_mma_kernel<MT, NT, PF>, grid, 32 * kMmaWarps, 0, stream, dim3(1, 1, 1), pdl, p,
+                   S > 1 ? part : nullptr, per_split);
 }
 
 // Register prefetch (fp8_mma_warp_tile's PF) exists for mt 2 with m <= 16 (NT 1 / 2: 128 / 185 registers,
@@ -329,17 +330,18 @@ int64_t mma_resident_blocks(int mt, int m, bool pf) {
   return resident_blocks(mma_kernel_for(mt, m, pf), 32 * kMmaWarps, 132 * 2);
 }
 
-void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream) {
+void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, int per_split, cudaStream_t stream,
+                    bool pdl) {
   const int nt = mma_nt(p.m);
-  if (pf && mma_prefetch_ok(mt, p.m) && nt == 1) launch_mma<2, 1, true>(p, part, S, per_split, stream);
-  else if (pf && mma_prefetch_ok(mt, p.m)) launch_mma<2, 2, true>(p, part, S, per_split, stream);
-  else if (mt == 4 && nt == 1) launch_mma<4, 1>(p, part, S, per_split, stream);
-  else if (mt == 4 && nt == 2) launch_mma<4, 2>(p, part, S, per_split, stream);
-  else if (mt == 4 && nt == 4) launch_mma<4, 4>(p, part, S, per_split, stream);
-  else if (nt == 1) launch_mma<2, 1>(p, part, S, per_split, stream);
-  else if (nt == 2) launch_mma<2, 2>(p, part, S, per_split, stream);
-  else if (nt == 4) launch_mma<2, 4>(p, part, S, per_split, stream);
-  else launch_mma<2, 8>(p, part, S, per_split, stream);
+  if (pf && mma_prefetch_ok(mt, p.m) && nt == 1) launch_mma<2, 1, true>(p, part, S, per_split, stream, pdl);
+  else if (pf && mma_prefetch_ok(mt, p.m)) launch_mma<2, 2, true>(p, part, S, per_split, stream, pdl);
+  else if (mt == 4 && nt == 1) launch_mma<4, 1>(p, part, S, per_split, stream, pdl);
+  else if (mt == 4 && nt == 2) launch_mma<4, 2>(p, part, S, per_split, stream, pdl);
+  else if (mt == 4 && nt == 4) launch_mma<4, 4>(p, part, S, per_split, stream, pdl);
+  else if (nt == 1) launch_mma<2, 1>(p, part, S, per_split, stream, pdl);
+  else if (nt == 2) launch_mma<2, 2>(p, part, S, per_split, stream, pdl);
+  else if (nt == 4) launch_mma<2, 4>(p, part, S, per_split, stream, pdl);
+  else launch_mma<2, 8>(p, part, S, per_split, stream, pdl);
 }
 
 
@@ -504,7 +506,7 @@ int linear_fp8_mma_splits(const LinearParams& p, int mt, bool prefetch) {
 }
 
 void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt,
-                         bool prefetch) {
+                         bool prefetch, bool pdl) {
   validate_linear_params(p, "linear_fp8_mma_cuda", false);
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_mma_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
                                            ", expected F8_E4M3");
@@ -520,7 +522,7 @@ void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_e
     S = 1;
     per_split = p.k;
   }
-  launch_mma_any(mt, prefetch, p, partial, S, per_split, stream);
+  launch_mma_any(mt, prefetch, p, partial, S, per_split, stream, pdl);
   CUDA_CHECK_LAUNCH();
   if (S > 1) {
     const int64_t mn = int64_t(p.m) * p.n;

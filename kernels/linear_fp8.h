@@ -104,8 +104,10 @@ int linear_fp8_mma_splits(const LinearParams& p, int mt = 0, bool prefetch = fal
 // an unsupported shape (naming it) or a launch failure.
 // prefetch: issue the next 128-column block's W loads before this block's math (register double
 // buffer); only for mt 2 at m <= 16, ignored elsewhere (mt 4 would spill). Same arithmetic either way.
+// pdl: launch with the programmatic-dependent-launch attribute (kernels/launch.cuh); false: its CTAs are scheduled
+// only after the previous grid completes (LinearContext::fp8_mma_pdl). Same arithmetic either way.
 void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream, int mt = 0,
-                         bool prefetch = false);
+                         bool prefetch = false, bool pdl = true);
 
 // CPU twin of linear_fp8_mma_cuda: the same f16 rounding of x with the same power-of-two scales, exact
 // products, each 128-column block summed in double, promoted with w_scale * 2^-e in double; fp32 store.

@@ -282,6 +282,19 @@ int main(int argc, char** argv) {
                    "the device's maximum; 0: unchanged). Tuning")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
+  prof->add_option("--l2-prefetch-join", po.l2_prefetch_join,
+                   "on | off: attn.o_proj waits for its L2 prefetch kernel (and loses its PDL launch). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--mma-pdl", po.mma_pdl,
+                   "on | off: the FP8 tensor-core linear (batch 2..64) launched with programmatic dependent launch. Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--o-proj-pdl", po.o_proj_pdl,
+                   "on | off: attn.o_proj alone launched with programmatic dependent launch on the FP8 tensor-core "
+                   "path (batch 2..64). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

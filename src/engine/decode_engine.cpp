@@ -224,9 +224,11 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     }
     linear_ctx_ = std::make_unique<LinearContext>();
     linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
+    linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
     if (side_) {  // its own cuBLASLt workspace: the streams overlap
       side_linear_ctx_ = std::make_unique<LinearContext>();
       side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
+      side_linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
     }
     cs_ = std::make_unique<CudaState>(opt.batch);
     if (opt.l2_persist_mib > 0) {  // EngineOptions::l2_persist_mib: restored in the destructor
@@ -482,12 +484,25 @@ double DecodeEngine::linear_weight_bytes(const Mat& w) {
   return bytes;
 }
 
-void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate) {
+void DecodeEngine::linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate,
+                          bool mma_pdl) {
   const double bytes = linear_weight_bytes(w) + double(m) * w.k * 4 + double(m) * w.n * 4 * (accumulate ? 2 : 1);
   OpScope s(*tracer_, desc(op, layer, bytes, 2.0 * m * w.n * w.k));
   const LinearParams p = linear_params(x, w, y, m, accumulate);
-  if (cuda_) linear_cuda(p, launch_ctx(), launch_);
-  else linear_cpu(p);
+  if (!cuda_) {
+    linear_cpu(p);
+    return;
+  }
+  LinearContext& ctx = launch_ctx();
+  const bool saved = ctx.fp8_mma_pdl;
+  ctx.fp8_mma_pdl = saved && mma_pdl;
+  try {
+    linear_cuda(p, ctx, launch_);
+  } catch (...) {
+    ctx.fp8_mma_pdl = saved;
+    throw;
+  }
+  ctx.fp8_mma_pdl = saved;
 }
 
 LinearParams DecodeEngine::linear_params(const float* x, const Mat& w, float* y, int m, bool accumulate) const {
@@ -793,11 +808,15 @@ void DecodeEngine::attention(int l) {
                         c.v_head_dim, Lr};
     GLM5_RUN(mla_unabsorb, p);
   }
+  if (opt_.l2_prefetch_join && prefetch_unjoined_) {  // EngineOptions::l2_prefetch_join
+    side_join(2);
+    prefetch_unjoined_ = false;
+  }
   // o_proj accumulates into the residual stream: x += attn_o W_o^T (summed over ranks under --tp).
   if (tp_ == 1) {
-    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true);
+    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, x, B, true, opt_.o_proj_pdl);
   } else {
-    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, partial_.as<float>(), B, false);
+    linear("attn.o_proj", l, attn_o_.as<float>(), L.o_proj, partial_.as<float>(), B, false, opt_.o_proj_pdl);
     reduce_into_residual(l, partial_.as<float>(), "attn.residual");
   }
 }

@@ -85,6 +85,13 @@ struct EngineOptions {
   // cudaLimitPersistingL2CacheSize, clipped to the device's maximum; set while the engine lives and restored
   // after; 0: left as it is). Tuning (S14c).
   bool l2_prefetch_evict_last = false;
+  // Join the o_proj prefetch's side segment before attn.o_proj (o_proj then starts after the prefetch kernel, and
+  // without its programmatic (PDL) launch after attn.v_unabsorb). Tuning (S14d).
+  bool l2_prefetch_join = false;
+  // LinearContext::fp8_mma_pdl (the FP8 tensor-core linear, batch 2..64, launched with PDL). Tuning (S14e).
+  bool mma_pdl = true;
+  // attn.o_proj alone without PDL on the FP8 tensor-core path (batch 2..64). Tuning (S14f).
+  bool o_proj_pdl = true;
   int l2_persist_mib = 0;
 };
 
@@ -140,7 +147,9 @@ class DecodeEngine {
   void capture_graph();  // captures run_ops() on stream_ and instantiates it
   void attention(int layer);
   void mlp(int layer);
-  void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate);
+  // mma_pdl = false: the FP8 tensor-core path launches without PDL for this call (LinearContext::fp8_mma_pdl).
+  void linear(const char* op, int layer, const float* x, const Mat& w, float* y, int m, bool accumulate,
+              bool mma_pdl = true);
   // Projections of the same x (y = x W^T each, no accumulate): on CUDA, when linear_group_fused allows
   // it (FP8 GEMV shapes, batch 1), ONE launch recorded as op `fused_op` (bytes: every weight + x once +
   // every y); otherwise linear() per projection under its own op name.

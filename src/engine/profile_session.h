@@ -48,6 +48,9 @@ struct ProfileOptions {
   int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
   std::string l2_prefetch_evict_last = "off";  // EngineOptions::l2_prefetch_evict_last: "on" / "off"
   int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
+  std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
+  std::string o_proj_pdl = "on";               // EngineOptions::o_proj_pdl: "on" / "off"
+  std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
   std::string out_dir = "glm5prof-out";
