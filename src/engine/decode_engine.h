@@ -69,15 +69,28 @@ struct EngineOptions {
   // (attn.q_absorb, needed first by attn.mla) beside attn.rope .. attn.indexer.topk. At batch 1 these are two
   // latency-bound launches of 4-9 us each per layer (S13a). false: every op on the main stream, in order.
   bool overlap = true;
+  // attn.o_proj on the FP8 tensor-core path (batch 2..64) launched with PDL (kernels/launch.cuh). Off by default:
+  // with PDL its CTAs are scheduled while attn.v_unabsorb still holds the SMs, and the grid, sized to one wave of
+  // resident blocks (linear_fp8_mma_cuda's split-K), then runs part of itself as a second wave. Measured on the
+  // H200 (S14f, rotated order, three rounds): o_proj 54.7 -> 37.1 us per layer at batch 8, the step 65.84 ->
+  // 64.25 ms; batch 32 159.67 -> 158.62 ms. Turning PDL off for every tensor-core projection gained less
+  // (S14e: batch 8 -0.45 ms): the others keep it. Batch 1 (GEMV) and 128 (cuBLASLt) do not take this path.
+  bool o_proj_pdl = false;
+  // LinearContext::fp8_mma_pdl for every FP8 tensor-core projection (tuning; S14e).
+  bool mma_pdl = true;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
-  // reads that part from L2. The fraction (0..1) of the weight bytes asked for; 0: off. Skipped when the rows are
-  // not 16-byte aligned (tiny test models).
+  // would read that part from L2. The fraction (0..1) of the weight bytes asked for; 0: off. Skipped when the
+  // rows are not 16-byte aligned (tiny test models).
   //   o_proj: op attn.o_proj.l2_prefetch, right after attn.q_absorb; at batch 1 the indexer's score and top-k,
   //   attn.mla and attn.v_unabsorb (~45 us) run before attn.o_proj (100 MB of FP8 weights at GLM-5, ~32 us).
-  //   q_up: op attn.q_up_proj.l2_prefetch (q_b and the indexer's wq_b), first on side segment 0; attn.qkv_a_proj
-  //   and the q_a RMSNorm (~15 us, latency-bound at batch 1) run before attn.q_up_proj (42 MB, ~16 us).
-  double o_proj_l2_prefetch = 0.4;
+  //   q_up: op attn.q_up_proj.l2_prefetch (q_b and the indexer's wq_b), first on side segment 0.
+  // Off by default: measured on the H200 (S14a-S14d) it did not pay. Nsight Compute showed attn.o_proj at batch 1
+  // reading all 100.8 MB from DRAM (L2 hit rate 7%) with or without it, also with evict_last lines and a 30-MiB
+  // persisting set-aside: the kernels in between (absorb / unabsorb weights, MLA partials, index keys, ~40 MB)
+  // evict the lines first. The step got 0.1-0.5 ms slower at batch 1 (the prefetch's traffic slows attn.mla by
+  // ~1.3 us per layer) and did not change at batch 8 / 32 / 128 unless joined before o_proj (o_proj_pdl above).
+  double o_proj_l2_prefetch = 0.0;
   double q_up_l2_prefetch = 0.0;
   // Bytes per period of the prefetch pattern (kernels/l2_prefetch.h; 0: its 4096 default). Tuning.
   int l2_prefetch_period = 0;
@@ -85,14 +98,10 @@ struct EngineOptions {
   // cudaLimitPersistingL2CacheSize, clipped to the device's maximum; set while the engine lives and restored
   // after; 0: left as it is). Tuning (S14c).
   bool l2_prefetch_evict_last = false;
-  // Join the o_proj prefetch's side segment before attn.o_proj (o_proj then starts after the prefetch kernel, and
-  // without its programmatic (PDL) launch after attn.v_unabsorb). Tuning (S14d).
-  bool l2_prefetch_join = false;
-  // LinearContext::fp8_mma_pdl (the FP8 tensor-core linear, batch 2..64, launched with PDL). Tuning (S14e).
-  bool mma_pdl = true;
-  // attn.o_proj alone without PDL on the FP8 tensor-core path (batch 2..64). Tuning (S14f).
-  bool o_proj_pdl = true;
   int l2_persist_mib = 0;
+  // Join the o_proj prefetch's side segment before attn.o_proj (o_proj then starts after the prefetch kernel, and
+  // without its PDL launch after attn.v_unabsorb). Tuning (S14d).
+  bool l2_prefetch_join = false;
 };
 
 class DecodeEngine {

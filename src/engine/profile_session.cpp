@@ -463,7 +463,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.l2_persist_mib = o.l2_persist_mib;
   eo.l2_prefetch_join = o.l2_prefetch_join == "on";
   eo.mma_pdl = o.mma_pdl != "off";
-  eo.o_proj_pdl = o.o_proj_pdl != "off";
+  eo.o_proj_pdl = o.o_proj_pdl == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

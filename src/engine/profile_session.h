@@ -43,13 +43,13 @@ struct ProfileOptions {
   std::string overlap = "on";
   // EngineOptions::o_proj_l2_prefetch / q_up_l2_prefetch: fractions of attn.o_proj's / attn.q_up_proj's weights
   // asked into L2 ahead of them (0: off). The same defaults as EngineOptions (a test checks they agree).
-  double o_proj_l2_prefetch = 0.4;
+  double o_proj_l2_prefetch = 0.0;
   double q_up_l2_prefetch = 0.0;
   int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
   std::string l2_prefetch_evict_last = "off";  // EngineOptions::l2_prefetch_evict_last: "on" / "off"
   int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
-  std::string o_proj_pdl = "on";               // EngineOptions::o_proj_pdl: "on" / "off"
+  std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off

@@ -128,6 +128,8 @@ TEST(GraphTraceOption, ReportMarkdownStatesTheAttributionStep) {
 TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.o_proj_l2_prefetch, EngineOptions{}.o_proj_l2_prefetch);
   EXPECT_EQ(ProfileOptions{}.q_up_l2_prefetch, EngineOptions{}.q_up_l2_prefetch);
+  EXPECT_EQ(ProfileOptions{}.o_proj_pdl == "on", EngineOptions{}.o_proj_pdl);
+  EXPECT_EQ(ProfileOptions{}.mma_pdl == "on", EngineOptions{}.mma_pdl);
 }
 
 }  // namespace
