@@ -347,6 +347,7 @@ GraphLevelOut run_graph_level(const ModelConfig& cfg, const Weights& w, KvPath p
   eo.seed = 99;
   eo.precision = ActivationPrecision::Bf16;
   eo.graph = true;
+  eo.o_proj_l2_prefetch = 0.4;  // as run() asks: the same ops as its node-level reference
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
   e.pool().fill_context(context, e.stream());
