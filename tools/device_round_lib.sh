@@ -5,6 +5,13 @@
 #                            tools/decode_step_bench.sh with BATCHES=B WEIGHTS=W GRAPHS=G under timeout T, the
 #                            decode-step.json summary, and each run's `fp8` op-table rows matching the regex OPS
 #   device_round_pack        traces dropped, $OUT/TAG.tar.gz written, the folder removed
+#   device_round_profile TAG BATCH CONTEXT OPS ARGS...
+#                            one `glm5prof profile` of GLM-5 (FP8 weights, fp8 KV path, graphs; 2 warm-up, 3 untraced,
+#                            2 traced steps; the pool sized for the batch, at least 495,000 tokens) into $W/TAG, with ARGS
+#                            appended: prints the untraced step time and the op-table rows whose op matches the regex OPS
+#   device_round_ncu_summary CSV
+#                            per kernel of an `ncu --csv --print-units base` file with gpu__time_duration.sum,
+#                            dram__bytes_read.sum and lts__t_sector_hit_rate.pct: its time, DRAM bytes and L2 hit rate
 device_round_begin() {
   TAG=$1
   W=$OUT/$TAG
@@ -24,4 +31,27 @@ device_round_step() {
 device_round_pack() {
   rm -rf "$W"/step/runs/*/trace.json
   (cd "$OUT" && tar czf "$TAG.tar.gz" "$TAG" && rm -rf "$TAG")
+}
+device_round_profile() {
+  local tag=$1 b=$2 ctx=$3 ops=$4; shift 4
+  local d=$W/$tag; mkdir -p "$d"
+  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
+  timeout 90 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch "$b" --context "$ctx" --pool-tokens $pool \
+    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out "$d" > "$d/log" 2>&1
+  local rc=$?
+  echo "$tag rc=$rc untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
+  grep -E "^\| ($ops) \|" "$d/report.md" | sed 's/^/    /'
+  rm -f "$d/trace.json"
+}
+device_round_ncu_summary() {
+  python3 - "$1" <<'PY'
+import csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows: sys.exit("no rows")
+h = rows[0]; mi = h.index("Metric Name"); vi = h.index("Metric Value"); ni = h.index("ID")
+by = {}
+for r in rows[1:]: by.setdefault(r[ni], {})[r[mi]] = float(r[vi].replace(',', ''))
+for k, m in by.items():
+    print(f"  id {k}: {m.get('gpu__time_duration.sum', 0)/1000:7.2f} us  DRAM read {m.get('dram__bytes_read.sum', 0)/1e6:7.2f} MB  L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):5.1f}%")
+PY
 }

@@ -13,17 +13,8 @@ timeout 30 $BIN/kernels_gpu_l2_prefetch > $W/kernels_gpu_l2_prefetch.log 2>&1; e
 grep -E "Failure|FAILED|PASSED|asked" $W/kernels_gpu_l2_prefetch.log | head -8
 timeout 240 $BIN/engine_gpu_graph > $W/engine_gpu_graph.log 2>&1; echo "engine_gpu_graph rc=$?"
 grep -E "Failure|FAILED|PASSED|side ops" $W/engine_gpu_graph.log | head -12
-one() {  # TAG BATCH ARGS...
-  local tag=$1 b=$2; shift 2
-  local d=$W/$tag; mkdir -p $d
-  local pool=$(( b * ( (32768 + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
-  timeout 60 $BIN/glm5prof profile --model glm5 --kv-path fp8 --batch $b --context 32768 --pool-tokens $pool \
-    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out $d > $d/log 2>&1
-  local rc=$?
-  echo "$tag rc=$rc untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
-  grep -E "^\| (attn.o_proj|attn.q_up_proj|attn.o_proj.l2_prefetch|attn.q_up_proj.l2_prefetch|attn.mla|attn.indexer.topk|attn.qkv_a_proj) \|" $d/report.md | head -7 | sed 's/^/    /'
-  rm -f $d/trace.json
-}
+# (--o-proj-pdl on: the default when this call ran; session 14 made off the default.)
+one() { device_round_profile "$1" "$2" 32768 "attn.o_proj|attn.q_up_proj|attn.o_proj.l2_prefetch|attn.q_up_proj.l2_prefetch|attn.mla|attn.indexer.topk|attn.qkv_a_proj" "${@:3}" --o-proj-pdl on; }
 for rep in 1 2; do
   for f in 0 0.25 0.4 0.6 0.8; do one b1-o$f-r$rep 1 --l2-prefetch-o-proj $f --l2-prefetch-q-up 0; done
   for q in 0.3 0.6; do one b1-o0.4-q$q-r$rep 1 --l2-prefetch-o-proj 0.4 --l2-prefetch-q-up $q; done

@@ -23,31 +23,13 @@ ncu_o_proj() {  # TAG ARGS...
     --csv --print-units base $BIN/glm5prof profile --model glm5 --kv-path fp8 --batch 1 --context 32768 \
     --weights-dtype fp8 --warmup 1 --untraced-steps 1 --steps 1 "$@" --out $W/ncu-$tag > $W/ncu-$tag.csv 2> $W/ncu-$tag.err
   echo "ncu $tag rc=$?"
-  python3 - "$W/ncu-$tag.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows: sys.exit("no rows")
-h = rows[0]; mi = h.index("Metric Name"); vi = h.index("Metric Value"); ni = h.index("ID")
-by = {}
-for r in rows[1:]: by.setdefault(r[ni], {})[r[mi]] = float(r[vi].replace(',', ''))
-for k, m in by.items():
-    print(f"  id {k}: {m.get('gpu__time_duration.sum', 0)/1000:7.2f} us  DRAM read {m.get('dram__bytes_read.sum', 0)/1e6:7.2f} MB  L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):5.1f}%")
-PY
+  device_round_ncu_summary "$W/ncu-$tag.csv"
 }
 ncu_o_proj f0.4-el --l2-prefetch-o-proj 0.4 --l2-prefetch-evict-last on
 ncu_o_proj f0.4-el-p30 --l2-prefetch-o-proj 0.4 --l2-prefetch-evict-last on --l2-persist-mib 30
 ncu_o_proj f0.25-el-p30 --l2-prefetch-o-proj 0.25 --l2-prefetch-evict-last on --l2-persist-mib 30
-one() {  # TAG BATCH CONTEXT ARGS...
-  local tag=$1 b=$2 ctx=$3; shift 3
-  local d=$W/$tag; mkdir -p $d
-  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
-  timeout 90 $BIN/glm5prof profile --model glm5 --kv-path fp8 --batch $b --context $ctx --pool-tokens $pool \
-    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out $d > $d/log 2>&1
-  local rc=$?
-  echo "$tag rc=$rc untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
-  grep -E "^\| (attn.o_proj|attn.o_proj.l2_prefetch|attn.mla|attn.v_unabsorb) \|" $d/report.md | head -4 | sed 's/^/    /'
-  rm -f $d/trace.json
-}
+# (--o-proj-pdl on: the default when this call ran; session 14 made off the default.)
+one() { device_round_profile "$1" "$2" "$3" "attn.o_proj|attn.o_proj.l2_prefetch|attn.mla|attn.v_unabsorb" "${@:4}" --o-proj-pdl on; }
 for rep in 1 2; do
   one b1-f0-r$rep 1 32768 --l2-prefetch-o-proj 0
   one b1-f0.4el-r$rep 1 32768 --l2-prefetch-o-proj 0.4 --l2-prefetch-evict-last on

@@ -8,17 +8,8 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s14e
-one() {  # TAG BATCH CONTEXT ARGS...
-  local tag=$1 b=$2 ctx=$3; shift 3
-  local d=$W/$tag; mkdir -p $d
-  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
-  timeout 90 $BIN/glm5prof profile --model glm5 --kv-path fp8 --batch $b --context $ctx --pool-tokens $pool \
-    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out $d > $d/log 2>&1
-  local rc=$?
-  echo "$tag rc=$rc untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
-  grep -E "^\| (attn.o_proj|attn.v_unabsorb|attn.q_up_proj|attn.qkv_a_proj|moe.experts|moe.shared) \|" $d/report.md | head -6 | sed 's/^/    /'
-  rm -f $d/trace.json
-}
+# (--o-proj-pdl on: the default when this call ran; session 14 made off the default.)
+one() { device_round_profile "$1" "$2" "$3" "attn.o_proj|attn.v_unabsorb|attn.q_up_proj|attn.qkv_a_proj|moe.experts|moe.shared" "${@:4}" --o-proj-pdl on; }
 for rep in 1 2; do
   for b in 8 32 128; do
     ctx=32768; [ $b = 128 ] && ctx=8192

@@ -7,22 +7,12 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s14f
-one() {  # TAG BATCH CONTEXT ARGS...
-  local tag=$1 b=$2 ctx=$3; shift 3
-  local d=$W/$tag; mkdir -p $d
-  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
-  timeout 90 $BIN/glm5prof profile --model glm5 --kv-path fp8 --batch $b --context $ctx --pool-tokens $pool \
-    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out $d > $d/log 2>&1
-  local rc=$?
-  echo "$tag rc=$rc untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
-  grep -E "^\| (attn.o_proj|attn.v_unabsorb|moe.experts) \|" $d/report.md | head -3 | sed 's/^/    /'
-  rm -f $d/trace.json
-}
+one() { device_round_profile "$1" "$2" "$3" "attn.o_proj|attn.v_unabsorb|moe.experts" "${@:4}"; }
 v() {  # VARIANT TAG BATCH CONTEXT
   case $1 in
-    A) one $2-A $3 $4 --l2-prefetch-o-proj 0 ;;
+    A) one $2-A $3 $4 --l2-prefetch-o-proj 0 --o-proj-pdl on ;;
     B) one $2-B $3 $4 --l2-prefetch-o-proj 0 --o-proj-pdl off ;;
-    C) one $2-C $3 $4 --l2-prefetch-o-proj 0.004 --l2-prefetch-join on ;;
+    C) one $2-C $3 $4 --l2-prefetch-o-proj 0.004 --l2-prefetch-join on --o-proj-pdl on ;;
   esac
 }
 for b in 8 32; do
