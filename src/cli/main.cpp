@@ -286,6 +286,15 @@ int main(int argc, char** argv) {
                    "on | off: attn.o_proj waits for its L2 prefetch kernel (and loses its PDL launch). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--fp8-mma-max-m", po.fp8_mma_max_m,
+                   "largest batch on the FP8 tensor-core linear (kernels/linear_fp8.h; 0: off); above it --fp8-large-m")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  prof->add_option("--fp8-large-m", po.fp8_large_m,
+                   "dequant | block-scaled: FP8 projections above the tensor-core range: W dequantized to BF16 + cuBLASLt, "
+                   "or cuBLASLt's block-scaled FP8 GEMM (x quantized per token and 128 columns)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dequant", "block-scaled"}));
   prof->add_option("--mma-pdl", po.mma_pdl,
                    "on | off: the FP8 tensor-core linear (batch 2..64) launched with programmatic dependent launch. Tuning")
       ->capture_default_str()

@@ -225,10 +225,14 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     linear_ctx_ = std::make_unique<LinearContext>();
     linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
     linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
+    linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
+    if (opt.fp8_block_scaled) linear_ctx_->fp8_large_m = LinearContext::Fp8LargeM::BlockScaled;
     if (side_) {  // its own cuBLASLt workspace: the streams overlap
       side_linear_ctx_ = std::make_unique<LinearContext>();
       side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
       side_linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
+      side_linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
+      side_linear_ctx_->fp8_large_m = linear_ctx_->fp8_large_m;
     }
     cs_ = std::make_unique<CudaState>(opt.batch);
     if (opt.l2_persist_mib > 0) {  // EngineOptions::l2_persist_mib: restored in the destructor

@@ -78,6 +78,11 @@ struct EngineOptions {
   bool o_proj_pdl = false;
   // LinearContext::fp8_mma_pdl for every FP8 tensor-core projection (tuning; S14e).
   bool mma_pdl = true;
+  // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
+  // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
+  // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
+  int fp8_mma_max_m = 64;
+  bool fp8_block_scaled = false;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
   // would read that part from L2. The fraction (0..1) of the weight bytes asked for; 0: off. Skipped when the

@@ -463,6 +463,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.l2_persist_mib = o.l2_persist_mib;
   eo.l2_prefetch_join = o.l2_prefetch_join == "on";
   eo.mma_pdl = o.mma_pdl != "off";
+  eo.fp8_mma_max_m = o.fp8_mma_max_m;
+  eo.fp8_block_scaled = o.fp8_large_m == "block-scaled";
   eo.o_proj_pdl = o.o_proj_pdl == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;

@@ -48,6 +48,8 @@ struct ProfileOptions {
   int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
   std::string l2_prefetch_evict_last = "off";  // EngineOptions::l2_prefetch_evict_last: "on" / "off"
   int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
+  int fp8_mma_max_m = 64;                      // EngineOptions::fp8_mma_max_m
+  std::string fp8_large_m = "dequant";         // EngineOptions::fp8_block_scaled: "dequant" / "block-scaled"
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"

@@ -334,6 +334,13 @@ TEST(GpuLinearFp8Mma, Glm5ShapesMatchTwin) {
   }
   for (int m : {2, 16, 64}) check_mma(q_b, m, false, 0, false, &ctx);
   check_mma(o_proj, 5, true, 0, false, &ctx, 8192, 8192);  // --tp 2 rank 1 column shard
+  // Past one 64-token tile (EngineOptions::fp8_mma_max_m above 64: batch 128): CTAs along the token axis.
+  LinearContext wide;
+  wide.fp8_mma_max_m = 256;
+  for (int m : {65, 128}) {
+    check_mma(o_proj, m, true, 0, false, &wide);
+    check_mma(q_b, m, false, 0, false, &wide);
+  }
 }
 
 TEST(GpuLinearFp8Mma, TileWidthsPrefetchAndNoSplitAgree) {
