@@ -4,7 +4,8 @@
 // attn.o_proj (the indexer's score and top-k, attn.mla, attn.v_unabsorb) during which HBM is nearly
 // idle, and then attn.o_proj streams 100 MB of FP8 weights (6144 x 16384) in ~32 us. Issued on the side
 // stream at the start of that window, this kernel asks L2 (50 MB on the H200) to fetch a fraction of
-// those bytes, so o_proj finds them there and takes its remaining bytes from HBM.
+// those bytes, meant for o_proj to find there. Measured on the H200 (session 14), it does not: the kernels in
+// between evict the lines first (EngineOptions::o_proj_l2_prefetch has the numbers; off by default).
 //
 // Which bytes: every row is cut into periods of `period` bytes and the first `take` bytes of each period
 // are fetched. A spread-out pattern, not one contiguous block: the GEMV that streams the matrix gives
@@ -20,6 +21,8 @@
 #include <cstdint>
 
 #include <cuda_runtime.h>
+
+#include "common/dtype.h"  // GLM5_HD
 
 namespace glm5 {
 
@@ -38,7 +41,7 @@ struct L2PrefetchParams {
 };
 
 // Throws glm5::Error naming the field unless the constraints above hold and the request count
-// rows * ceil(row_bytes / period) fits a grid (< 2^31).
+// rows * ceil(row_bytes / period) is at most 2^31.
 void validate_l2_prefetch_params(const L2PrefetchParams& p);
 
 // The plan that fetches about `fraction` (0 < fraction <= 1) of a [rows, row_bytes] matrix with rows
@@ -50,6 +53,23 @@ L2PrefetchParams l2_prefetch_plan(const void* base, int64_t rows, int64_t row_by
                                   double fraction, int64_t period = 0);
 // Bytes the plan asks L2 for (the last period of a row may be shorter than `take`).
 int64_t l2_prefetch_bytes(const L2PrefetchParams& p);
+
+// The plan's requests: one per (row, period), request i = row * per_row + period index. Its start (bytes from
+// p.base) and size: the period's first `take` bytes, clipped at the row's end and rounded down to 16 (0: nothing to
+// ask). The kernel issues exactly these; the CPU tests enumerate them.
+struct L2PrefetchRequest {
+  int64_t offset = 0;
+  unsigned bytes = 0;
+};
+GLM5_HD int64_t l2_prefetch_requests(const L2PrefetchParams& p) {
+  return p.rows * ((p.row_bytes + p.period - 1) / p.period);
+}
+GLM5_HD L2PrefetchRequest l2_prefetch_request(const L2PrefetchParams& p, int64_t i) {
+  const int64_t per_row = (p.row_bytes + p.period - 1) / p.period;
+  const int64_t row = i / per_row, off = (i % per_row) * p.period;
+  const int64_t n = p.row_bytes - off < p.take ? p.row_bytes - off : p.take;
+  return {row * p.row_stride + off, unsigned(n) & ~15u};
+}
 
 void l2_prefetch_cpu(const L2PrefetchParams& p);                       // validates only
 void l2_prefetch_cuda(const L2PrefetchParams& p, cudaStream_t stream);  // one thread per (row, period)

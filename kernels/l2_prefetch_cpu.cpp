@@ -18,7 +18,7 @@ void validate_l2_prefetch_params(const L2PrefetchParams& p) {
   require(p.take > 0 && p.take <= p.period && p.take % 16 == 0,
           "l2_prefetch: take must be a multiple of 16 in (0, period]");
   const int64_t per_row = (p.row_bytes + p.period - 1) / p.period;
-  require(per_row <= (int64_t(1) << 31) / p.rows, "l2_prefetch: rows * periods per row must be < 2^31");
+  require(per_row <= (int64_t(1) << 31) / p.rows, "l2_prefetch: rows * periods per row must be <= 2^31");
 }
 
 L2PrefetchParams l2_prefetch_plan(const void* base, int64_t rows, int64_t row_bytes, int64_t row_stride,

@@ -79,8 +79,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p, unsigned bytes) {
 // other than (1, 1, 1), the CTAs form thread-block clusters of that shape (cudaLaunchAttributeClusterDimension;
 // the grid must be a multiple of it; sm_90+).
 // Throws glm5::Error (CUDA_CHECK) on a bad configuration, like CUDA_CHECK_LAUNCH() after <<<>>>.
-// launch_kernel_cluster with the PDL attribute only when `pdl` (and GLM5_PDL): a launch that should wait for the
-// whole previous grid before any of its CTAs is scheduled (S14e: the FP8 tensor-core linear, LinearContext::fp8_mma_pdl).
+// launch_kernel_cluster with the PDL attribute only when `pdl` (and GLM5_PDL). pdl = false: none of this grid's CTAs
+// is scheduled before the previous grid completes (S14e-f: attn.o_proj on the FP8 tensor-core linear,
+// LinearContext::fp8_mma_pdl).
 template <typename... Params, typename... Args>
 void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
                       bool pdl, Args&&... args) {

@@ -14,7 +14,7 @@ const std::vector<std::string>& canonical_op_order() {
   // The engine's ops (src/engine/decode_engine.cpp) in execution order, plus common aliases.
   static const std::vector<std::string> order = {
       "embed",
-      "attn.norm", "attn.qkv_a_proj", "attn.q_a_proj", "attn.q_a_norm", "attn.q_up_proj", "attn.q_b_proj", "attn.q_proj",
+      "attn.norm", "attn.q_up_proj.l2_prefetch", "attn.qkv_a_proj", "attn.q_a_proj", "attn.q_a_norm", "attn.q_up_proj", "attn.q_b_proj", "attn.q_proj",
       "attn.kv_a_proj",
       "attn.indexer.wk", "attn.indexer.weights_proj", "attn.prologue", "attn.kv_a_norm", "attn.rope", "attn.kv_write",
       "attn.kv_append", "attn.indexer", "attn.indexer.wq_b", "attn.indexer.k_write", "attn.indexer.score",

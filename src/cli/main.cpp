@@ -326,6 +326,15 @@ int main(int argc, char** argv) {
     if (prof->count("--attribution-steps") && (!po.graph || po.graph_trace == "node"))
       throw CLI::ValidationError("--attribution-steps applies to --graph with --graph-trace graph only (node level "
                                  "attributes every measured step)");
+    const bool prefetching = po.o_proj_l2_prefetch > 0 || po.q_up_l2_prefetch > 0;
+    if (prefetching && po.overlap == "off")
+      throw CLI::ValidationError("--l2-prefetch-o-proj / --l2-prefetch-q-up run on the side stream: drop --overlap off");
+    if (!prefetching && (prof->count("--l2-prefetch-period") || prof->count("--l2-prefetch-evict-last") ||
+                         prof->count("--l2-persist-mib")))
+      throw CLI::ValidationError("--l2-prefetch-period / --l2-prefetch-evict-last / --l2-persist-mib shape an L2 "
+                                 "prefetch: add --l2-prefetch-o-proj F or --l2-prefetch-q-up F");
+    if (po.l2_prefetch_join == "on" && po.o_proj_l2_prefetch <= 0)
+      throw CLI::ValidationError("--l2-prefetch-join on joins the o_proj prefetch: add --l2-prefetch-o-proj F");
   });
 
   std::string weights_dir, model, prompt, backend = "auto", dkv_dtype = "bf16", dkv_path = "fp8", reference;

@@ -235,16 +235,6 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
       side_linear_ctx_->fp8_large_m = linear_ctx_->fp8_large_m;
     }
     cs_ = std::make_unique<CudaState>(opt.batch);
-    if (opt.l2_persist_mib > 0) {  // EngineOptions::l2_persist_mib: restored in the destructor
-      int dev = 0;
-      CUDA_CHECK(cudaGetDevice(&dev));
-      cudaDeviceProp prop{};
-      CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
-      CUDA_CHECK(cudaDeviceGetLimit(&saved_persist_l2_, cudaLimitPersistingL2CacheSize));
-      const size_t want = std::min(size_t(opt.l2_persist_mib) << 20, size_t(prop.persistingL2CacheMaxSize));
-      CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
-      persist_l2_set_ = true;
-    }
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
           "engine: --graph with NCCL collectives (--tp N on N GPUs) is not supported; use --rank R or drop --graph");
@@ -386,6 +376,18 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   std::vector<float> f = rope_inv_freq(c);
   inv_freq_ = fl(f.size(), "rope inv_freq");
   inv_freq_.upload(f.data(), f.size() * 4);
+  // Last, so that no later step of the constructor can throw with the device-wide limit changed (the destructor,
+  // which restores it, does not run for a constructor that threw).
+  if (cuda_ && opt.l2_persist_mib > 0) {  // EngineOptions::l2_persist_mib
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    CUDA_CHECK(cudaDeviceGetLimit(&saved_persist_l2_, cudaLimitPersistingL2CacheSize));
+    const size_t want = std::min(size_t(opt.l2_persist_mib) << 20, size_t(prop.persistingL2CacheMaxSize));
+    CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, want));
+    persist_l2_set_ = true;
+  }
 }
 
 DecodeEngine::~DecodeEngine() {
@@ -463,13 +465,17 @@ OpDesc DecodeEngine::desc(const char* op, int layer, double bytes, double flops)
   return OpDesc{step_, layer, op, bytes, flops, launch_ != stream_ ? static_cast<void*>(launch_) : nullptr};
 }
 
-bool DecodeEngine::l2_prefetch(const char* op, int layer, const std::vector<const Mat*>& mats, double fraction) {
-  if (!side_ || fraction <= 0) return false;
+bool DecodeEngine::l2_prefetchable(const std::vector<const Mat*>& mats) {
   for (const Mat* m : mats) {
     const int64_t es = int64_t(dtype_size(m->dt)), stride = int64_t(m->ld ? m->ld : m->k) * es;
     if (!m->p || m->n <= 0 || m->k <= 0 || reinterpret_cast<uintptr_t>(m->p) % 16 != 0 || stride % 16 != 0)
       return false;
   }
+  return true;
+}
+
+bool DecodeEngine::l2_prefetch(const char* op, int layer, const std::vector<const Mat*>& mats, double fraction) {
+  if (!side_ || fraction <= 0 || !l2_prefetchable(mats)) return false;
   // No bytes of its own: the ones it fetches are the projection's (counted there, read from L2 or HBM).
   OpScope s(*tracer_, desc(op, layer, 0, 0));
   for (const Mat* m : mats) {
@@ -602,6 +608,7 @@ void DecodeEngine::run_ops() {
   const ModelConfig& c = cfg_;
   const int B = opt_.batch;
   launch_ = stream_;  // a step that threw between side_begin and side_end left launch_ on the side stream
+  prefetch_unjoined_ = false;  // (step() joined all side segments before an eager run; a capture records its own)
   {
     const WeightTensor& e = w_.get("model.embed_tokens.weight");
     OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
@@ -728,14 +735,17 @@ void DecodeEngine::attention(int l) {
   }
   side_end(1);
   // Side segment 2 (EngineOptions::o_proj_l2_prefetch): part of o_proj's weights asked into L2 while the indexer,
-  // attn.mla and attn.v_unabsorb keep HBM nearly idle. Not joined before attn.o_proj: it writes nothing, and a
-  // second dependency there costs o_proj its programmatic (PDL) launch after attn.v_unabsorb. The side stream
-  // runs in order, so the next joined side segment (this layer's moe.shared, the next layer's segment 0) implies
-  // it; run_ops() joins the step's last one (prefetch_unjoined_).
-  if (side_ && opt_.o_proj_l2_prefetch > 0) {
+  // attn.mla and attn.v_unabsorb keep HBM nearly idle. Not joined before attn.o_proj unless l2_prefetch_join: it
+  // writes nothing, and a second dependency there would cost o_proj its programmatic (PDL) launch after
+  // attn.v_unabsorb where it has one (batch 1's GEMV; the tensor-core path runs without PDL by default,
+  // o_proj_pdl). The side stream runs in order, so the next joined side segment (this layer's moe.shared, the next
+  // layer's segment 0) implies it; run_ops() joins the step's last one (prefetch_unjoined_). No segment at all when
+  // the rows cannot be prefetched: a capture must not end with a fork nobody joins.
+  if (side_ && opt_.o_proj_l2_prefetch > 0 && l2_prefetchable({&L.o_proj})) {
     side_begin();
-    prefetch_unjoined_ |= l2_prefetch("attn.o_proj.l2_prefetch", l, {&L.o_proj}, opt_.o_proj_l2_prefetch);
+    l2_prefetch("attn.o_proj.l2_prefetch", l, {&L.o_proj}, opt_.o_proj_l2_prefetch);
     side_end(2);
+    prefetch_unjoined_ = true;
   }
   {
     const double heads = H + (run_indexer ? Hi : 0);

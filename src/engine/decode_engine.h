@@ -178,6 +178,8 @@ class DecodeEngine {
   // weight bytes (kernels/l2_prefetch.h). Returns false, launching nothing, without a side stream, at fraction 0,
   // or when a matrix's start or row stride is not 16-byte aligned.
   bool l2_prefetch(const char* op, int layer, const std::vector<const Mat*>& mats, double fraction);
+  // Whether every matrix has a 16-byte aligned start and row stride (kernels/l2_prefetch.h's constraints).
+  static bool l2_prefetchable(const std::vector<const Mat*>& mats);
   // The LinearParams of y = x W^T (+ y) for `w` (strides, block scales, the engine's activation precision).
   LinearParams linear_params(const float* x, const Mat& w, float* y, int m, bool accumulate) const;
   Mat mat(const std::string& name) const;

@@ -416,6 +416,14 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
           "--graph-trace must be graph or node, got '" + o.graph_trace + "'");
   require(o.graph_trace.empty() || o.graph,
           "--graph-trace " + o.graph_trace + " applies to CUDA graph replays only: add --graph or drop it");
+  const bool prefetching = o.o_proj_l2_prefetch > 0 || o.q_up_l2_prefetch > 0;
+  require(!prefetching || (cuda && o.overlap != "off"),
+          "--l2-prefetch-o-proj / --l2-prefetch-q-up run on the side stream: they need the CUDA backend and --overlap on");
+  require(prefetching || (o.l2_prefetch_period == 0 && o.l2_prefetch_evict_last != "on" && o.l2_persist_mib == 0),
+          "--l2-prefetch-period / --l2-prefetch-evict-last / --l2-persist-mib shape an L2 prefetch: add "
+          "--l2-prefetch-o-proj F or --l2-prefetch-q-up F");
+  require(o.l2_prefetch_join != "on" || o.o_proj_l2_prefetch > 0,
+          "--l2-prefetch-join on joins the o_proj prefetch: add --l2-prefetch-o-proj F");
   require(o.attribution_steps == -1 || (o.attribution_steps >= 1 && o.attribution_steps <= 100),
           "--attribution-steps must be in [1, 100], got " + std::to_string(o.attribution_steps));
   // Graph-level tracing is the default with --graph: node-level tracing of a replay costs CUPTI ~1 us

@@ -55,6 +55,17 @@ TEST(GraphTraceOption, RunProfileRejectsBadValues) {
   o.attribution_steps = 2;  // without --graph (so at node level)
   EXPECT_EQ(error_of(o),
             "--attribution-steps applies to --graph-trace graph only (node level attributes every measured step)");
+  // The L2 prefetch runs on the CUDA side stream; its shaping options need it; the join needs the o_proj prefetch.
+  o = cpu_options();
+  o.o_proj_l2_prefetch = 0.4;
+  EXPECT_EQ(error_of(o),
+            "--l2-prefetch-o-proj / --l2-prefetch-q-up run on the side stream: they need the CUDA backend and --overlap on");
+  o = cpu_options();
+  o.l2_persist_mib = 30;
+  EXPECT_NE(error_of(o).find("shape an L2 prefetch"), std::string::npos);
+  o = cpu_options();
+  o.l2_prefetch_join = "on";
+  EXPECT_EQ(error_of(o), "--l2-prefetch-join on joins the o_proj prefetch: add --l2-prefetch-o-proj F");
   // --graph on the CPU backend fails first, whatever --graph-trace says.
   o = cpu_options();
   o.graph = true;
@@ -79,6 +90,9 @@ TEST(GraphTraceOption, CliRejectsBadValuesWithOneLine) {
       {{"profile", "--backend", "cpu", "--graph", "--graph-trace", "node", "--attribution-steps", "2"},
        "--attribution-steps applies to --graph with --graph-trace graph only"},
       {{"profile", "--backend", "cpu", "--l2-prefetch-o-proj", "1.5"}, "--l2-prefetch-o-proj: '1.5' is not a fraction in [0, 1]"},
+      {{"profile", "--backend", "cpu", "--overlap", "off", "--l2-prefetch-o-proj", "0.4"}, "drop --overlap off"},
+      {{"profile", "--backend", "cpu", "--l2-prefetch-join", "on"}, "--l2-prefetch-join on joins the o_proj prefetch"},
+      {{"profile", "--backend", "cpu", "--l2-persist-mib", "30"}, "shape an L2 prefetch"},
       {{"profile", "--backend", "cpu", "--l2-prefetch-period", "100"}, "--l2-prefetch-period: '100' is not a multiple of 16"},
       {{"profile", "--backend", "cpu", "--l2-prefetch-q-up", "lots"}, "--l2-prefetch-q-up: 'lots' is not a fraction in [0, 1]"},
   };

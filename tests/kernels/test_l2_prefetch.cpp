@@ -38,6 +38,37 @@ TEST(L2Prefetch, PlanTakesTheFractionOfEveryPeriod) {
   EXPECT_EQ(l2_prefetch_plan(g_bytes, 2, 8192, 8192, 1e-6).take, 16);
 }
 
+// Every request the kernel issues (l2_prefetch_request) is 16-byte aligned, a multiple of 16 bytes, inside its own
+// row's row_bytes, starts a period of that row, and the requests add up to l2_prefetch_bytes.
+TEST(L2Prefetch, RequestsStayInsideTheirRowsAndAddUp) {
+  struct Case {
+    int64_t rows, row_bytes, row_stride;
+    double fraction;
+    int64_t period;
+  };
+  for (const Case& c : {Case{6144, 16384, 16384, 0.4, 0}, Case{6144, 2048, 16384, 1.0, 0}, Case{7, 5000, 5008, 0.33, 0},
+                        Case{3, 100, 112, 0.5, 0}, Case{5, 9000, 9024, 0.5, 8192}, Case{1, 16, 16, 0.01, 0},
+                        Case{4, 4100, 4112, 1.0, 0}}) {
+    const L2PrefetchParams p = l2_prefetch_plan(g_bytes, c.rows, c.row_bytes, c.row_stride, c.fraction, c.period);
+    ASSERT_NO_THROW(validate_l2_prefetch_params(p));
+    int64_t total = 0;
+    const int64_t n = l2_prefetch_requests(p);
+    EXPECT_EQ(n, c.rows * ((c.row_bytes + p.period - 1) / p.period));
+    for (int64_t i = 0; i < n; ++i) {
+      const L2PrefetchRequest r = l2_prefetch_request(p, i);
+      const int64_t row = r.offset / c.row_stride, in_row = r.offset % c.row_stride;
+      ASSERT_EQ(r.offset % 16, 0) << i;
+      ASSERT_EQ(r.bytes % 16, 0u) << i;
+      ASSERT_EQ(in_row % p.period, 0) << i;  // starts a period
+      ASSERT_LE(in_row + int64_t(r.bytes), c.row_bytes) << "request " << i << " runs past its row";
+      ASSERT_LE(int64_t(r.bytes), p.take) << i;
+      ASSERT_LT(row, c.rows) << i;
+      total += r.bytes;
+    }
+    EXPECT_EQ(total, l2_prefetch_bytes(p)) << c.rows << " x " << c.row_bytes;
+  }
+}
+
 TEST(L2Prefetch, RefusesBadFieldsByName) {
   const L2PrefetchParams good = l2_prefetch_plan(g_bytes, 4, 64, 64, 0.5);
   auto refuses = [&](L2PrefetchParams p, const std::string& field) {
