@@ -23,10 +23,13 @@
 #include <atomic>
 #include <cstdint>
 
+#include <cuda_bf16.h>
+
 #include "common/error.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/launch.cuh"
 #include "kernels/bf16_dot.cuh"
+#include "kernels/mma_sync.cuh"
 
 namespace glm5 {
 
@@ -433,31 +436,171 @@ __global__ void __launch_bounds__(kThreads, 3) tile_gemm_kernel(TileGemmArgs a) 
   }
 }
 
+// Dynamic shared memory above 48 KB for `Kernel`, set once per device (a cache of a value that never changes,
+// saving a driver call per launch); returns the per-block opt-in limit, capped at kMlaAbsorbMaxSmem.
+template <auto Kernel>
+int configure_max_smem() {
+  static std::atomic<int> configured[kMaxDevices];  // 0: not yet
+  int dev = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  int smem_max = dev < kMaxDevices ? configured[dev].load(std::memory_order_acquire) : 0;
+  if (smem_max == 0) {
+    CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    smem_max = std::min(smem_max, int(kMlaAbsorbMaxSmem));
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+    CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    int(cudaSharedmemCarveoutMaxShared)));
+    if (dev < kMaxDevices) configured[dev].store(smem_max, std::memory_order_release);
+  }
+  return smem_max;
+}
+
 // Returns false (nothing launched) when this device's opt-in shared memory per block is below the
 // plan's (the sm_90 target has 227 KB; the plan asks for at most kMlaAbsorbMaxSmem = 200 KB).
 template <typename T, int NT, bool kTransposed>
 bool launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, cudaStream_t stream) {
   auto kernel = tile_gemm_kernel<T, NT, kTransposed>;
-  // The kernel's attributes, once per device (a cache, not a setting: the values never change):
-  // dynamic shared memory up to min(opt-in limit, kMlaAbsorbMaxSmem), and the largest carveout
-  // (small batches fit 3 CTAs of 80 registers and <= 72 KB per SM). Saves driver calls per launch.
-  static std::atomic<int> configured_smem[kMaxDevices];  // 0: not yet
-  int dev = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  int smem_max = dev < kMaxDevices ? configured_smem[dev].load(std::memory_order_acquire) : 0;
-  if (smem_max == 0) {
-    CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    smem_max = std::min(smem_max, int(kMlaAbsorbMaxSmem));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                    int(cudaSharedmemCarveoutMaxShared)));
-    if (dev < kMaxDevices) configured_smem[dev].store(smem_max, std::memory_order_release);
-  }
+  const int smem_max = configure_max_smem<tile_gemm_kernel<T, NT, kTransposed>>();
   if (plan.smem_bytes > size_t(smem_max)) return false;
   TileGemmArgs args = a;
   args.x_vec = reinterpret_cast<uintptr_t>(a.x) % 16 == 0 && a.x_b % 4 == 0 && a.x_h % 4 == 0 && a.K % 4 == 0;
   const dim3 grid((a.N + NT - 1) / NT, H);
   launch_kernel(kernel, grid, kThreads, plan.smem_bytes, stream, args);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core path (plan.tc, BF16 kv_b): the same per-head product Y = X W on mma.sync m16n8k16 with fp32
+// accumulators. X is fp32 and the contract is fp32 accuracy (1e-5 of sum |x||w|), so each X element is split into
+// three BF16 terms x = hi + mid + lo (each the BF16 rounding of what the previous ones left: 3 x 8 significant bits
+// cover fp32's 24) and every product is three MMAs against the same BF16 W fragment (W is exact in BF16). The
+// products are exact in the tensor core; what differs from the CPU twin is fp32 accumulation order only.
+// CTA = 4 warps per (head, 64 output columns): the W tile is copied once into shared memory with cp.async (issued
+// before pdl_wait: weights), then warp w takes batch m-tiles w, w + 4, ... of 16 rows and all 8 n8-tiles of the
+// CTA: A fragments straight from global memory (float2 per register pair, split in registers), B fragments by
+// ldmatrix (x4: two n8-tiles x two k-halves). Shared layouts, 16 bytes of padding per row (ldmatrix rows land on
+// distinct bank quads):
+//   kTransposed (unabsorb, W_UV stored [n][k]): ws[j][k], row stride K + 8; plain ldmatrix gives B[k][n].
+//   !kTransposed (absorb, W_UK stored [k][n]):  ws[k][j], row stride 64 + 8;  ldmatrix.trans gives B[k][n].
+// Floor at GLM-5 (H 64, B 128): absorb 12.6 MB of W + 6.3 MB of q + 16.8 MB of q_latent = 8.4 us at 4.26 TB/s,
+// 4.8 GFLOP of split MMAs; unabsorb 16.8 + 16.8 + 8.4 MB = 9.9 us, 6.4 GFLOP.
+constexpr int kTcThreads = 128;
+constexpr int kTcWarps = kTcThreads / 32;
+constexpr int kTcCols = 64;  // output columns per CTA: 8 n8-tiles per warp
+constexpr int kTcPad = 8;    // BF16 elements of padding per shared-memory row
+
+__host__ __device__ constexpr size_t tc_smem_bytes(int K, bool transposed) {
+  return transposed ? size_t(kTcCols) * (K + kTcPad) * 2 : size_t(K) * (kTcCols + kTcPad) * 2;
+}
+
+// Two fp32 values as three BF16x2 words (low half = v.x): hi = bf16(v), mid = bf16(v - hi), lo = bf16(v - hi - mid).
+// The subtractions are exact in fp32 (Sterbenz), so hi + mid + lo carries v's 24 significant bits.
+__device__ __forceinline__ void split_bf16x3(float2 v, uint32_t& hi, uint32_t& mid, uint32_t& lo) {
+  const __nv_bfloat162 h = __float22bfloat162_rn(v);
+  const float2 hf = __bfloat1622float2(h);
+  const float2 r1 = make_float2(v.x - hf.x, v.y - hf.y);
+  const __nv_bfloat162 m = __float22bfloat162_rn(r1);
+  const float2 mf = __bfloat1622float2(m);
+  const __nv_bfloat162 l = __float22bfloat162_rn(make_float2(r1.x - mf.x, r1.y - mf.y));
+  hi = *reinterpret_cast<const uint32_t*>(&h);
+  mid = *reinterpret_cast<const uint32_t*>(&m);
+  lo = *reinterpret_cast<const uint32_t*>(&l);
+}
+
+template <bool kTransposed>
+__global__ void __launch_bounds__(kTcThreads) tc_gemm_kernel(TileGemmArgs a) {
+  extern __shared__ __align__(16) uint16_t ws[];
+  const int h = blockIdx.y, n0 = blockIdx.x * kTcCols, K = a.K, N = a.N, tid = threadIdx.x;
+  const uint16_t* w = static_cast<const uint16_t*>(a.w) + size_t(h) * a.w_h;
+  const uint32_t ws0 = smem_u32(ws);
+  // 1. The W tile, 16-byte chunks of 8 BF16, zero-filled past N (K % 16 == 0: no partial chunks along k).
+  if constexpr (kTransposed) {
+    const int kc = K / 8, stride = K + kTcPad;
+    for (int i = tid; i < kTcCols * kc; i += kTcThreads) {
+      const int j = i / kc, k = 8 * (i % kc), row = min(n0 + j, N - 1);
+      cp_async16(ws0 + 2u * (j * stride + k), w + size_t(row) * a.w_ld + k, n0 + j < N ? 16 : 0);
+    }
+  } else {
+    constexpr int stride = kTcCols + kTcPad, cc = kTcCols / 8;
+    for (int i = tid; i < K * cc; i += kTcThreads) {
+      const int k = i / cc, j = 8 * (i % cc), col = min(n0 + j, N - 8);  // N % 8 == 0
+      cp_async16(ws0 + 2u * (k * stride + j), w + size_t(k) * a.w_ld + col, n0 + j < N ? 16 : 0);
+    }
+  }
+  cp_async_commit();
+  pdl_begin();  // X is the previous kernel's output
+  cp_async_wait_all();
+  __syncthreads();
+
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  // ldmatrix x4 row address of this lane: matrix lane / 8 = (n8-tile half lane / 16, k half (lane / 8) % 2).
+  const int lrow = lane % 8, khalf = (lane / 8) % 2, nhalf = lane / 16;
+  const uint32_t b_base = kTransposed ? ws0 + 2u * ((8 * nhalf + lrow) * (K + kTcPad) + 8 * khalf)
+                                      : ws0 + 2u * ((8 * khalf + lrow) * (kTcCols + kTcPad) + 8 * nhalf);
+  const float* x = a.x + size_t(h) * a.x_h;
+  float* y = a.y + size_t(h) * a.y_h;
+  for (int m0 = 16 * warp; m0 < a.B; m0 += 16 * kTcWarps) {
+    const int r0 = m0 + g, r1 = m0 + g + 8;
+    const float* x0 = x + size_t(min(r0, a.B - 1)) * a.x_b + 2 * t;
+    const float* x1 = x + size_t(min(r1, a.B - 1)) * a.x_b + 2 * t;
+    float acc[kTcCols / 8][4] = {};
+    for (int k0 = 0; k0 < K; k0 += 64) {
+      // Up to four k-steps of A loaded before any product (rows past B read row B - 1 and are never stored).
+      float2 xv[4][4];
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int k = k0 + 16 * s;
+        if (k < K) {
+          xv[s][0] = __ldg(reinterpret_cast<const float2*>(x0 + k));
+          xv[s][1] = __ldg(reinterpret_cast<const float2*>(x1 + k));
+          xv[s][2] = __ldg(reinterpret_cast<const float2*>(x0 + k + 8));
+          xv[s][3] = __ldg(reinterpret_cast<const float2*>(x1 + k + 8));
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        const int k = k0 + 16 * s;
+        if (k >= K) break;
+        uint32_t ah[4], am[4], al[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) split_bf16x3(xv[s][r], ah[r], am[r], al[r]);
+#pragma unroll
+        for (int np = 0; np < kTcCols / 16; ++np) {  // pairs of n8-tiles
+          uint32_t b0, b1, b2, b3;
+          if constexpr (kTransposed) ldsm_x4(b_base + 2u * (16 * np * (K + kTcPad) + k), b0, b1, b2, b3);
+          else ldsm_x4_t(b_base + 2u * (k * (kTcCols + kTcPad) + 16 * np), b0, b1, b2, b3);
+          // Smallest terms first.
+          mma_16816_bf16(acc[2 * np], al[0], al[1], al[2], al[3], b0, b1);
+          mma_16816_bf16(acc[2 * np], am[0], am[1], am[2], am[3], b0, b1);
+          mma_16816_bf16(acc[2 * np], ah[0], ah[1], ah[2], ah[3], b0, b1);
+          mma_16816_bf16(acc[2 * np + 1], al[0], al[1], al[2], al[3], b2, b3);
+          mma_16816_bf16(acc[2 * np + 1], am[0], am[1], am[2], am[3], b2, b3);
+          mma_16816_bf16(acc[2 * np + 1], ah[0], ah[1], ah[2], ah[3], b2, b3);
+        }
+      }
+    }
+    // C fragment: acc[nt][0..1] = Y[r0][col, col + 1], acc[nt][2..3] = Y[r1][...], col = n0 + 8 nt + 2t.
+#pragma unroll
+    for (int nt = 0; nt < kTcCols / 8; ++nt) {
+      const int col = n0 + 8 * nt + 2 * t;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (col + e >= N) continue;
+        if (r0 < a.B) y[size_t(r0) * a.y_b + col + e] = acc[nt][e];
+        if (r1 < a.B) y[size_t(r1) * a.y_b + col + e] = acc[nt][2 + e];
+      }
+    }
+  }
+}
+
+// Returns false (nothing launched) when the device's opt-in shared memory per block is below the tile's.
+template <bool kTransposed>
+bool launch_tc_gemm(const TileGemmArgs& a, int H, cudaStream_t stream) {
+  const size_t smem = tc_smem_bytes(a.K, kTransposed);
+  if (smem > size_t(configure_max_smem<tc_gemm_kernel<kTransposed>>())) return false;
+  const dim3 grid((a.N + kTcCols - 1) / kTcCols, H);
+  launch_kernel(tc_gemm_kernel<kTransposed>, grid, kTcThreads, smem, stream, a);
   CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -486,6 +629,7 @@ void mla_unabsorb_simple_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
 void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
   if (plan.gemv) return mla_absorb_gemv_cuda(p, stream);
+  if (plan.tc) return mla_absorb_tc_cuda(p, stream);
   if (!plan.fast) return mla_absorb_simple_cuda(p, stream);
   mla_absorb_tiled_cuda(p, stream);
 }
@@ -493,6 +637,7 @@ void mla_absorb_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
 void mla_unabsorb_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
   if (plan.gemv) return mla_unabsorb_gemv_cuda(p, stream);
+  if (plan.tc) return mla_unabsorb_tc_cuda(p, stream);
   if (!plan.fast) return mla_unabsorb_simple_cuda(p, stream);
   mla_unabsorb_tiled_cuda(p, stream);
 }
@@ -564,6 +709,51 @@ void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   const bool done = p.kv_b_dtype == DType::BF16 ? launch_tile_gemm<uint16_t, 32, true>(a, plan, p.H, stream)
                                                 : launch_tile_gemm<float, 32, true>(a, plan, p.H, stream);
   if (!done) mla_unabsorb_simple_cuda(p, stream);
+}
+
+void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+  const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
+  require(plan.tc_eligible, "mla_absorb_tc_cuda: needs a BF16 kv_b 16-byte aligned, L % 8 == 0 (L = " +
+                                std::to_string(p.L) + "), nope % 16 == 0 (nope = " + std::to_string(p.nope) +
+                                "), q 8-byte aligned with an even q_head_stride and the W tile's " +
+                                std::to_string(plan.tc_smem_bytes) + " B of shared memory <= " +
+                                std::to_string(kMlaAbsorbMaxSmem));
+  TileGemmArgs a;
+  a.x = p.q;
+  a.x_b = size_t(p.H) * p.q_head_stride;
+  a.x_h = size_t(p.q_head_stride);
+  a.w = p.kv_b;
+  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UK[h] = rows h*(nope+v) .. +nope, stored [k][n]
+  a.w_ld = p.L;
+  a.y = p.q_latent;
+  a.y_b = size_t(p.H) * p.L;
+  a.y_h = size_t(p.L);
+  a.B = p.B;
+  a.K = p.nope;
+  a.N = p.L;
+  if (!launch_tc_gemm<false>(a, p.H, stream)) mla_absorb_simple_cuda(p, stream);
+}
+
+void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+  const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
+  require(plan.tc_eligible, "mla_unabsorb_tc_cuda: needs a BF16 kv_b 16-byte aligned, L % 16 == 0 (L = " +
+                                std::to_string(p.L) + "), o_latent 8-byte aligned and the W tile's " +
+                                std::to_string(plan.tc_smem_bytes) + " B of shared memory <= " +
+                                std::to_string(kMlaAbsorbMaxSmem));
+  TileGemmArgs a;
+  a.x = p.o_latent;
+  a.x_b = size_t(p.H) * p.L;
+  a.x_h = size_t(p.L);
+  a.w = static_cast<const uint16_t*>(p.kv_b) + size_t(p.nope) * p.L;
+  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UV[h] = rows h*(nope+v)+nope .. +v, stored [n][k]
+  a.w_ld = p.L;
+  a.y = p.out;
+  a.y_b = size_t(p.H) * p.v;
+  a.y_h = size_t(p.v);
+  a.B = p.B;
+  a.K = p.L;
+  a.N = p.v;
+  if (!launch_tc_gemm<true>(a, p.H, stream)) mla_unabsorb_simple_cuda(p, stream);
 }
 
 }  // namespace glm5

@@ -19,6 +19,7 @@ struct MlaAbsorbParams {
   float* q_latent;       // [B, H, L]
   int B = 0, H = 0, nope = 0, v = 0, L = 0;
   int q_head_stride = 0;  // floats between heads of q (qk_head_dim)
+  bool tensor_cores = true;  // false: the dispatch leaves the tensor-core kernels out (EngineOptions::absorb_tc)
 };
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, H, nope, v, L > 0,
 // q_head_stride >= nope and kv_b_dtype is BF16 (or F32 when allow_f32_weight; both twins allow it).
@@ -32,6 +33,7 @@ struct MlaUnabsorbParams {
   DType kv_b_dtype = DType::F32;
   float* out;             // [B, H*v]
   int B = 0, H = 0, nope = 0, v = 0, L = 0;
+  bool tensor_cores = true;  // as MlaAbsorbParams::tensor_cores
 };
 void validate_mla_unabsorb_params(const MlaUnabsorbParams& p, const char* op, bool allow_f32_weight);
 void mla_unabsorb_cpu(const MlaUnabsorbParams& p);
@@ -58,7 +60,17 @@ struct MlaAbsorbPlan {
   // eligible, absorb at B 1 with H > 16 (measured; mla_absorb_cpu.cpp).
   bool gemv_eligible = false;
   bool gemv = false;
+  // The tensor-core kernels (mla_absorb.cu: BF16 mma.sync with X split into three BF16 terms, fp32 accuracy) can
+  // run this shape: BF16 kv_b 16-byte aligned, L % 8 == 0, K % 16 == 0 (absorb: nope, unabsorb: L), activations
+  // 8-byte aligned with even row strides, tc_smem_bytes <= kMlaAbsorbMaxSmem. tc: the dispatch takes them (fast
+  // and gemv are then false): wherever eligible with B >= kMlaAbsorbTcMinBatch and
+  // the params' tensor_cores.
+  bool tc_eligible = false;
+  bool tc = false;
+  size_t tc_smem_bytes = 0;  // the W tile of 64 output columns: absorb nope x 72, unabsorb 64 x (L + 8) BF16
 };
+// The smallest batch the dispatch gives the tensor-core kernels (below it: GEMV / tiled / simple as measured).
+constexpr int kMlaAbsorbTcMinBatch = 5;
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);
 // The first, simple kernels (one thread per (b, h, column) / one warp per (b, h, v row)): the
@@ -73,5 +85,9 @@ void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 // W read once with all of a thread's 16-byte loads in flight); throw glm5::Error unless gemv_eligible.
 void mla_absorb_gemv_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
 void mla_unabsorb_gemv_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
+// The tensor-core kernels (grid: ceil(N / 64) x H CTAs of 128 threads, the W tile in shared memory, every batch
+// row); throw glm5::Error unless tc_eligible.
+void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
+void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 
 }  // namespace glm5

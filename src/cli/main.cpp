@@ -304,6 +304,11 @@ int main(int argc, char** argv) {
                    "path (batch 2..64). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--absorb-tc", po.absorb_tc,
+                   "on | off: attn.q_absorb / attn.v_unabsorb on the split-BF16 tensor-core kernels from batch 5 "
+                   "(off: the fp32-FMA kernels). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -730,7 +730,7 @@ void DecodeEngine::attention(int l) {
     OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
                             2.0 * B * H * c.qk_nope_head_dim * Lr));
     MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
-                      c.v_head_dim, Lr, qk};
+                      c.v_head_dim, Lr, qk, opt_.absorb_tc};
     GLM5_RUN(mla_absorb, p);
   }
   side_end(1);
@@ -819,7 +819,7 @@ void DecodeEngine::attention(int l) {
     OpScope s(*tracer_, desc("attn.v_unabsorb", l, double(H) * c.v_head_dim * Lr * dsize(L.kv_b.dt),
                             2.0 * B * H * c.v_head_dim * Lr));
     MlaUnabsorbParams p{o_lat_.as<float>(), L.kv_b.p, L.kv_b.dt, attn_o_.as<float>(), B, H, c.qk_nope_head_dim,
-                        c.v_head_dim, Lr};
+                        c.v_head_dim, Lr, opt_.absorb_tc};
     GLM5_RUN(mla_unabsorb, p);
   }
   if (opt_.l2_prefetch_join && prefetch_unjoined_) {  // EngineOptions::l2_prefetch_join

@@ -619,11 +619,12 @@ namespace {
 // FMA kernels cannot reach: the check string carries the fp32 FMA floor (SMs x 128 FMA/clk x clock).
 // Records: mla_absorb / mla_unabsorb = the dispatch (what the engine runs: plan.gemv / plan.fast pick
 // the GEMV, tiled or simple kernels), _tiled = the tiled kernels, _naive = the simple kernels, _gemv =
-// the GEMV kernels (B <= 4). All are first checked against the CPU twins (B = 5 and 3, H = 64): error
+// the GEMV kernels (B <= 4), _tc = the tensor-core kernels (three BF16 MMAs per product: the recorded
+// FLOPs count one). All are first checked against the CPU twins (B = 5 and 3, H = 64): error
 // relative to sum |x||w| per output.
 void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool quick, uint64_t seed,
                   std::vector<KernelBenchRecord>& out) {
-  std::fprintf(stderr, "bench kernels: mla_absorb, mla_unabsorb (fp32 FMA, BF16 kv_b)\n");
+  std::fprintf(stderr, "bench kernels: mla_absorb, mla_unabsorb (fp32 FMA and split-BF16 tensor cores, BF16 kv_b)\n");
   constexpr int kNope = 192, kRope = 64, kV = 256, kL = 512, kQk = kNope + kRope;
   int sms = 0, clock_khz = 0, dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -639,18 +640,20 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
   Buffer dx = to_device(x, "bench absorb activations");
   Buffer dy(Where::Device, size_t(Bmax) * Hmax * kL * 4, "bench absorb results");
 
-  // One call of variant 0 dispatch, 1 simple, 2 tiled, 3 GEMV (B <= 4).
+  // One call of variant 0 dispatch, 1 simple, 2 tiled, 3 GEMV (B <= 4), 4 tensor cores.
   auto run_absorb = [&](int variant, const MlaAbsorbParams& pa) {
     if (variant == 0) mla_absorb_cuda(pa, stream);
     else if (variant == 1) mla_absorb_simple_cuda(pa, stream);
     else if (variant == 2) mla_absorb_tiled_cuda(pa, stream);
-    else mla_absorb_gemv_cuda(pa, stream);
+    else if (variant == 3) mla_absorb_gemv_cuda(pa, stream);
+    else mla_absorb_tc_cuda(pa, stream);
   };
   auto run_unabsorb = [&](int variant, const MlaUnabsorbParams& pu) {
     if (variant == 0) mla_unabsorb_cuda(pu, stream);
     else if (variant == 1) mla_unabsorb_simple_cuda(pu, stream);
     else if (variant == 2) mla_unabsorb_tiled_cuda(pu, stream);
-    else mla_unabsorb_gemv_cuda(pu, stream);
+    else if (variant == 3) mla_unabsorb_gemv_cuda(pu, stream);
+    else mla_unabsorb_tc_cuda(pu, stream);
   };
   // Correctness first: every path vs the CPU twin (B 5: dispatch, simple, tiled; B 3: the GEMV kernels).
   double max_err = 0;
@@ -666,7 +669,7 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
     mla_absorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, sa.data(), B, H, kNope, kV, kL, kQk});
     mla_unabsorb_cpu({xa.data(), w.data(), DType::BF16, ru.data(), B, H, kNope, kV, kL});
     mla_unabsorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, su.data(), B, H, kNope, kV, kL});
-    for (const int variant : B == 5 ? std::vector<int>{0, 1, 2} : std::vector<int>{3}) {
+    for (const int variant : B == 5 ? std::vector<int>{0, 1, 2, 4} : std::vector<int>{3, 4}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, na * 4, stream));  // NaN: unwritten values fail the check
       run_absorb(variant, pa);
@@ -692,11 +695,12 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
     for (int B : quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 8, 32, 128}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
-      for (int which = 0; which < 8; ++which) {
-        const bool absorb = which < 4;
-        const int variant = which % 4;  // 0 dispatch, 1 simple, 2 tiled, 3 GEMV
+      for (int which = 0; which < 10; ++which) {
+        const bool absorb = which < 5;
+        const int variant = which % 5;  // 0 dispatch, 1 simple, 2 tiled, 3 GEMV, 4 tensor cores
         const MlaAbsorbPlan plan = absorb ? plan_mla_absorb(pa) : plan_mla_unabsorb(pu);
         if (variant == 3 && !plan.gemv_eligible) continue;
+        if (variant == 4 && !plan.tc_eligible) continue;
         std::vector<double> us = timer.time([&] {
           if (absorb) run_absorb(variant, pa);
           else run_unabsorb(variant, pu);
@@ -704,14 +708,15 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
         const double K = absorb ? kNope : kL, N = absorb ? kL : kV;
         const double bytes = double(H) * K * N * 2 + double(B) * H * (K + N) * 4, flops = 2.0 * B * H * K * N;
         const std::string name = std::string(absorb ? "mla_absorb" : "mla_unabsorb") +
-                                 (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : variant == 3 ? "_gemv" : "");
+                                 (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : variant == 3 ? "_gemv" : variant == 4 ? "_tc" : "");
         KernelBenchRecord r = make_record(name, us, bytes, flops, c);
         r.batch = B;
         r.heads = H;
         r.n = int64_t(N);
         r.k = int64_t(K);
         r.check = check + "; fp32 FMA floor " + sci(flops / fp32_flops * 1e6) + " us";
-        if (variant == 0) r.check += plan.gemv ? "; dispatch: gemv" : plan.fast ? "; dispatch: tiled" : "; dispatch: simple";
+        if (variant == 0)
+          r.check += plan.gemv ? "; dispatch: gemv" : plan.tc ? "; dispatch: tc" : plan.fast ? "; dispatch: tiled" : "; dispatch: simple";
         if (variant == 2)
           r.check += "; " + std::to_string(plan.ctas) + " CTAs, " + std::to_string(4 * plan.batch_groups) +
                      " rows x " + std::to_string(plan.passes) + " passes, " + std::to_string(plan.smem_bytes / 1024) +

@@ -52,6 +52,7 @@ struct ProfileOptions {
   std::string fp8_large_m = "dequant";         // EngineOptions::fp8_block_scaled: "dequant" / "block-scaled"
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
+  std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off

@@ -106,8 +106,17 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   EXPECT_EQ(plan_u.gemv_eligible, want_gemv);
   EXPECT_EQ(plan_a.gemv, want_gemv && B == 1 && H > 16);  // absorb: measured faster there only
   EXPECT_EQ(plan_u.gemv, want_gemv);
-  EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster && !plan_a.gemv);  // eligible, and not measured slower
-  EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster && !want_gemv);
+  // The tensor-core kernels: BF16 kv_b aligned, L % 8 == 0, K % 16 == 0 (absorb nope, unabsorb L), activation rows
+  // 8-byte aligned (q_head_stride = nope + rope even), the W tile within shared memory; dispatched from batch 5.
+  const bool bf16_ok = dt == DType::BF16 && kv_b_offset_bytes % 16 == 0 && L % 8 == 0;
+  const bool want_tc_a = bf16_ok && nope % 16 == 0 && qk % 2 == 0;
+  const bool want_tc_u = bf16_ok && L % 16 == 0 && size_t(64) * (L + 8) * 2 <= kMlaAbsorbMaxSmem;
+  EXPECT_EQ(plan_a.tc_eligible, want_tc_a);
+  EXPECT_EQ(plan_u.tc_eligible, want_tc_u);
+  EXPECT_EQ(plan_a.tc, want_tc_a && B >= kMlaAbsorbTcMinBatch && !plan_a.gemv);
+  EXPECT_EQ(plan_u.tc, want_tc_u && B >= kMlaAbsorbTcMinBatch && !plan_u.gemv);
+  EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster && !plan_a.gemv && !plan_a.tc);  // eligible, and not measured slower
+  EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster && !want_gemv && !plan_u.tc);
   // Runs absorb / unabsorb through one pair of entry points (either may be skipped) into fresh NaN
   // buffers, checks the canaries, and returns the errors against the CPU twin.
   using AbsorbFn = void (*)(const MlaAbsorbParams&, cudaStream_t);
@@ -148,14 +157,26 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   if (!plan_a.eligible) {
     EXPECT_THROW(mla_absorb_tiled_cuda(pa, nullptr), Error);
   }
+  // The tensor-core kernels wherever eligible, also below the batch the dispatch gives them.
+  if (want_tc_a || want_tc_u) {
+    const auto [ca, cu] = run("tc", want_tc_a ? mla_absorb_tc_cuda : nullptr, want_tc_u ? mla_unabsorb_tc_cuda : nullptr);
+    std::printf("  tc: absorb rel err %.3g, unabsorb rel err %.3g\n", ca.max_rel, cu.max_rel);
+  }
+  if (!want_tc_a) {
+    EXPECT_THROW(mla_absorb_tc_cuda(pa, nullptr), Error);
+  }
+  if (!want_tc_u) {
+    EXPECT_THROW(mla_unabsorb_tc_cuda(pu, nullptr), Error);
+  }
   if (!plan_u.eligible) {
     EXPECT_THROW(mla_unabsorb_tiled_cuda(pu, nullptr), Error);
   }
   const auto [ea, eu] = run("dispatch", mla_absorb_cuda, mla_unabsorb_cuda);
   std::printf("mla B=%d H=%d nope=%d v=%d L=%d %s%s: absorb (%s) rel err %.3g, unabsorb (%s) rel err %.3g  seed %llu\n",
               B, H, nope, v, L, dtype_name(dt).c_str(), kv_b_offset_bytes ? " unaligned" : "",
-              plan_a.gemv ? "gemv" : want_fast_absorb ? "fast" : "simple", ea.max_rel,
-              plan_u.gemv ? "gemv" : want_fast_unabsorb ? "fast" : "simple", eu.max_rel, (unsigned long long)seed);
+              plan_a.gemv ? "gemv" : plan_a.tc ? "tc" : want_fast_absorb ? "fast" : "simple", ea.max_rel,
+              plan_u.gemv ? "gemv" : plan_u.tc ? "tc" : want_fast_unabsorb ? "fast" : "simple", eu.max_rel,
+              (unsigned long long)seed);
 }
 
 TEST(GpuMlaAbsorb, Glm5ShapesMatchCpuTwin) {
@@ -180,6 +201,8 @@ TEST(GpuMlaAbsorb, OddShapesMatchCpuTwin) {
   check(5, 4, 192, 64, 256, 512, DType::BF16, false, false, 2);  // kv_b not 16-byte aligned
   check(130, 2, 192, 64, 256, 512, DType::BF16, true, true);  // B past two passes, partial last pass
   check(2, 3, 200, 0, 40, 72, DType::BF16, true, true);       // gemv: a second round of rows, partial warps and lanes
+  check(37, 3, 32, 0, 36, 48, DType::BF16, true, true);       // tc: partial m-tile, v % 8 != 0, one partial column tile
+  check(6, 3, 208, 2, 36, 80, DType::BF16, true, true);       // tc: K % 64 != 0 (absorb 208, unabsorb 80)
 }
 
 TEST(GpuMlaAbsorb, BadParamsThrowBeforeLaunch) {

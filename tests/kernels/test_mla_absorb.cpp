@@ -93,7 +93,10 @@ TEST(MlaAbsorb, LaunchPlan) {
     EXPECT_TRUE(pl.eligible) << w.B;
     EXPECT_EQ(pl.gemv_eligible, w.B <= 4) << w.B;  // aligned BF16 kv_b, L % 8 == 0
     EXPECT_EQ(pl.gemv, tile == 64 ? w.B == 1 : w.B <= 4) << w.B;  // absorb (tile 64): B 1 at H 64 only
-    EXPECT_EQ(pl.fast, !pl.simple_faster && !pl.gemv) << w.B;
+    EXPECT_TRUE(pl.tc_eligible) << w.B;  // BF16, aligned, K % 16 == 0, the W tile fits
+    EXPECT_EQ(pl.tc, w.B >= kMlaAbsorbTcMinBatch) << w.B;
+    EXPECT_EQ(pl.tc_smem_bytes, tile == 64 ? size_t(192) * 72 * 2 : size_t(64) * 520 * 2);
+    EXPECT_EQ(pl.fast, !pl.simple_faster && !pl.gemv && !pl.tc) << w.B;
     EXPECT_EQ(pl.tile, tile);
     EXPECT_EQ(pl.ctas, 64 * 8);
     EXPECT_EQ(pl.batch_groups, w.groups) << w.B;
@@ -149,6 +152,30 @@ TEST(MlaAbsorb, LaunchPlan) {
   a.kv_b_dtype = DType::F32;  // the GEMV kernels are BF16 only
   EXPECT_FALSE(plan_mla_absorb(a).gemv_eligible);
   a.kv_b_dtype = DType::BF16;
+  // The tensor-core kernels: BF16 only, K % 16 == 0, float2 activation loads, the W tile within kMlaAbsorbMaxSmem.
+  a.B = u.B = 32;
+  u.o_latent = q;
+  EXPECT_TRUE(plan_mla_absorb(a).tc);
+  EXPECT_TRUE(plan_mla_unabsorb(u).tc);
+  a.kv_b_dtype = u.kv_b_dtype = DType::F32;
+  EXPECT_FALSE(plan_mla_absorb(a).tc_eligible);
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc_eligible);
+  EXPECT_TRUE(plan_mla_absorb(a).fast);  // the tiled kernels take F32
+  a.kv_b_dtype = u.kv_b_dtype = DType::BF16;
+  a.nope = 200;  // nope % 16 != 0
+  EXPECT_FALSE(plan_mla_absorb(a).tc_eligible);
+  a.nope = 192;
+  a.q_head_stride = 257;  // odd: rows not 8-byte aligned
+  EXPECT_FALSE(plan_mla_absorb(a).tc_eligible);
+  a.q_head_stride = 256;
+  u.o_latent = q + 1;
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc_eligible);
+  u.o_latent = q;
+  u.L = 2048;  // W_UV tile 64 x 2056 BF16 = 257 KB
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc_eligible);
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc);
+  u.L = 1536;  // 64 x 1544 BF16 = 193 KB
+  EXPECT_TRUE(plan_mla_unabsorb(u).tc);
   a.nope = 0;
   EXPECT_THROW(plan_mla_absorb(a), Error);
 }
