@@ -477,8 +477,9 @@ bool launch_tile_gemm(const TileGemmArgs& a, const MlaAbsorbPlan& plan, int H, c
 // cover fp32's 24) and every product is three MMAs against the same BF16 W fragment (W is exact in BF16). The
 // products are exact in the tensor core; what differs from the CPU twin is fp32 accumulation order only.
 // CTA = 4 warps per (head, 64 output columns): the W tile is copied once into shared memory with cp.async (issued
-// before pdl_wait: weights), then warp w takes batch m-tiles w, w + 4, ... of 16 rows and all 8 n8-tiles of the
-// CTA: A fragments straight from global memory (float2 per register pair, split in registers), B fragments by
+// before pdl_wait: weights), then the warps take (16-row m-tile, 64 / NG columns) units in turn (NG = 1, 2 or 4; the
+// launcher's choice is measured, launch_tc_gemm): A fragments straight from global memory (float2 per
+// register pair, split in registers), B fragments by
 // ldmatrix (x4: two n8-tiles x two k-halves). Shared layouts, 16 bytes of padding per row (ldmatrix rows land on
 // distinct bank quads):
 //   kTransposed (unabsorb, W_UV stored [n][k]): ws[j][k], row stride K + 8; plain ldmatrix gives B[k][n].
@@ -508,7 +509,7 @@ __device__ __forceinline__ void split_bf16x3(float2 v, uint32_t& hi, uint32_t& m
   lo = *reinterpret_cast<const uint32_t*>(&l);
 }
 
-template <bool kTransposed>
+template <bool kTransposed, int NG>
 __global__ void __launch_bounds__(kTcThreads) tc_gemm_kernel(TileGemmArgs a) {
   extern __shared__ __align__(16) uint16_t ws[];
   const int h = blockIdx.y, n0 = blockIdx.x * kTcCols, K = a.K, N = a.N, tid = threadIdx.x;
@@ -540,13 +541,17 @@ __global__ void __launch_bounds__(kTcThreads) tc_gemm_kernel(TileGemmArgs a) {
                                       : ws0 + 2u * ((8 * khalf + lrow) * (kTcCols + kTcPad) + 8 * nhalf);
   const float* x = a.x + size_t(h) * a.x_h;
   float* y = a.y + size_t(h) * a.y_h;
-  for (int m0 = 16 * warp; m0 < a.B; m0 += 16 * kTcWarps) {
+  constexpr int NP = kTcCols / 16 / NG;  // pairs of n8-tiles per warp
+  const int units = (a.B + 15) / 16 * NG;
+  for (int u = warp; u < units; u += kTcWarps) {
+    const int m0 = 16 * (u / NG), np0 = NP * (u % NG);
     const int r0 = m0 + g, r1 = m0 + g + 8;
     const float* x0 = x + size_t(min(r0, a.B - 1)) * a.x_b + 2 * t;
     const float* x1 = x + size_t(min(r1, a.B - 1)) * a.x_b + 2 * t;
-    float acc[kTcCols / 8][4] = {};
+    // Four k-steps of A loaded before any product (rows past B read row B - 1 and are never stored). Loading the next
+    // four during the products (registers double-buffered) measured slower (S15b: absorb batch 128 34.1 -> 42.5 us).
+    float acc[2 * NP][4] = {};
     for (int k0 = 0; k0 < K; k0 += 64) {
-      // Up to four k-steps of A loaded before any product (rows past B read row B - 1 and are never stored).
       float2 xv[4][4];
 #pragma unroll
       for (int s = 0; s < 4; ++s) {
@@ -566,43 +571,59 @@ __global__ void __launch_bounds__(kTcThreads) tc_gemm_kernel(TileGemmArgs a) {
 #pragma unroll
         for (int r = 0; r < 4; ++r) split_bf16x3(xv[s][r], ah[r], am[r], al[r]);
 #pragma unroll
-        for (int np = 0; np < kTcCols / 16; ++np) {  // pairs of n8-tiles
+        for (int i = 0; i < NP; ++i) {
+          const int np = np0 + i;
           uint32_t b0, b1, b2, b3;
           if constexpr (kTransposed) ldsm_x4(b_base + 2u * (16 * np * (K + kTcPad) + k), b0, b1, b2, b3);
           else ldsm_x4_t(b_base + 2u * (k * (kTcCols + kTcPad) + 16 * np), b0, b1, b2, b3);
           // Smallest terms first.
-          mma_16816_bf16(acc[2 * np], al[0], al[1], al[2], al[3], b0, b1);
-          mma_16816_bf16(acc[2 * np], am[0], am[1], am[2], am[3], b0, b1);
-          mma_16816_bf16(acc[2 * np], ah[0], ah[1], ah[2], ah[3], b0, b1);
-          mma_16816_bf16(acc[2 * np + 1], al[0], al[1], al[2], al[3], b2, b3);
-          mma_16816_bf16(acc[2 * np + 1], am[0], am[1], am[2], am[3], b2, b3);
-          mma_16816_bf16(acc[2 * np + 1], ah[0], ah[1], ah[2], ah[3], b2, b3);
+          mma_16816_bf16(acc[2 * i], al[0], al[1], al[2], al[3], b0, b1);
+          mma_16816_bf16(acc[2 * i], am[0], am[1], am[2], am[3], b0, b1);
+          mma_16816_bf16(acc[2 * i], ah[0], ah[1], ah[2], ah[3], b0, b1);
+          mma_16816_bf16(acc[2 * i + 1], al[0], al[1], al[2], al[3], b2, b3);
+          mma_16816_bf16(acc[2 * i + 1], am[0], am[1], am[2], am[3], b2, b3);
+          mma_16816_bf16(acc[2 * i + 1], ah[0], ah[1], ah[2], ah[3], b2, b3);
         }
       }
     }
-    // C fragment: acc[nt][0..1] = Y[r0][col, col + 1], acc[nt][2..3] = Y[r1][...], col = n0 + 8 nt + 2t.
+    // C fragment: acc[j][0..1] = Y[r0][col, col + 1], acc[j][2..3] = Y[r1][...], col = n0 + 16 np0 + 8 j + 2t.
 #pragma unroll
-    for (int nt = 0; nt < kTcCols / 8; ++nt) {
-      const int col = n0 + 8 * nt + 2 * t;
+    for (int j = 0; j < 2 * NP; ++j) {
+      const int col = n0 + 16 * np0 + 8 * j + 2 * t;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if (col + e >= N) continue;
-        if (r0 < a.B) y[size_t(r0) * a.y_b + col + e] = acc[nt][e];
-        if (r1 < a.B) y[size_t(r1) * a.y_b + col + e] = acc[nt][2 + e];
+        if (r0 < a.B) y[size_t(r0) * a.y_b + col + e] = acc[j][e];
+        if (r1 < a.B) y[size_t(r1) * a.y_b + col + e] = acc[j][2 + e];
       }
     }
   }
 }
 
 // Returns false (nothing launched) when the device's opt-in shared memory per block is below the tile's.
-template <bool kTransposed>
-bool launch_tc_gemm(const TileGemmArgs& a, int H, cudaStream_t stream) {
+// NG = how many warps share one 16-row m-tile (each 64 / NG of the CTA's columns): more warps busy at small batches,
+// each A fragment loaded NG times.
+template <bool kTransposed, int NG>
+bool launch_tc_gemm_ng(const TileGemmArgs& a, int H, cudaStream_t stream) {
   const size_t smem = tc_smem_bytes(a.K, kTransposed);
-  if (smem > size_t(configure_max_smem<tc_gemm_kernel<kTransposed>>())) return false;
+  if (smem > size_t(configure_max_smem<tc_gemm_kernel<kTransposed, NG>>())) return false;
   const dim3 grid((a.N + kTcCols - 1) / kTcCols, H);
-  launch_kernel(tc_gemm_kernel<kTransposed>, grid, kTcThreads, smem, stream, a);
+  launch_kernel(tc_gemm_kernel<kTransposed, NG>, grid, kTcThreads, smem, stream, a);
   CUDA_CHECK_LAUNCH();
   return true;
+}
+
+template <bool kTransposed>
+bool launch_tc_gemm(const TileGemmArgs& a, int H, int warps_per_m_tile, cudaStream_t stream) {
+  const int m_tiles = (a.B + 15) / 16;
+  int ng = warps_per_m_tile;
+  // Measured (S15c, H200, bench and decode step): absorb one warp per batch tile at every batch (batch 8 in the step:
+  // 720 us per step with 1 against 1020 with 4; batch 32: 1071 against 1340 with 2); unabsorb two below four tiles
+  // (bench batch 32 H 64: 21.9 against 23.6 us with 1; batch 8: 19.4 against 20.4).
+  if (ng == 0) ng = kTransposed && m_tiles < kTcWarps ? 2 : 1;
+  if (ng == 1) return launch_tc_gemm_ng<kTransposed, 1>(a, H, stream);
+  if (ng == 2) return launch_tc_gemm_ng<kTransposed, 2>(a, H, stream);
+  return launch_tc_gemm_ng<kTransposed, 4>(a, H, stream);
 }
 
 }  // namespace
@@ -711,7 +732,7 @@ void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   if (!done) mla_unabsorb_simple_cuda(p, stream);
 }
 
-void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
+void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream, int warps_per_m_tile) {
   const MlaAbsorbPlan plan = plan_mla_absorb(p);  // validates
   require(plan.tc_eligible, "mla_absorb_tc_cuda: needs a BF16 kv_b 16-byte aligned, L % 8 == 0 (L = " +
                                 std::to_string(p.L) + "), nope % 16 == 0 (nope = " + std::to_string(p.nope) +
@@ -731,10 +752,12 @@ void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   a.B = p.B;
   a.K = p.nope;
   a.N = p.L;
-  if (!launch_tc_gemm<false>(a, p.H, stream)) mla_absorb_simple_cuda(p, stream);
+  require(warps_per_m_tile == 0 || warps_per_m_tile == 1 || warps_per_m_tile == 2 || warps_per_m_tile == 4,
+          "mla_absorb_tc_cuda: warps_per_m_tile = " + std::to_string(warps_per_m_tile) + ", expected 0, 1, 2 or 4");
+  if (!launch_tc_gemm<false>(a, p.H, warps_per_m_tile, stream)) mla_absorb_simple_cuda(p, stream);
 }
 
-void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
+void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream, int warps_per_m_tile) {
   const MlaAbsorbPlan plan = plan_mla_unabsorb(p);  // validates
   require(plan.tc_eligible, "mla_unabsorb_tc_cuda: needs a BF16 kv_b 16-byte aligned, L % 16 == 0 (L = " +
                                 std::to_string(p.L) + "), o_latent 8-byte aligned and the W tile's " +
@@ -753,7 +776,9 @@ void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   a.B = p.B;
   a.K = p.L;
   a.N = p.v;
-  if (!launch_tc_gemm<true>(a, p.H, stream)) mla_unabsorb_simple_cuda(p, stream);
+  require(warps_per_m_tile == 0 || warps_per_m_tile == 1 || warps_per_m_tile == 2 || warps_per_m_tile == 4,
+          "mla_unabsorb_tc_cuda: warps_per_m_tile = " + std::to_string(warps_per_m_tile) + ", expected 0, 1, 2 or 4");
+  if (!launch_tc_gemm<true>(a, p.H, warps_per_m_tile, stream)) mla_unabsorb_simple_cuda(p, stream);
 }
 
 }  // namespace glm5

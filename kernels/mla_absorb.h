@@ -63,13 +63,14 @@ struct MlaAbsorbPlan {
   // The tensor-core kernels (mla_absorb.cu: BF16 mma.sync with X split into three BF16 terms, fp32 accuracy) can
   // run this shape: BF16 kv_b 16-byte aligned, L % 8 == 0, K % 16 == 0 (absorb: nope, unabsorb: L), activations
   // 8-byte aligned with even row strides, tc_smem_bytes <= kMlaAbsorbMaxSmem. tc: the dispatch takes them (fast
-  // and gemv are then false): wherever eligible with B >= kMlaAbsorbTcMinBatch and
-  // the params' tensor_cores.
+  // and gemv are then false): where eligible, the params' tensor_cores allow it
+  // and they measured faster: absorb from B 2, unabsorb from B kMlaAbsorbTcMinBatch at H > 16 and above B 16 at
+  // H <= 16 (mla_absorb_cpu.cpp).
   bool tc_eligible = false;
   bool tc = false;
   size_t tc_smem_bytes = 0;  // the W tile of 64 output columns: absorb nope x 72, unabsorb 64 x (L + 8) BF16
 };
-// The smallest batch the dispatch gives the tensor-core kernels (below it: GEMV / tiled / simple as measured).
+// The smallest batch the dispatch gives the tensor-core unabsorb (below it the GEMV kernel, measured faster).
 constexpr int kMlaAbsorbTcMinBatch = 5;
 MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p);
 MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p);
@@ -86,8 +87,10 @@ void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 void mla_absorb_gemv_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
 void mla_unabsorb_gemv_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
 // The tensor-core kernels (grid: ceil(N / 64) x H CTAs of 128 threads, the W tile in shared memory, every batch
-// row); throw glm5::Error unless tc_eligible.
-void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream);
-void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream);
+// row); throw glm5::Error unless tc_eligible. warps_per_m_tile: how many of the 4 warps share one 16-row batch tile
+// (1, 2 or 4, each 64 / that many columns); 0 = as measured fastest (absorb 1; unabsorb 2 below 4 tiles, else 1).
+// Bench / tests.
+void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream, int warps_per_m_tile = 0);
+void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream, int warps_per_m_tile = 0);
 
 }  // namespace glm5

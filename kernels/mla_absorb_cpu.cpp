@@ -95,12 +95,21 @@ static void plan_gemv(MlaAbsorbPlan& plan, bool absorb, const void* kv_b, DType 
 
 // The tensor-core kernels (mla_absorb.cu, tc_gemm_kernel): W tile of 64 output columns in shared memory as BF16 with
 // 8 elements of padding per row; A fragments are float2 loads of X (8-byte aligned rows).
-static void plan_tc(MlaAbsorbPlan& plan, const void* kv_b, DType dtype, int B, int K, int L, size_t smem,
-                    bool activations_aligned, bool allowed) {
+// Where the dispatch takes them, from the H200 (S15a / S15b, `bench kernels --only absorb`, us, tc against the best
+// other kernel): absorb from batch 2 (H 64 B 4: 12.9 / 19.2 tiled; B 1: 12.5 / 13.5 gemv, within noise, the GEMV
+// kept; H 16 B 4: 8.9 / 9.1); unabsorb from batch 5 at H > 16 (H 64 B 8: 19.7 / 29.2; B 4: 19.2 / 17.2 gemv) and
+// above batch 16 at H <= 16 (H 16 B 8: 14.5 / 12.0 tiled, only 64 CTAs of 64 KB; B 32: 15.4 / 22.3).
+static bool tc_measured_faster(bool absorb, int B, int H) {
+  if (absorb) return B >= 2;
+  return B >= kMlaAbsorbTcMinBatch && (H > 16 || B > 16);
+}
+
+static void plan_tc(MlaAbsorbPlan& plan, bool absorb, const void* kv_b, DType dtype, int B, int H, int K, int L,
+                    size_t smem, bool activations_aligned, bool allowed) {
   plan.tc_smem_bytes = smem;
   plan.tc_eligible = dtype == DType::BF16 && aligned16(kv_b) && L % 8 == 0 && K % 16 == 0 && activations_aligned &&
                      smem <= kMlaAbsorbMaxSmem;
-  plan.tc = allowed && plan.tc_eligible && B >= kMlaAbsorbTcMinBatch && !plan.gemv;
+  plan.tc = allowed && plan.tc_eligible && tc_measured_faster(absorb, B, H) && !plan.gemv;
   if (plan.tc) plan.fast = false;
 }
 
@@ -108,7 +117,7 @@ MlaAbsorbPlan plan_mla_absorb(const MlaAbsorbParams& p) {
   validate_mla_absorb_params(p, "plan_mla_absorb", true);
   MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, p.L, 64, true);
   plan_gemv(plan, true, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, true);  // q is read a float at a time
-  plan_tc(plan, p.kv_b, p.kv_b_dtype, p.B, p.nope, p.L, size_t(p.nope) * (64 + 8) * 2,
+  plan_tc(plan, true, p.kv_b, p.kv_b_dtype, p.B, p.H, p.nope, p.L, size_t(p.nope) * (64 + 8) * 2,
           reinterpret_cast<uintptr_t>(p.q) % 8 == 0 && p.q_head_stride % 2 == 0, p.tensor_cores);
   return plan;
 }
@@ -117,7 +126,7 @@ MlaAbsorbPlan plan_mla_unabsorb(const MlaUnabsorbParams& p) {
   validate_mla_unabsorb_params(p, "plan_mla_unabsorb", true);
   MlaAbsorbPlan plan = plan_fast(p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.v, p.L, 32, false);
   plan_gemv(plan, false, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, aligned16(p.o_latent));  // float4 loads
-  plan_tc(plan, p.kv_b, p.kv_b_dtype, p.B, p.L, p.L, size_t(64) * (p.L + 8) * 2,
+  plan_tc(plan, false, p.kv_b, p.kv_b_dtype, p.B, p.H, p.L, p.L, size_t(64) * (p.L + 8) * 2,
           reinterpret_cast<uintptr_t>(p.o_latent) % 8 == 0, p.tensor_cores);
   return plan;
 }

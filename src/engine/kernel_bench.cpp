@@ -640,20 +640,21 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
   Buffer dx = to_device(x, "bench absorb activations");
   Buffer dy(Where::Device, size_t(Bmax) * Hmax * kL * 4, "bench absorb results");
 
-  // One call of variant 0 dispatch, 1 simple, 2 tiled, 3 GEMV (B <= 4), 4 tensor cores.
+  // One call of variant 0 dispatch, 1 simple, 2 tiled, 3 GEMV (B <= 4), 4 tensor cores, 5 / 6 / 7 tensor cores
+  // with 1 / 2 / 4 warps per 16-row batch tile.
   auto run_absorb = [&](int variant, const MlaAbsorbParams& pa) {
     if (variant == 0) mla_absorb_cuda(pa, stream);
     else if (variant == 1) mla_absorb_simple_cuda(pa, stream);
     else if (variant == 2) mla_absorb_tiled_cuda(pa, stream);
     else if (variant == 3) mla_absorb_gemv_cuda(pa, stream);
-    else mla_absorb_tc_cuda(pa, stream);
+    else mla_absorb_tc_cuda(pa, stream, variant == 4 ? 0 : 1 << (variant - 5));
   };
   auto run_unabsorb = [&](int variant, const MlaUnabsorbParams& pu) {
     if (variant == 0) mla_unabsorb_cuda(pu, stream);
     else if (variant == 1) mla_unabsorb_simple_cuda(pu, stream);
     else if (variant == 2) mla_unabsorb_tiled_cuda(pu, stream);
     else if (variant == 3) mla_unabsorb_gemv_cuda(pu, stream);
-    else mla_unabsorb_tc_cuda(pu, stream);
+    else mla_unabsorb_tc_cuda(pu, stream, variant == 4 ? 0 : 1 << (variant - 5));
   };
   // Correctness first: every path vs the CPU twin (B 5: dispatch, simple, tiled; B 3: the GEMV kernels).
   double max_err = 0;
@@ -669,7 +670,7 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
     mla_absorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, sa.data(), B, H, kNope, kV, kL, kQk});
     mla_unabsorb_cpu({xa.data(), w.data(), DType::BF16, ru.data(), B, H, kNope, kV, kL});
     mla_unabsorb_cpu({xa_abs.data(), w_abs.data(), DType::BF16, su.data(), B, H, kNope, kV, kL});
-    for (const int variant : B == 5 ? std::vector<int>{0, 1, 2, 4} : std::vector<int>{3, 4}) {
+    for (const int variant : B == 5 ? std::vector<int>{0, 1, 2, 4, 5, 6, 7} : std::vector<int>{3, 4}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       CUDA_CHECK(cudaMemsetAsync(dy.data(), 0xff, na * 4, stream));  // NaN: unwritten values fail the check
       run_absorb(variant, pa);
@@ -695,12 +696,13 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
     for (int B : quick ? std::vector<int>{1, 32} : std::vector<int>{1, 4, 8, 32, 128}) {
       const MlaAbsorbParams pa{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL, kQk};
       const MlaUnabsorbParams pu{dx.as<float>(), kv.data(), DType::BF16, dy.as<float>(), B, H, kNope, kV, kL};
-      for (int which = 0; which < 10; ++which) {
-        const bool absorb = which < 5;
-        const int variant = which % 5;  // 0 dispatch, 1 simple, 2 tiled, 3 GEMV, 4 tensor cores
+      for (int which = 0; which < 16; ++which) {
+        const bool absorb = which < 8;
+        const int variant = which % 8;  // 0 dispatch, 1 simple, 2 tiled, 3 GEMV, 4 tensor cores, 5-7 their warp splits
         const MlaAbsorbPlan plan = absorb ? plan_mla_absorb(pa) : plan_mla_unabsorb(pu);
         if (variant == 3 && !plan.gemv_eligible) continue;
-        if (variant == 4 && !plan.tc_eligible) continue;
+        if (variant >= 4 && !plan.tc_eligible) continue;
+        if (variant >= 5 && (quick || B < 8)) continue;
         std::vector<double> us = timer.time([&] {
           if (absorb) run_absorb(variant, pa);
           else run_unabsorb(variant, pu);
@@ -708,7 +710,8 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
         const double K = absorb ? kNope : kL, N = absorb ? kL : kV;
         const double bytes = double(H) * K * N * 2 + double(B) * H * (K + N) * 4, flops = 2.0 * B * H * K * N;
         const std::string name = std::string(absorb ? "mla_absorb" : "mla_unabsorb") +
-                                 (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : variant == 3 ? "_gemv" : variant == 4 ? "_tc" : "");
+                                 (variant == 1 ? "_naive" : variant == 2 ? "_tiled" : variant == 3 ? "_gemv" : variant == 4 ? "_tc" :
+                                 variant >= 5 ? "_tc_ng" + std::to_string(1 << (variant - 5)) : "");
         KernelBenchRecord r = make_record(name, us, bytes, flops, c);
         r.batch = B;
         r.heads = H;

@@ -96,6 +96,38 @@ void check(LinearContext& ctx, const Fp8Weight& W, int m, bool accumulate, int c
   EXPECT_LT(max_rel, gemv ? 1e-5 : 2e-2) << "n=" << n << " k=" << k << " m=" << m;
 }
 
+// The large-m path's weight dequantization (fp8_block_dequant_bf16_cuda): every BF16 value is bf16_rn(e4m3 * scale),
+// bit for bit, in the 16-code vector form (k % 16 == 0, aligned rows; also a column slice of a wider weight, as
+// --tp's row-parallel shards pass it) and the scalar form (k = 40).
+TEST(GpuLinearFp8, BlockDequantIsExactBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    int n, K, k, c0;
+  };
+  for (const Case cs : {Case{300, 512, 512, 0}, Case{256, 1024, 256, 256}, Case{130, 40, 40, 0}}) {
+    Fp8Weight W(cs.n, cs.K, 31 + cs.k);
+    LinearParams p{nullptr, W.dcodes.as<uint8_t>() + cs.c0, DType::F8_E4M3, nullptr, 1, cs.n, cs.k, false, false};
+    p.w_scale = W.dscales.as<float>() + cs.c0 / 128;
+    p.ldw = cs.K;
+    p.ld_scale = (cs.K + 127) / 128;
+    Buffer out(Where::Device, size_t(cs.n) * cs.k * 2, "bf16");
+    CUDA_CHECK(cudaMemset(out.data(), 0xff, out.bytes()));
+    fp8_block_dequant_bf16_cuda(p, out.as<uint16_t>(), nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> got(size_t(cs.n) * cs.k);
+    out.download(got.data(), out.bytes());
+    int bad = 0;
+    for (int r = 0; r < cs.n; ++r)
+      for (int c = 0; c < cs.k; ++c) {
+        const int col = cs.c0 + c;
+        const float want = e4m3_bits_to_float(W.codes[size_t(r) * cs.K + col]) *
+                           W.scales[size_t(r / 128) * p.ld_scale + col / 128];
+        bad += got[size_t(r) * cs.k + c] != float_to_bf16_bits(want);
+      }
+    EXPECT_EQ(bad, 0) << "n " << cs.n << " k " << cs.k << " slice at " << cs.c0;
+  }
+}
+
 TEST(GpuLinearFp8, Glm5ShapesMatchCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   LinearContext ctx;

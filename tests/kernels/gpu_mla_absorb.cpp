@@ -107,14 +107,15 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   EXPECT_EQ(plan_a.gemv, want_gemv && B == 1 && H > 16);  // absorb: measured faster there only
   EXPECT_EQ(plan_u.gemv, want_gemv);
   // The tensor-core kernels: BF16 kv_b aligned, L % 8 == 0, K % 16 == 0 (absorb nope, unabsorb L), activation rows
-  // 8-byte aligned (q_head_stride = nope + rope even), the W tile within shared memory; dispatched from batch 5.
+  // 8-byte aligned (q_head_stride = nope + rope even), the W tile within shared memory; dispatched where measured faster
+// (absorb from batch 2, unabsorb from batch 5 at H > 16, above 16 at H <= 16).
   const bool bf16_ok = dt == DType::BF16 && kv_b_offset_bytes % 16 == 0 && L % 8 == 0;
   const bool want_tc_a = bf16_ok && nope % 16 == 0 && qk % 2 == 0;
   const bool want_tc_u = bf16_ok && L % 16 == 0 && size_t(64) * (L + 8) * 2 <= kMlaAbsorbMaxSmem;
   EXPECT_EQ(plan_a.tc_eligible, want_tc_a);
   EXPECT_EQ(plan_u.tc_eligible, want_tc_u);
-  EXPECT_EQ(plan_a.tc, want_tc_a && B >= kMlaAbsorbTcMinBatch && !plan_a.gemv);
-  EXPECT_EQ(plan_u.tc, want_tc_u && B >= kMlaAbsorbTcMinBatch && !plan_u.gemv);
+  EXPECT_EQ(plan_a.tc, want_tc_a && B >= 2 && !plan_a.gemv);
+  EXPECT_EQ(plan_u.tc, want_tc_u && B >= kMlaAbsorbTcMinBatch && (H > 16 || B > 16) && !plan_u.gemv);
   EXPECT_EQ(plan_a.fast, want_fast_absorb && !plan_a.simple_faster && !plan_a.gemv && !plan_a.tc);  // eligible, and not measured slower
   EXPECT_EQ(plan_u.fast, want_fast_unabsorb && !plan_u.simple_faster && !want_gemv && !plan_u.tc);
   // Runs absorb / unabsorb through one pair of entry points (either may be skipped) into fresh NaN
@@ -159,8 +160,21 @@ void check(int B, int H, int nope, int rope, int v, int L, DType dt, bool want_f
   }
   // The tensor-core kernels wherever eligible, also below the batch the dispatch gives them.
   if (want_tc_a || want_tc_u) {
-    const auto [ca, cu] = run("tc", want_tc_a ? mla_absorb_tc_cuda : nullptr, want_tc_u ? mla_unabsorb_tc_cuda : nullptr);
-    std::printf("  tc: absorb rel err %.3g, unabsorb rel err %.3g\n", ca.max_rel, cu.max_rel);
+    // Every split of the 4 warps over a batch tile (1, 2 or 4 warps per 16 rows), then the kernel's own choice.
+    const AbsorbFn tca[] = {[](const MlaAbsorbParams& q, cudaStream_t s) { mla_absorb_tc_cuda(q, s, 1); },
+                            [](const MlaAbsorbParams& q, cudaStream_t s) { mla_absorb_tc_cuda(q, s, 2); },
+                            [](const MlaAbsorbParams& q, cudaStream_t s) { mla_absorb_tc_cuda(q, s, 4); },
+                            [](const MlaAbsorbParams& q, cudaStream_t s) { mla_absorb_tc_cuda(q, s); }};
+    const UnabsorbFn tcu[] = {[](const MlaUnabsorbParams& q, cudaStream_t s) { mla_unabsorb_tc_cuda(q, s, 1); },
+                              [](const MlaUnabsorbParams& q, cudaStream_t s) { mla_unabsorb_tc_cuda(q, s, 2); },
+                              [](const MlaUnabsorbParams& q, cudaStream_t s) { mla_unabsorb_tc_cuda(q, s, 4); },
+                              [](const MlaUnabsorbParams& q, cudaStream_t s) { mla_unabsorb_tc_cuda(q, s); }};
+    for (int i = 0; i < 4; ++i) {
+      const auto [ca, cu] = run("tc", want_tc_a ? tca[i] : nullptr, want_tc_u ? tcu[i] : nullptr);
+      std::printf("  tc: absorb rel err %.3g, unabsorb rel err %.3g (warps per batch tile: %s)\n", ca.max_rel, cu.max_rel,
+                  i < 3 ? std::to_string(1 << i).c_str() : "auto");
+    }
+    EXPECT_THROW(mla_absorb_tc_cuda(pa, nullptr, 3), Error);
   }
   if (!want_tc_a) {
     EXPECT_THROW(mla_absorb_tc_cuda(pa, nullptr), Error);

@@ -94,7 +94,7 @@ TEST(MlaAbsorb, LaunchPlan) {
     EXPECT_EQ(pl.gemv_eligible, w.B <= 4) << w.B;  // aligned BF16 kv_b, L % 8 == 0
     EXPECT_EQ(pl.gemv, tile == 64 ? w.B == 1 : w.B <= 4) << w.B;  // absorb (tile 64): B 1 at H 64 only
     EXPECT_TRUE(pl.tc_eligible) << w.B;  // BF16, aligned, K % 16 == 0, the W tile fits
-    EXPECT_EQ(pl.tc, w.B >= kMlaAbsorbTcMinBatch) << w.B;
+    EXPECT_EQ(pl.tc, tile == 64 ? w.B >= 2 : w.B >= kMlaAbsorbTcMinBatch) << w.B;  // measured (H 64)
     EXPECT_EQ(pl.tc_smem_bytes, tile == 64 ? size_t(192) * 72 * 2 : size_t(64) * 520 * 2);
     EXPECT_EQ(pl.fast, !pl.simple_faster && !pl.gemv && !pl.tc) << w.B;
     EXPECT_EQ(pl.tile, tile);
@@ -176,6 +176,16 @@ TEST(MlaAbsorb, LaunchPlan) {
   EXPECT_FALSE(plan_mla_unabsorb(u).tc);
   u.L = 1536;  // 64 x 1544 BF16 = 193 KB
   EXPECT_TRUE(plan_mla_unabsorb(u).tc);
+  u.L = 512;
+  u.H = 16;  // unabsorb at H <= 16: the tiled kernel measured faster up to batch 16
+  u.B = 8;
+  EXPECT_TRUE(plan_mla_unabsorb(u).tc_eligible);
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc);
+  u.B = 32;
+  EXPECT_TRUE(plan_mla_unabsorb(u).tc);
+  u.tensor_cores = false;  // EngineOptions::absorb_tc off
+  EXPECT_FALSE(plan_mla_unabsorb(u).tc);
+  EXPECT_TRUE(plan_mla_unabsorb(u).fast);
   a.nope = 0;
   EXPECT_THROW(plan_mla_absorb(a), Error);
 }
