@@ -626,6 +626,49 @@ bool launch_tc_gemm(const TileGemmArgs& a, int H, int warps_per_m_tile, cudaStre
   return launch_tc_gemm_ng<kTransposed, 4>(a, H, stream);
 }
 
+
+// The per-head GEMM of each product (the tiled and tensor-core kernels share it):
+//   absorb:   X = q_nope (rows of q_head_stride), W = W_UK[h] = kv_b rows h*(nope+v) .. +nope, stored [k][n];
+//   unabsorb: X = o_latent, W = W_UV[h] = kv_b rows h*(nope+v)+nope .. +v, stored [n][k].
+TileGemmArgs absorb_gemm_args(const MlaAbsorbParams& p) {
+  TileGemmArgs a;
+  a.x = p.q;
+  a.x_b = size_t(p.H) * p.q_head_stride;
+  a.x_h = size_t(p.q_head_stride);
+  a.w = p.kv_b;
+  a.w_h = size_t(p.nope + p.v) * p.L;
+  a.w_ld = p.L;
+  a.y = p.q_latent;
+  a.y_b = size_t(p.H) * p.L;
+  a.y_h = size_t(p.L);
+  a.B = p.B;
+  a.K = p.nope;
+  a.N = p.L;
+  return a;
+}
+
+TileGemmArgs unabsorb_gemm_args(const MlaUnabsorbParams& p) {
+  TileGemmArgs a;
+  a.x = p.o_latent;
+  a.x_b = size_t(p.H) * p.L;
+  a.x_h = size_t(p.L);
+  a.w = static_cast<const char*>(p.kv_b) + size_t(p.nope) * p.L * dtype_size(p.kv_b_dtype);
+  a.w_h = size_t(p.nope + p.v) * p.L;
+  a.w_ld = p.L;
+  a.y = p.out;
+  a.y_b = size_t(p.H) * p.v;
+  a.y_h = size_t(p.v);
+  a.B = p.B;
+  a.K = p.L;
+  a.N = p.v;
+  return a;
+}
+
+void require_warp_split(int warps_per_m_tile, const char* op) {
+  require(warps_per_m_tile == 0 || warps_per_m_tile == 1 || warps_per_m_tile == 2 || warps_per_m_tile == 4,
+          std::string(op) + ": warps_per_m_tile = " + std::to_string(warps_per_m_tile) + ", expected 0, 1, 2 or 4");
+}
+
 }  // namespace
 
 void mla_absorb_simple_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
@@ -689,19 +732,7 @@ void mla_absorb_tiled_cuda(const MlaAbsorbParams& p, cudaStream_t stream) {
   require(plan.eligible, "mla_absorb_tiled_cuda: kv_b must be 16-byte aligned with L % 8 == 0 (BF16) or L % 4 == 0 "
                          "(F32) and the tile's " + std::to_string(plan.smem_bytes) + " B of shared memory <= " +
                          std::to_string(kMlaAbsorbMaxSmem) + " (L = " + std::to_string(p.L) + ")");
-  TileGemmArgs a;
-  a.x = p.q;
-  a.x_b = size_t(p.H) * p.q_head_stride;
-  a.x_h = size_t(p.q_head_stride);
-  a.w = p.kv_b;
-  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UK[h] = rows h*(nope+v) .. +nope
-  a.w_ld = p.L;
-  a.y = p.q_latent;
-  a.y_b = size_t(p.H) * p.L;
-  a.y_h = size_t(p.L);
-  a.B = p.B;
-  a.K = p.nope;
-  a.N = p.L;
+  TileGemmArgs a = absorb_gemm_args(p);
   a.groups = plan.batch_groups;
   const bool done = p.kv_b_dtype == DType::BF16 ? launch_tile_gemm<uint16_t, 64, false>(a, plan, p.H, stream)
                                                 : launch_tile_gemm<float, 64, false>(a, plan, p.H, stream);
@@ -713,19 +744,7 @@ void mla_unabsorb_tiled_cuda(const MlaUnabsorbParams& p, cudaStream_t stream) {
   require(plan.eligible, "mla_unabsorb_tiled_cuda: kv_b must be 16-byte aligned with L % 8 == 0 (BF16) or L % 4 == 0 "
                          "(F32) and the tile's " + std::to_string(plan.smem_bytes) + " B of shared memory <= " +
                          std::to_string(kMlaAbsorbMaxSmem) + " (L = " + std::to_string(p.L) + ")");
-  TileGemmArgs a;
-  a.x = p.o_latent;
-  a.x_b = size_t(p.H) * p.L;
-  a.x_h = size_t(p.L);
-  a.w = static_cast<const char*>(p.kv_b) + size_t(p.nope) * p.L * dtype_size(p.kv_b_dtype);
-  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UV[h] = rows h*(nope+v)+nope .. +v
-  a.w_ld = p.L;
-  a.y = p.out;
-  a.y_b = size_t(p.H) * p.v;
-  a.y_h = size_t(p.v);
-  a.B = p.B;
-  a.K = p.L;
-  a.N = p.v;
+  TileGemmArgs a = unabsorb_gemm_args(p);
   a.groups = plan.batch_groups;
   const bool done = p.kv_b_dtype == DType::BF16 ? launch_tile_gemm<uint16_t, 32, true>(a, plan, p.H, stream)
                                                 : launch_tile_gemm<float, 32, true>(a, plan, p.H, stream);
@@ -739,21 +758,8 @@ void mla_absorb_tc_cuda(const MlaAbsorbParams& p, cudaStream_t stream, int warps
                                 "), q 8-byte aligned with an even q_head_stride and the W tile's " +
                                 std::to_string(plan.tc_smem_bytes) + " B of shared memory <= " +
                                 std::to_string(kMlaAbsorbMaxSmem));
-  TileGemmArgs a;
-  a.x = p.q;
-  a.x_b = size_t(p.H) * p.q_head_stride;
-  a.x_h = size_t(p.q_head_stride);
-  a.w = p.kv_b;
-  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UK[h] = rows h*(nope+v) .. +nope, stored [k][n]
-  a.w_ld = p.L;
-  a.y = p.q_latent;
-  a.y_b = size_t(p.H) * p.L;
-  a.y_h = size_t(p.L);
-  a.B = p.B;
-  a.K = p.nope;
-  a.N = p.L;
-  require(warps_per_m_tile == 0 || warps_per_m_tile == 1 || warps_per_m_tile == 2 || warps_per_m_tile == 4,
-          "mla_absorb_tc_cuda: warps_per_m_tile = " + std::to_string(warps_per_m_tile) + ", expected 0, 1, 2 or 4");
+  const TileGemmArgs a = absorb_gemm_args(p);
+  require_warp_split(warps_per_m_tile, "mla_absorb_tc_cuda");
   if (!launch_tc_gemm<false>(a, p.H, warps_per_m_tile, stream)) mla_absorb_simple_cuda(p, stream);
 }
 
@@ -763,21 +769,8 @@ void mla_unabsorb_tc_cuda(const MlaUnabsorbParams& p, cudaStream_t stream, int w
                                 std::to_string(p.L) + "), o_latent 8-byte aligned and the W tile's " +
                                 std::to_string(plan.tc_smem_bytes) + " B of shared memory <= " +
                                 std::to_string(kMlaAbsorbMaxSmem));
-  TileGemmArgs a;
-  a.x = p.o_latent;
-  a.x_b = size_t(p.H) * p.L;
-  a.x_h = size_t(p.L);
-  a.w = static_cast<const uint16_t*>(p.kv_b) + size_t(p.nope) * p.L;
-  a.w_h = size_t(p.nope + p.v) * p.L;  // W_UV[h] = rows h*(nope+v)+nope .. +v, stored [n][k]
-  a.w_ld = p.L;
-  a.y = p.out;
-  a.y_b = size_t(p.H) * p.v;
-  a.y_h = size_t(p.v);
-  a.B = p.B;
-  a.K = p.L;
-  a.N = p.v;
-  require(warps_per_m_tile == 0 || warps_per_m_tile == 1 || warps_per_m_tile == 2 || warps_per_m_tile == 4,
-          "mla_unabsorb_tc_cuda: warps_per_m_tile = " + std::to_string(warps_per_m_tile) + ", expected 0, 1, 2 or 4");
+  const TileGemmArgs a = unabsorb_gemm_args(p);
+  require_warp_split(warps_per_m_tile, "mla_unabsorb_tc_cuda");
   if (!launch_tc_gemm<true>(a, p.H, warps_per_m_tile, stream)) mla_unabsorb_simple_cuda(p, stream);
 }
 

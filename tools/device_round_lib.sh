@@ -9,6 +9,11 @@
 #                            one `glm5prof profile` of GLM-5 (FP8 weights, fp8 KV path, graphs; 2 warm-up, 3 untraced,
 #                            2 traced steps; the pool sized for the batch, at least 495,000 tokens) into $W/TAG, with ARGS
 #                            appended: prints the untraced step time and the op-table rows whose op matches the regex OPS
+#   device_round_gpu_tests   every GPU test executable in $BIN, 4 at a time under 240 s each (tools/device_tests.sh),
+#                            kernels_gpu_moe_grouped set aside for device_round_moe_grouped_alone; prints failures
+#                            and the table
+#   device_round_moe_grouped_alone
+#                            kernels_gpu_moe_grouped's PairDownMatchesPerTokenBitwise alone (240 s)
 #   device_round_ncu_summary CSV
 #                            per kernel of an `ncu --csv --print-units base` file with gpu__time_duration.sum,
 #                            dram__bytes_read.sum and lts__t_sector_hit_rate.pct: its time, DRAM bytes and L2 hit rate
@@ -54,4 +59,15 @@ for r in rows[1:]: by.setdefault(r[ni], {})[r[mi]] = float(r[vi].replace(',', ''
 for k, m in by.items():
     print(f"  id {k}: {m.get('gpu__time_duration.sum', 0)/1000:7.2f} us  DRAM read {m.get('dram__bytes_read.sum', 0)/1e6:7.2f} MB  L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):5.1f}%")
 PY
+}
+device_round_gpu_tests() {
+  export GLM5_BINARY_DIR=$BIN
+  mkdir -p $W/alone && mv $BIN/kernels_gpu_moe_grouped $W/alone/
+  timeout 300 tools/device_tests.sh $BIN $W/tests 4 240 > $W/tests.txt 2>&1; echo "tests rc=$?"
+  sed -n '/==== failures ====/,/==== measured ====/p' $W/tests.txt | head -30
+  sed -n '/==== table ====/,$p' $W/tests.txt
+}
+device_round_moe_grouped_alone() {
+  timeout 240 $W/alone/kernels_gpu_moe_grouped --gtest_filter=GpuMoeGrouped.PairDownMatchesPerTokenBitwise > $W/moe_grouped.log 2>&1
+  echo "moe_grouped PairDown rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe_grouped.log | tr '\n' ' ')"
 }

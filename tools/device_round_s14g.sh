@@ -9,17 +9,12 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s14g
-export GLM5_BINARY_DIR=$BIN
-mkdir -p $W/alone && mv $BIN/kernels_gpu_moe_grouped $W/alone/
-timeout 300 tools/device_tests.sh $BIN $W/tests 4 240 > $W/tests.txt 2>&1; echo "tests rc=$?"
-sed -n '/==== failures ====/,/==== measured ====/p' $W/tests.txt | head -30
-sed -n '/==== table ====/,$p' $W/tests.txt
+device_round_gpu_tests
 BATCHES="1 8 32 128" WEIGHTS=fp8 GRAPHS=1 timeout 360 tools/decode_step_bench.sh "$BIN/glm5prof" "$W/step" > "$W/step.txt" 2>&1
 echo "sweep rc=$?"; python3 tools/decode_step_summary.py "$W/step/decode-step.json" 2>&1 | tail -n 14
 BATCHES="8 32" WEIGHTS=fp8 GRAPHS=1 EXTRA="--o-proj-pdl on" timeout 200 tools/decode_step_bench.sh "$BIN/glm5prof" "$W/step_pdl" > "$W/step_pdl.txt" 2>&1
 echo "pdl-on rc=$?"; python3 tools/decode_step_summary.py "$W/step_pdl/decode-step.json" 2>&1 | tail -n 8
 for d in "$W"/step/runs/b1-*/; do sed -n '/## Run `fp8`/,/Per-layer/p' "$d/report.md" | grep -E "^\| |latency_bound|measured steps|Tracing overhead" | head -40; done
 rm -rf "$W"/step*/runs/*/trace.json
-timeout 240 $W/alone/kernels_gpu_moe_grouped --gtest_filter=GpuMoeGrouped.PairDownMatchesPerTokenBitwise > $W/moe_grouped.log 2>&1
-echo "moe_grouped PairDown rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe_grouped.log | tr '\n' ' ')"
+device_round_moe_grouped_alone
 device_round_pack

@@ -3,9 +3,10 @@
 # next 64 k's activation loads in flight during the current products (kernels/mla_absorb.cu). Same steps as S15a
 # (tools/device_round_s15a.sh), the decode step in the order A B A (A: --absorb-tc on, B: off).
 # Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_absorb; run `bash THIS`, carry [".device"]
+# (S15_TAG names the output folder: tools/device_round_s15c.sh runs this body as s15c.)
 set -u
 . tools/device_round_lib.sh
-device_round_begin s15b
+device_round_begin ${S15_TAG:-s15b}
 timeout 120 $BIN/kernels_gpu_mla_absorb > $W/gpu_mla_absorb.log 2>&1; echo "kernels_gpu_mla_absorb rc=$?"
 grep -E "Failure|FAILED|PASSED" $W/gpu_mla_absorb.log | head -8
 grep -E "^  tc:" $W/gpu_mla_absorb.log | sort -k5 -g | tail -3
