@@ -24,6 +24,6 @@ done
 grep -E "fused RMSNorm|attn.norm .* kernels" $W/kernels_gpu_linear_fp8.log $W/engine_gpu_graph.log | head -20
 OPS="attn.norm|attn.q_a_norm|attn.qkv_a_proj|attn.q_up_proj|attn.q_b_proj|attn.indexer.weights_proj"
 r=0; for x in A B B A; do r=$((r + 1))
-  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS"; else device_round_profile b1-$r-B 1 32768 "$OPS" --norm-fuse off; fi
+  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS" --norm-fuse on; else device_round_profile b1-$r-B 1 32768 "$OPS" --norm-fuse off; fi
 done
 device_round_pack
