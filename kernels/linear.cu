@@ -279,17 +279,9 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
   return g.count >= 2 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 
-bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx) {
-  return g.norm_weight && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
-}
-
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
   validate_linear_group(g, "linear_group_cuda", false);
-  if (g.norm_weight) {
-    require(linear_group_norm_fused(g, ctx),
-            "linear_group_cuda: LinearGroupParams.norm_weight is set but the group does not run as the m = 1 FP8 GEMV "
-            "(linear_group_norm_fused); run rmsnorm_cuda first and pass the normalized x");
-  } else if (!linear_group_fused(g, ctx)) {
+  if (!linear_group_fused(g, ctx)) {
     for (int s = 0; s < g.count; ++s) linear_cuda(g.p[s], ctx, stream);
     return;
   }

@@ -104,35 +104,19 @@ constexpr int kMaxLinearGroup = 4;
 struct LinearGroupParams {
   int count = 0;
   LinearParams p[kMaxLinearGroup] = {};
-  // Optional RMSNorm of the shared input (HF GlmMoeDsaRMSNorm, kernels/norm.h): with norm_weight [k] set,
-  // every projection reads xn = norm_weight * (x * rsqrt(mean(x^2) + norm_eps)) instead of x (p[s].x holds
-  // the raw x). On the GPU only the one-launch FP8 GEMV at m = 1 takes it (linear_group_norm_fused): each
-  // CTA normalizes the row itself, bitwise the values rmsnorm_cuda writes, so the decode step saves the
-  // norm's launch (attn.norm before attn.qkv_a_proj, attn.q_a_norm before attn.q_up_proj at batch 1).
-  // norm_out (optional, [m, k], must not overlap x): the normalized rows are also stored there, for
-  // other readers of xn (the indexer's weights_proj reads attn.norm's output).
-  const float* norm_weight = nullptr;
-  float norm_eps = 1e-6f;
-  float* norm_out = nullptr;
 };
-// Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup, each used p[s] passes
-// validate_linear_params(p[s], op, allow_f32_weight), and with norm_weight: every p[s] shares x, m and
-// k, and norm_out (if set) does not overlap x.
+// Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup and each used p[s] passes
+// validate_linear_params(p[s], op, allow_f32_weight).
 void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight);
-// linear_cpu on each projection (of the normalized x with norm_weight: rmsnorm_cpu's values).
+// linear_cpu on each projection.
 void linear_group_cpu(const LinearGroupParams& g);
-// Whether linear_group_cuda runs a group with norm_weight as ONE launch with the RMSNorm inside:
-// linear_group_fused's conditions but from one projection up, m == 1, k % 4 == 0, k <= 6144 (a CTA's
-// slices of x and the norm weight fit 48 KB of shared memory), norm_weight and norm_out 16-byte aligned.
-bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx);
 // Whether linear_group_cuda runs the group as ONE launch: at least two projections, all where
 // linear_cuda alone would run the FP8 GEMV (m <= fp8_gemv_max_m, below the tensor-core range), sharing
 // x, m and k (linear_fp8_gemv_group_supported). Small GEMVs at batch 1 (q_a 2048, kv_a 576, wk 128
 // rows) are launch- and latency-bound alone; as one grid they fill the GPU once.
 bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx);
 // Fused: linear_fp8_gemv_group_cuda (each output row the same arithmetic as the GEMV alone, the split
-// count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda, and
-// when norm_weight is set but linear_group_norm_fused is false (run rmsnorm_cuda first, then the group).
+// count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda.
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream);
 
 }  // namespace glm5

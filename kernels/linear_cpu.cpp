@@ -1,10 +1,8 @@
 // CPU twin of the projection y = x W^T (nn.Linear without bias): plain loops, double accumulators.
 #include <string>
-#include <vector>
 
 #include "common/error.h"
 #include "kernels/linear.h"
-#include "kernels/norm.h"
 
 namespace glm5 {
 
@@ -59,34 +57,11 @@ void validate_linear_group(const LinearGroupParams& g, const char* op, bool allo
                                                           std::to_string(g.count) + ", expected 1.." +
                                                           std::to_string(kMaxLinearGroup));
   for (int s = 0; s < g.count; ++s) validate_linear_params(g.p[s], op, allow_f32_weight);
-  if (!g.norm_weight) return;
-  for (int s = 1; s < g.count; ++s)
-    require(g.p[s].x == g.p[0].x && g.p[s].m == g.p[0].m && g.p[s].k == g.p[0].k,
-            std::string(op) + ": LinearGroupParams.p[" + std::to_string(s) +
-                "] must share x, m and k with p[0] when norm_weight is set (one normalized input)");
-  if (g.norm_out) {
-    const char *x0 = reinterpret_cast<const char*>(g.p[0].x), *o0 = reinterpret_cast<const char*>(g.norm_out);
-    const size_t bytes = size_t(g.p[0].m) * g.p[0].k * sizeof(float);
-    require(o0 + bytes <= x0 || x0 + bytes <= o0,
-            std::string(op) + ": LinearGroupParams.norm_out overlaps x (expected a separate [m, k] buffer)");
-  }
 }
 
 void linear_group_cpu(const LinearGroupParams& g) {
   validate_linear_group(g, "linear_group_cpu", true);
-  if (!g.norm_weight) {
-    for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
-    return;
-  }
-  const int m = g.p[0].m, k = g.p[0].k;
-  std::vector<float> xn(size_t(m) * k);
-  NormParams np{g.p[0].x, g.norm_weight, nullptr, g.norm_out ? g.norm_out : xn.data(), m, k, k, k, g.norm_eps};
-  rmsnorm_cpu(np);
-  for (int s = 0; s < g.count; ++s) {
-    LinearParams p = g.p[s];
-    p.x = np.y;
-    linear_cpu(p);
-  }
+  for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
 }
 
 }  // namespace glm5

@@ -20,7 +20,6 @@
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.cuh"
 #include "kernels/launch.cuh"
-#include "kernels/norm.cuh"
 
 namespace glm5 {
 
@@ -36,7 +35,6 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kRows = 4;  // output rows per warp
 constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM of an H200
-constexpr int kGemvNormMaxK = 6144;  // fused RMSNorm: a split's x and norm weight in <= 48 KB of shared memory
 
 // grid (ceil(m / MT), ceil(n / (kWarps * kRows)), S), block 32 * kWarps. Split z covers columns
 // [z * per_split, min(k, (z + 1) * per_split)) (per_split a multiple of 512); with S > 1 each split
@@ -56,20 +54,8 @@ struct GemvGroup : LinearGroupParams {
 
 // MT 1: at most 80 registers (6 CTAs per SM), as before the GEMV became PDL-aware and grouped (ptxas
 // then gave 95: 5 CTAs per SM, and o_proj at m = 1 lost its one-wave split-K).
-// kNorm (MT 1 only; LinearGroupParams::norm_weight): after the PDL wait the CTA copies the whole x row into
-// shared memory (cp.async, one batch), sums its squares there with rmsnorm_cuda's split and reduction tree
-// (norm_dev::rmsnorm_vec_inv_rms: the same bits), normalizes its split's columns in place with the norm weight
-// (staged before the wait), the CTAs of row block 0 also storing them to norm_out, and dots the codes with them.
-// Dynamic shared memory: (k + per_split) floats. Measured (H200, batch 1, A/B in one call, per layer):
-//   S16a, each CTA summing the row from global memory in 3 dependent rounds: attn.qkv_a_proj +4.4 us, attn.q_up_proj
-//        +3.0 us, about what the two norm launches cost (5.0 + 4.9 us): no gain;
-//   S16b, the sum computed once by the grid's first CTAs and published to the others through a counter they
-//        polled: +11 and +13 us (688 / 1,280 CTAs polling one L2 line), and not kept;
-//   this form: see reports/2026-12-01-h200-decode-step.md, session 16.
-template <int MT, bool kNorm = false>
+template <int MT>
 __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 1) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
-  static_assert(!kNorm || MT == 1, "the fused RMSNorm is for m = 1");
-  extern __shared__ float4 gemv_xn4[];  // kNorm: this split's normalized x columns
   int seg = 0;
   while (seg + 1 < g.count && int(blockIdx.y) >= g.first[seg + 1]) ++seg;
   const LinearParams& p = g.p[seg];
@@ -79,7 +65,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
   const int r0 = (by * kWarps + warp) * kRows;
-  if (r0 >= p.n && !counters && !kNorm) {  // (with counters or kNorm every thread reaches the barriers below)
+  if (r0 >= p.n && !counters) {  // (with counters every thread reaches the barriers below)
     pdl_wait();
     return;
   }
@@ -103,35 +89,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   // kernel (kernels/launch.cuh): under PDL their DRAM round trip overlaps its tail.
   int base = c_lo + lane * 16;
   if (base < c_hi) load(base);
-  // kNorm: xs4 = the whole x row (k / 4 float4; this split's columns normalized in place), gs4 = this split's
-  // columns of the norm weight.
-  const int lo4 = c_lo / 4, n4s = kNorm ? (min(p.k, c_lo + per_split) - c_lo) / 4 : 0, k4 = kNorm ? p.k / 4 : 0;
-  float4* const xs4 = gemv_xn4;
-  float4* const gs4 = gemv_xn4 + k4;
-  if constexpr (kNorm)  // the norm weight: no kernel writes it, so in flight before the PDL wait
-    for (int i = threadIdx.x; i < n4s; i += blockDim.x) cp_async16(smem_u32(gs4 + i), g.norm_weight + 4 * (lo4 + i), 16);
   pdl_begin();
-  if constexpr (kNorm) {
-    // The row in one batch of cp.async (no registers held), then the sum of squares from shared memory split as
-    // rmsnorm_cuda's block splits it (rmsnorm_vec_inv_rms: the same bits), then this split's slice normalized in
-    // place with rmsnorm_vec_row's expression.
-    for (int i = threadIdx.x; i < k4; i += blockDim.x) cp_async16(smem_u32(xs4 + i), p.x + 4 * i, 16);
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    __shared__ float red[32];
-    const float inv_rms = norm_dev::rmsnorm_vec_inv_rms(reinterpret_cast<const float*>(xs4), p.k, g.norm_eps, red);
-    float4* const out4 = blockIdx.y == 0 && g.norm_out ? reinterpret_cast<float4*>(g.norm_out) + lo4 : nullptr;
-    for (int i = threadIdx.x; i < n4s; i += blockDim.x) {
-      const float4 v = xs4[lo4 + i], wv = gs4[i];
-      const float4 o = make_float4(wv.x * (v.x * inv_rms), wv.y * (v.y * inv_rms), wv.z * (v.z * inv_rms),
-                                   wv.w * (v.w * inv_rms));
-      xs4[lo4 + i] = o;
-      if (out4) out4[i] = o;
-    }
-    __syncthreads();
-  }
-  const float* const xn = reinterpret_cast<const float*>(gemv_xn4);  // kNorm: column c at xn[c]
   float acc[kRows][MT] = {};
   for (; base < c_hi; base += 32 * 16 * U) {
 #pragma unroll
@@ -141,7 +99,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
         if (t >= mt) break;
-        const float* xr = kNorm ? xn + c : p.x + size_t(t0 + t) * p.k + c;
+        const float* xr = p.x + size_t(t0 + t) * p.k + c;
 #pragma unroll
         for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
       }
@@ -420,13 +378,6 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
 template <int MT>
 void launch_vec(const GemvGroup& g, int S, int per_split, int* counters, cudaStream_t stream) {
   const dim3 grid((g.p[0].m + MT - 1) / MT, g.first[g.count], S);
-  if constexpr (MT == 1) {
-    if (g.norm_weight) {  // k + per_split <= 2 kGemvNormMaxK floats: at most 48 KB, no opt-in attribute needed
-      launch_kernel(linear_fp8_gemv_vec_kernel<1, true>, grid, 32 * kWarps,
-                    size_t(g.p[0].k + per_split) * sizeof(float), stream, g, per_split, S > 1 ? counters : nullptr);
-      return;
-    }
-  }
   launch_kernel(linear_fp8_gemv_vec_kernel<MT>, grid, 32 * kWarps, 0, stream, g, per_split, S > 1 ? counters : nullptr);
 }
 
@@ -537,11 +488,6 @@ bool linear_fp8_gemv_group_supported(const LinearGroupParams& g) {
         p.k != g.p[0].k || int64_t(p.m) * p.n >= (int64_t(1) << 31) / 32)
       return false;
   }
-  if (g.norm_weight) {
-    const int k = g.p[0].k;
-    return g.p[0].m == 1 && k % 4 == 0 && k <= kGemvNormMaxK && aligned16(g.norm_weight) &&
-           (!g.norm_out || aligned16(g.norm_out)) && norm_dev::rmsnorm_vec_threads(k) <= 1024;
-  }
   return true;
 }
 
@@ -562,8 +508,7 @@ void linear_fp8_gemv_group_cuda(const LinearGroupParams& lg, float* partial, siz
   validate_linear_group(lg, "linear_fp8_gemv_group_cuda", false);
   require(linear_fp8_gemv_group_supported(lg),
           "linear_fp8_gemv_group_cuda: the projections must all be F8_E4M3 with block scales, share x, m and k, and "
-          "have k % 16 == 0 and 16-byte aligned x, w and rows (with norm_weight also m = 1, k <= " +
-              std::to_string(kGemvNormMaxK) + ", 16-byte aligned norm_weight and norm_out)");
+          "have k % 16 == 0 and 16-byte aligned x, w and rows");
   GemvGroup g;
   static_cast<LinearGroupParams&>(g) = lg;
   run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);

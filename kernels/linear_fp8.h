@@ -31,8 +31,7 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
 // Several projections of the same x in one GEMV launch (linear.h LinearGroupParams): row blocks of
 // p[0], p[1], ... one after another in the grid; each output row is computed exactly as
 // linear_fp8_gemv_cuda computes it for the same split count. Supported when every projection is
-// F8_E4M3 with scales, takes the vector path, and they share x, m and k; with g.norm_weight (the fused
-// RMSNorm, linear.h) also m = 1, k % 4 == 0, k <= 6144 and 16-byte aligned norm_weight / norm_out. `partial` needs
+// F8_E4M3 with scales, takes the vector path, and they share x, m and k. `partial` needs
 // linear_fp8_gemv_group_partial(g) floats to split (else no split), `counters`
 // linear_fp8_gemv_group_counters(g) ints (same contract as linear_fp8_gemv_cuda's). Throws
 // glm5::Error when not supported or on bad params.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# (Record of a session-16 call. Its subject, EngineOptions::norm_fuse / profile --norm-fuse, was measured slower in
+# all three forms and reverted; the code is in commit 0774adc: reports/2026-12-01-h200-decode-step.md, session 16.)
 # Session 16, call S16b (S16a again after the change below): attn.norm / attn.q_a_norm inside the batch-1 FP8 GEMV groups (LinearGroupParams::norm_weight,
 # EngineOptions::norm_fuse). S13k's batch-1 op table: attn.norm 395 us and attn.q_a_norm 396 us per step (78 layers,
 # ~5 us each: launch + one latency-bound row), predicted saving ~0.5 ms of the ~0.79 ms (each GEMV CTA pays one L2

@@ -309,11 +309,6 @@ int main(int argc, char** argv) {
                    "(off: the fp32-FMA kernels). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  prof->add_option("--norm-fuse", po.norm_fuse,
-                   "on | off: at batch 1 with FP8 weights, attn.norm and attn.q_a_norm computed inside the GEMVs that "
-                   "read them (attn.qkv_a_proj, attn.q_up_proj) instead of as their own launches. Tuning")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -523,44 +523,15 @@ LinearParams DecodeEngine::linear_params(const float* x, const Mat& w, float* y,
   return p;
 }
 
-LinearGroupParams DecodeEngine::group_params(const float* x, const std::vector<Proj>& projs, int m,
-                                             const NormParams* norm) const {
+void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m) {
   LinearGroupParams g;
   g.count = int(projs.size());
-  for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i)
-    g.p[i] = linear_params(norm ? norm->x : x, *projs[i].w, projs[i].y, m, false);
-  if (norm) {
-    g.norm_weight = norm->weight;
-    g.norm_eps = norm->eps;
-    g.norm_out = norm->y != norm->x ? norm->y : nullptr;
-  }
-  return g;
-}
-
-bool DecodeEngine::norm_fusable(const NormParams& norm, const std::vector<Proj>& projs, int m) {
-  if (!cuda_ || !opt_.norm_fuse || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || norm.rows != m ||
-      norm.dim != projs[0].w->k || norm.x_stride != norm.dim || norm.y_stride != norm.dim)
-    return false;
-  return linear_group_norm_fused(group_params(norm.y, projs, m, &norm), launch_ctx());
-}
-
-void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                                const NormParams* norm) {
-  const LinearGroupParams g = group_params(x, projs, m, norm);
   double bytes = 0, flops = 0;
   for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
     const Mat& w = *projs[i].w;
+    g.p[i] = linear_params(x, w, projs[i].y, m, false);
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
-  }
-  if (norm) {  // the caller checked norm_fusable: the x row read, the norm weight, the normalized copy written
-    require(norm->y == x, "engine: linear_group with a fused norm must read the norm's output");
-    // (one projection: its own op name, as the unfused path records it)
-    OpScope s(*tracer_, desc(g.count == 1 ? projs[0].op : fused_op, layer, bytes + double(m) * projs[0].w->k * (g.norm_out ? 8 : 4) +
-                                                  double(projs[0].w->k) * 4,
-                             flops + 4.0 * m * projs[0].w->k));
-    linear_group_cuda(g, launch_ctx(), launch_);
-    return;
   }
   if (!cuda_ || g.count > kMaxLinearGroup || !linear_group_fused(g, launch_ctx())) {
     for (const Proj& pr : projs) linear(pr.op, layer, x, *pr.w, pr.y, m, false);
@@ -682,7 +653,11 @@ void DecodeEngine::attention(int l) {
   const int qk = c.qk_head_dim(), kvw = Lr + R;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
-  const NormParams in_norm{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
+  {
+    OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
+    NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
+    GLM5_RUN(rmsnorm, p);
+  }
   // The three projections of the normalized hidden state (and the indexer's key and head weights),
   // then one fused launch for the per-token work before the up projections (attn_prologue.h: the
   // q_a / kv_a RMSNorms, the key's RoPE, the KV pool write and the indexer key's LayerNorm, RoPE and
@@ -695,14 +670,6 @@ void DecodeEngine::attention(int l) {
   const int Hi = c.index_n_heads, D = c.index_head_dim;
   std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
   if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
-  // EngineOptions::norm_fuse (batch 1, FP8 GEMV): attn.norm inside attn.qkv_a_proj's launch, which also stores xn
-  // for weights_proj; side segment 0 then forks after it.
-  const bool fuse_in_norm = norm_fusable(in_norm, qkv_a, B);
-  if (!fuse_in_norm) {
-    OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
-    GLM5_RUN(rmsnorm, in_norm);
-  }
-  if (fuse_in_norm) linear_group("attn.qkv_a_proj", l, xn, qkv_a, B, &in_norm);
   if (run_indexer || (side_ && opt_.q_up_l2_prefetch > 0)) {  // side segment 0: first needed by attn.indexer.score
     side_begin();
     if (opt_.q_up_l2_prefetch > 0) {  // EngineOptions::q_up_l2_prefetch: ahead of attn.q_up_proj's weights
@@ -713,17 +680,11 @@ void DecodeEngine::attention(int l) {
     if (run_indexer) linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
     side_end(0);
   }
-  if (!fuse_in_norm) linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
-  // q_b and the indexer's wq_b both up-project the normalized q latent (attn.q_up_proj when fused); with
-  // norm_fuse at batch 1 the q_a RMSNorm runs inside that launch (in place before: no normalized copy kept).
-  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
-  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
-  const NormParams q_norm{qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
-                          c.q_lora_rank, c.mla_norm_eps};
-  const bool fuse_q_norm = norm_fusable(q_norm, q_up, B);
+  linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
   {
     AttnPrologueParams p;
-    p.q_a_norm = q_norm;
+    p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
+                  c.q_lora_rank, c.mla_norm_eps};
     p.kv_a_norm = {kva_.as<float>(), L.kv_a_norm, nullptr, kva_.as<float>(), B, Lr, kvw, kvw, c.mla_norm_eps};
     p.k_rope = {kva_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, kvw, kvw, Lr, R,
                 c.rope_interleave, 1.f};
@@ -738,12 +699,12 @@ void DecodeEngine::attention(int l) {
       p.idx_k_write = {idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
       bytes += double(B) * (D * 8 + il.bytes_per_token());
     }
-    if (side_ || fuse_q_norm) {
-      // EngineOptions::overlap: the q_a RMSNorm (what attn.q_up_proj waits for) alone on the main stream (or inside
-      // attn.q_up_proj: norm_fuse), the KV and indexer-key parts on the side stream (segment 0, joined before
-      // attn.indexer.score, the KV path and attn.mla). The same bits as the one launch (gpu_attn_prologue).
+    if (side_) {
+      // EngineOptions::overlap: the q_a RMSNorm (what attn.q_up_proj waits for) alone on the main stream, the KV
+      // and indexer-key parts on the side stream (segment 0, joined before attn.indexer.score, the KV path and
+      // attn.mla). The same bits as the one launch (gpu_attn_prologue).
       const double q_bytes = double(B) * c.q_lora_rank * 8;
-      side_begin();  // (no side stream: launches in order on the main stream)
+      side_begin();
       {
         OpScope s(*tracer_, desc("attn.prologue", l, bytes - q_bytes, 4.0 * B * Lr + 6.0 * B * R));
         AttnPrologueParams rest = p;
@@ -751,16 +712,17 @@ void DecodeEngine::attention(int l) {
         GLM5_RUN(attn_prologue, rest);
       }
       side_end(0);
-      if (!fuse_q_norm) {
-        OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));
-        GLM5_RUN(rmsnorm, p.q_a_norm);
-      }
+      OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));
+      GLM5_RUN(rmsnorm, p.q_a_norm);
     } else {
       OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
       GLM5_RUN(attn_prologue, p);
     }
   }
-  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr);
+  // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
+  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
+  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
+  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
   // needed by attn.mla.
   side_begin();

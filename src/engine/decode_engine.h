@@ -15,7 +15,6 @@
 #include "common/buffer.h"
 #include "engine/kv_pool.h"
 #include "kernels/linear.h"
-#include "kernels/norm.h"
 #include "engine/run_spec.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -82,11 +81,6 @@ struct EngineOptions {
   // attn.q_absorb / attn.v_unabsorb on the split-BF16 tensor-core kernels from batch 5 (MlaAbsorbParams::
   // tensor_cores; kernels/mla_absorb.cu). false: the fp32-FMA tiled kernels they replaced (A/B).
   bool absorb_tc = true;
-  // attn.norm inside attn.qkv_a_proj and attn.q_a_norm inside attn.q_up_proj where those groups run as the
-  // one-launch FP8 GEMV (batch 1; LinearGroupParams::norm_weight, linear_group_norm_fused): each GEMV CTA
-  // normalizes the row itself, bitwise rmsnorm_cuda's values, and the norm's launch is gone from the chain.
-  // false: the norms as their own ops (A/B).
-  bool norm_fuse = false;  // (off until the H200 A/B of its current form, S16c)
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
@@ -181,15 +175,7 @@ class DecodeEngine {
     const Mat* w;
     float* y;
   };
-  // norm (optional, CUDA): the RMSNorm whose output (norm->y, from norm->x) the projections read, computed inside
-  // the group's one launch (LinearGroupParams::norm_weight; the launch recorded as `fused_op` with the norm's bytes
-  // added; x must be norm->y). Only where norm_fusable(*norm, projs, m) holds: the caller runs the norm as its
-  // own op otherwise. An in-place norm (y == x) keeps no normalized copy when fused.
-  void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                    const NormParams* norm = nullptr);
-  // Whether linear_group(..., &norm) fuses the norm: CUDA, EngineOptions::norm_fuse, linear_group_norm_fused.
-  bool norm_fusable(const NormParams& norm, const std::vector<Proj>& projs, int m);
-  LinearGroupParams group_params(const float* x, const std::vector<Proj>& projs, int m, const NormParams* norm) const;
+  void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m);
   static double linear_weight_bytes(const Mat& w);
   // On the side stream (call between side_begin / side_end): op `op` asks L2 for `fraction` of each matrix's
   // weight bytes (kernels/l2_prefetch.h). Returns false, launching nothing, without a side stream, at fraction 0,

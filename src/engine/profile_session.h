@@ -53,7 +53,6 @@ struct ProfileOptions {
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
   std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"
-  std::string norm_fuse = "off";               // EngineOptions::norm_fuse: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off
