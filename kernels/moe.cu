@@ -124,7 +124,9 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
 // expert_row_dot, so the same bits.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
-__global__ void moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
+// kMinBlocks: MoeExpertsParams::gate_up_ctas_per_sm (the register cap).
+template <int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
   pdl_begin();
   const int pair = pair0 + blockIdx.x;  // pair0: MoeExpertsParams::Stage (the shared pairs start at B*k)
   const bool shared = pair >= p.B * p.k;
@@ -217,8 +219,10 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // (16 bytes of act traffic per 16 weight bytes). Same per-row arithmetic (warp_dots_fp8 sums in the
 // same order for any R and U) and the same slot-order sum in moe_combine_kernel: bitwise equal to
 // moe_down_fp8_kernel.
+// kMinBlocks: MoeExpertsParams::down_ctas_per_sm (the register cap).
 constexpr int kPairDownRows = 4;
-__global__ void moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
+template <int kMinBlocks>
+__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
   pdl_begin();
   const int pair = pair0 + blockIdx.x;
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
@@ -853,14 +857,18 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const int pair0 = p.stage == Stage::Shared ? p.B * p.k : 0;
   const int npairs = p.stage == Stage::Shared ? p.B : p.stage == Stage::Routed ? p.B * p.k : pairs;
   const dim3 grid_up(npairs, (p.inter + up_rows - 1) / up_rows);
-  if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p, pair0);
+  if (fp8 && vec_up && p.gate_up_ctas_per_sm == 3)
+    launch_kernel(moe_gate_up_fp8_kernel<3>, grid_up, block, 0, stream, p, pair0);
+  else if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel<2>, grid_up, block, 0, stream, p, pair0);
   else if (fp8) launch_kernel(moe_gate_up_kernel<false, true>, grid_up, block, 0, stream, p);
   else if (vec_up) launch_kernel(moe_gate_up_kernel<true, false>, grid_up, block, 0, stream, p);
   else launch_kernel(moe_gate_up_kernel<false, false>, grid_up, block, 0, stream, p);
   CUDA_CHECK_LAUNCH();
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
-    launch_kernel(moe_down_pair_fp8_kernel, dim3(npairs, (p.hidden + rows - 1) / rows), block, 0, stream, p, pair0);
+    const dim3 grid_down(npairs, (p.hidden + rows - 1) / rows);
+    if (p.down_ctas_per_sm == 3) launch_kernel(moe_down_pair_fp8_kernel<3>, grid_down, block, 0, stream, p, pair0);
+    else launch_kernel(moe_down_pair_fp8_kernel<2>, grid_down, block, 0, stream, p, pair0);
     CUDA_CHECK_LAUNCH();
     if (p.stage == Stage::All) launch_combine(p, stream);
     return;

@@ -24,9 +24,11 @@ BenchCli add_bench_subcommand(CLI::App& app) {
   cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
       ->capture_default_str();
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
-  cli.kernels->add_option("--only", o.only, "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe")
+  cli.kernels->add_option("--only", o.only,
+                          "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe (moe-pair: its "
+                          "batch-1 FP8 part alone)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"cast", "mla", "indexer", "linear", "absorb", "moe"}));
+      ->check(CLI::IsMember({"cast", "mla", "indexer", "linear", "absorb", "moe", "moe-pair"}));
   return cli;
 }
 

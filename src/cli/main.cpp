@@ -309,6 +309,11 @@ int main(int argc, char** argv) {
                    "(off: the fp32-FMA kernels). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-pair-ctas", po.moe_pair_ctas,
+                   "0 | 2 | 3: 256-thread CTAs per SM the batch < 4 FP8 MoE kernels' registers are held to (0: their "
+                   "default). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({0, 2, 3}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()

@@ -732,8 +732,9 @@ void bench_absorb(cudaStream_t stream, Timer& timer, const Ceilings& c, bool qui
 }
 
 // One weight dtype of bench_moe_grouped.
+// pair_only: FP8 at batch 1 only (the per-token kernels' register caps; family "moe-pair").
 void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
-                             uint64_t seed, DType dt, std::vector<KernelBenchRecord>& out) {
+                             uint64_t seed, DType dt, bool pair_only, std::vector<KernelBenchRecord>& out) {
   const bool fp8 = dt == DType::F8_E4M3;
   const std::string tag = fp8 ? "fp8" : "bf16";
   const int E = 256, k = 8, hidden = 6144, inter = 2048;
@@ -767,7 +768,12 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
   for (size_t i = 0; i < ns; ++i) hs[i] = (0.5f + rng_uniform(seed, 54, i)) / 64.f / std::sqrt(float(hidden));
   Buffer sg = to_device(hs, "bench moe gate scales"), su = to_device(hs, "bench moe up scales"),
          sd = to_device(hs, "bench moe down scales");
-  for (int B : opt.quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128}) {
+  // FP8 at batch 1: the per-token kernels (moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel), whose register cap
+  // is measured as variants (MoeExpertsParams::gate_up_ctas_per_sm / down_ctas_per_sm).
+  std::vector<int> batches = opt.quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128};
+  if (fp8) batches.insert(batches.begin(), 1);
+  if (pair_only) batches = {1};
+  for (int B : batches) {
     std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
     std::vector<int32_t> ids(size_t(B) * k);
     std::vector<char> used(E, 0);
@@ -813,28 +819,35 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     // default is on for BF16, off for FP8), and the fp32 kernels (_grouped, the reference). (S9f also timed caps
     // of 2 and 3 CTAs per SM, by padding the dynamic shared memory: 12-35% slower for BF16, the FP8 kernels
     // already run at 2 per SM; not kept.)
-    struct Variant { const char* suffix; bool mma; int pf; };
-    const Variant variants[] = {{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
+    // Per-token path (B < 4): the register caps, all bitwise the same (checked against the first).
+    struct Variant { const char* suffix; bool mma; int pf; int gu_ctas, d_ctas; };
+    const bool pair_path = B < kMoeGroupMinTokens;
+    const std::vector<Variant> variants =
+        pair_path ? std::vector<Variant>{{"_pair_gu2_d2", true, 0, 2, 2}, {"_pair_gu3_d2", true, 0, 3, 2},
+                                         {"_pair_gu2_d3", true, 0, 2, 3}, {"_pair_gu3_d3", true, 0, 3, 3}}
+                  : std::vector<Variant>{{"_mma", true, 0, 0, 0}, {"_mma_pf", true, 1, 0, 0}, {"_grouped", false, 0, 0, 0}};
     auto use = [&](const Variant& v) {
       p.fp8_mma = v.mma;
       p.mma_prefetch = v.pf;
+      p.gate_up_ctas_per_sm = v.gu_ctas;
+      p.down_ctas_per_sm = v.d_ctas;
     };
     // Every tensor-core variant's output against the fp32 kernels' before anything is timed.
-    std::vector<float> got[3];
-    for (int i = 0; i < 3; ++i) {
+    std::vector<std::vector<float>> got(variants.size());
+    for (size_t i = 0; i < variants.size(); ++i) {
       use(variants[i]);
       moe_experts_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       got[i] = to_host<float>(dout, size_t(B) * hidden);
     }
-    const std::vector<float>& ref = got[2];
+    const std::vector<float>& ref = pair_path ? got[0] : got[2];
     double mx = 0, err = 0;
     for (size_t i = 0; i < ref.size(); ++i) mx = std::max(mx, std::fabs(double(ref[i])));
-    for (int v = 0; v < 2; ++v)
+    for (size_t v = pair_path ? 1 : 0; v < (pair_path ? variants.size() : 2); ++v)
       for (size_t i = 0; i < ref.size(); ++i) err = std::max(err, std::fabs(double(got[v][i]) - ref[i]));
-    require(std::isfinite(err) && err <= 1e-2 * mx, "bench kernels: moe grouped " + tag +
-                                                        " mma vs fp32 grouped: max err " + sci(err) + " of max |out| " +
-                                                        sci(mx));
+    require(std::isfinite(err) && err <= (pair_path ? 0.0 : 1e-2 * mx),
+            "bench kernels: moe " + tag + (pair_path ? " per-token variants not bitwise equal" : " mma vs fp32 grouped") +
+                ": max err " + sci(err) + " of max |out| " + sci(mx));
     const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
                          double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
     for (const Variant& v : variants) {
@@ -846,8 +859,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       r.topk = k;
       r.n = distinct;  // distinct experts read
       r.k = hidden;
-      r.check = "mma vs fp32 grouped: max err " + sci(err / mx) + " of max |out|; " + std::to_string(distinct) +
-                " distinct experts";
+      r.check = (pair_path ? "per-token register caps bitwise equal (max err " : "mma vs fp32 grouped: max err ") +
+                sci(err / mx) + (pair_path ? "); " : " of max |out|; ") + std::to_string(distinct) + " distinct experts";
       progress(r);
       out.push_back(r);
     }
@@ -855,7 +868,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
 }
 
 // --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
-// 2048), FP8 experts with 128x128 block scales and BF16 experts: the tensor-core kernels
+// 2048), FP8 experts with 128x128 block scales and BF16 experts (FP8 also at batch 1: the per-token kernels
+// under each register cap, moe_experts_fp8_pair_gu{2,3}_d{2,3}, checked bitwise equal): the tensor-core kernels
 // (moe_experts_{fp8,bf16}_mma, the default) vs the fp32 grouped kernels (moe_experts_{fp8,bf16}_grouped,
 // MoeExpertsParams.fp8_mma = false). Uniform random routing (8 distinct experts per token). Bytes = the
 // distinct experts' weights and scales (each read once) + x, act (written + read), pair_out (written +
@@ -863,9 +877,10 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
 // 9.7 GB; BF16: N(0, 1/hidden) values, 19.3 GB, allocated after the FP8 ones are freed). Checked: mma vs
 // fp32 grouped within 1e-2 of max |out| (the per-output bounds are tested in gpu_moe_grouped).
 void bench_moe_grouped(const KernelBenchOptions& opt, cudaStream_t stream, Timer& timer, const Ceilings& c,
-                       uint64_t seed, std::vector<KernelBenchRecord>& out) {
+                       uint64_t seed, bool pair_only, std::vector<KernelBenchRecord>& out) {
   std::fprintf(stderr, "bench kernels: moe_experts_{fp8,bf16}_mma, moe_experts_{fp8,bf16}_grouped\n");
-  for (DType dt : {DType::F8_E4M3, DType::BF16}) bench_moe_grouped_dtype(opt, stream, timer, c, seed, dt, out);
+  for (DType dt : {DType::F8_E4M3, DType::BF16})
+    if (!pair_only || dt == DType::F8_E4M3) bench_moe_grouped_dtype(opt, stream, timer, c, seed, dt, pair_only, out);
 }
 
 }  // namespace
@@ -1140,14 +1155,15 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
     }
   }
   if (kernel_bench_wants(opt, "linear")) bench_linear_mma(opt, stream, timer, c, seed, out);
-  if (kernel_bench_wants(opt, "moe")) bench_moe_grouped(opt, stream, timer, c, seed, out);
+  if (kernel_bench_wants(opt, "moe")) bench_moe_grouped(opt, stream, timer, c, seed, false, out);
+  else if (kernel_bench_wants(opt, "moe-pair")) bench_moe_grouped(opt, stream, timer, c, seed, true, out);
   if (kernel_bench_wants(opt, "absorb")) bench_absorb(stream, timer, c, opt.quick, seed, out);
   CUDA_CHECK(cudaStreamSynchronize(stream));
   return out;
 }
 
 const std::vector<std::string>& kernel_bench_families() {
-  static const std::vector<std::string> names{"cast", "mla", "indexer", "linear", "absorb", "moe"};
+  static const std::vector<std::string> names{"cast", "mla", "indexer", "linear", "absorb", "moe", "moe-pair"};
   return names;
 }
 

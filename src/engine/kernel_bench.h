@@ -34,7 +34,8 @@ struct KernelBenchOptions {
   bool quick = false;          // fewer shapes (batch 1 and 64 only), for a fast look
   // Kernel families to run (empty: all): "cast" (kv_cast, kv_gather_cast), "mla" (mla_decode),
   // "indexer" (indexer_score, topk), "linear" (linear_fp8 / linear_bf16), "absorb" (mla_absorb /
-  // mla_unabsorb), "moe" (grouped experts). The two ceilings always run. Unknown names: glm5::Error.
+  // mla_unabsorb), "moe" (grouped experts; FP8 also at batch 1), "moe-pair" (only moe's batch-1 FP8 per-token
+  // kernels). The two ceilings always run. Unknown names: glm5::Error.
   std::vector<std::string> only;
 };
 // Whether family `name` is selected by opt.only (kernel_bench_families() lists the valid names).

@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/dtype.h"
@@ -139,6 +140,25 @@ TEST(MoeExperts, HandChecked) {
   EXPECT_NEAR(out[1], -1.4621172f, 1e-6f);
   ids[0] = 2;  // out of range
   EXPECT_THROW(moe_experts_cpu(p), Error);
+  ids[0] = 1;
+  // The per-token CUDA kernels' register caps: 0, 2 or 3 (any is accepted by the twin, which ignores them).
+  for (int caps : {0, 2, 3}) {
+    p.gate_up_ctas_per_sm = p.down_ctas_per_sm = caps;
+    EXPECT_NO_THROW(moe_experts_cpu(p));
+  }
+  for (int bad : {1, 4, -1}) {
+    p.gate_up_ctas_per_sm = bad;
+    p.down_ctas_per_sm = 0;
+    try {
+      moe_experts_cpu(p);
+      ADD_FAILURE() << "gate_up_ctas_per_sm = " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("gate_up_ctas_per_sm = " + std::to_string(bad)), std::string::npos) << e.what();
+    }
+    p.gate_up_ctas_per_sm = 0;
+    p.down_ctas_per_sm = bad;
+    EXPECT_THROW(moe_experts_cpu(p), Error);
+  }
 }
 
 TEST(MoeExperts, RandomBf16AgainstDouble) {
