@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/input_file.h"
+#include "common/json_excerpt.h"
 
 namespace glm5 {
 
@@ -44,7 +45,7 @@ double number(const json& j, const char* key, const std::string& where, double l
 std::string text(const json& j, const char* key, const std::string& def, const std::string& where) {
   auto it = j.find(key);
   if (it == j.end()) return def;
-  if (!it->is_string()) throw Error(where + ": field '" + key + "' must be a string, got " + it->dump().substr(0, 40));
+  if (!it->is_string()) throw Error(where + ": field '" + key + "' must be a string, got " + json_excerpt(*it, 40));
   return it->get<std::string>();
 }
 
@@ -223,7 +224,7 @@ DiffOptions load_diff_options(const std::string& path, DiffOptions o) {
     for (const json& g : j["gate"]) {
       static const std::set<std::string> known = {"step", "op", "layer", "kernel", "appeared"};
       if (!g.is_string() || !known.count(g.get<std::string>()))
-        throw Error("diff config '" + path + "': 'gate' entries must be step, op, layer, kernel or appeared, got " + g.dump());
+        throw Error("diff config '" + path + "': 'gate' entries must be step, op, layer, kernel or appeared, got " + json_excerpt(g, 60));
       o.gate.push_back(g.get<std::string>());
     }
   }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_excerpt.h"
 #include "cli/bench.h"
 #include "cli/compare_cli.h"
 #include "cli/diff_cli.h"
@@ -49,9 +50,8 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
   std::vector<int32_t> ids;
   for (size_t i = 0; i < j.size(); ++i) {
     const nlohmann::json& v = j[i];
-    std::string shown = v.dump();
-    if (shown.size() > 30) shown = shown.substr(0, 27) + "...";
-    if (v.is_number_integer() && v.get<int64_t>() < 0)
+    const std::string shown = json_excerpt(v, 30);
+    if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
       throw Error("--prompt-ids: " + what + ": token id " + shown + " is negative");
     if (!v.is_number_integer() || v.get<uint64_t>() >= (1ull << 31))
       throw Error("--prompt-ids: " + what + ": token id [" + std::to_string(i) + "] must be an integer in [0, 2^31), got " + shown);

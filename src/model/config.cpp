@@ -1,6 +1,7 @@
 // parse_model_config: HuggingFace config.json -> ModelConfig, in one function. Required keys are checked
 // with their JSON type, optional keys take the defaults written next to them, and the invariants the
 // engine relies on are validated here, each failure one line naming the file and the key.
+#include "common/json_excerpt.h"
 #include "model/config.h"
 
 #include <cmath>
@@ -20,11 +21,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string show(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string show(const json& v) { return json_excerpt(v, 60); }
 
 // Typed access to one JSON object with errors of the form
 //   "config.json: key 'hidden_size' must be a positive integer, got \"abc\"".

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/json_excerpt.h"
 
 namespace glm5 {
 
@@ -19,11 +20,7 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MB: far above any real header
 
-std::string short_dump(const nlohmann::json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string short_dump(const nlohmann::json& v) { return json_excerpt(v, 60); }
 
 }  // namespace
 
@@ -112,7 +109,8 @@ void SafetensorsFile::open(const std::string& path) {
   path_ = path;
   const std::string& P = path;
 
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO opens at once (and fstat then rejects it) instead of waiting for a writer forever.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(P + ": cannot open safetensors file (" + std::strerror(errno) + ")");
   struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

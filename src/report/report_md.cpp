@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/json_excerpt.h"
 #include "report/report.h"
 #include "trace/atomic_file.h"
 
@@ -161,7 +162,7 @@ void json_lines(std::ostringstream& o, const char* title, const nlohmann::json& 
   bool first = true;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it->is_structured()) continue;
-    o << (first ? "" : ", ") << md_text(it.key()) << " " << md_text(it->is_string() ? it->get<std::string>() : it->dump());
+    o << (first ? "" : ", ") << md_text(it.key()) << " " << md_text(it->is_string() ? it->get<std::string>() : json_excerpt(*it, 120));
     first = false;
   }
   o << "\n";

@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "common/json_excerpt.h"
 #include "common/error.h"
 #include "common/input_file.h"
 #include "trace/chrome_trace.h"
@@ -833,7 +834,7 @@ Timeline read_chrome_trace(const std::string& path) {
     const json& b = doc["baseTimeNanoseconds"];
     if (!b.is_number() || !std::isfinite(b.get<double>()) || b.get<double>() < 0 || b.get<double>() > double(kMaxBaseNs))
       throw Error("trace '" + path + "': baseTimeNanoseconds: expected a number of nanoseconds in [0, 4e18], got " +
-                  b.dump().substr(0, 40));
+                  json_excerpt(b, 40));
     t.base_time_ns = as_int(b);
   }
   const int64_t base = t.base_time_ns;

@@ -288,6 +288,59 @@ TEST_F(BadInputs, DecodeInputs) {
 
 namespace {
 
+// Found by a bad-input attack on the CLI (session 16): JSON nested 100,000 deep where a message quotes the bad
+// value (nlohmann's dump() recursed per level and overflowed the stack: a segfault with nothing on stderr), a
+// 2 MB string in a message, a FIFO as the checkpoint (open() waited for a writer forever), and a token id of
+// 2^64 - 1 called negative. Each is now one line naming the file and the field, with the value cut short.
+TEST_F(BadInputs, DeeplyNestedJsonHugeValuesAndPipedWeights) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string golden = glm5::test::golden_dir();
+  // config.json: the whole file, and one field.
+  const std::string w1 = folder("nested_cfg"), w2 = folder("nested_field");
+  fs::create_symlink(golden + "/model.safetensors", fs::path(w1) / "model.safetensors");
+  fs::create_symlink(golden + "/model.safetensors", fs::path(w2) / "model.safetensors");
+  file("nested_cfg/config.json", deep);
+  {
+    // The value of hidden_size replaced by the nested array, in the text (dump() in this process would recurse too).
+    std::ifstream in(golden + "/config.json");
+    std::string cfg = json::parse(in).dump();
+    const std::string key = "\"hidden_size\":";
+    const size_t at = cfg.find(key);
+    ASSERT_NE(at, std::string::npos);
+    const size_t v0 = at + key.size(), v1 = cfg.find_first_of(",}", v0);
+    cfg.replace(v0, v1 - v0, deep);
+    file("nested_field/config.json", cfg);
+  }
+  for (const std::string& w : {w1, w2})
+    expect_failure("decode_nested_" + fs::path(w).filename().string(),
+                   {"decode", "--backend", "cpu", "--weights", w, "--prompt-ids", "1,2"}, 1, {"config.json"});
+  // --prompt-ids: a nested id, a 2^64 - 1 id.
+  const std::string ids = file("p_nested.json", "[1," + deep + "]");
+  expect_failure("prompt_nested", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", ids}, 1,
+                 {ids, "token id [1]", "[[[[[[[[...]]]]"});
+  const std::string huge_id = file("p_huge.json", "[1, 18446744073709551615]");
+  expect_failure("prompt_huge", {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", huge_id}, 1,
+                 {huge_id, "18446744073709551615", "[0, 2^31)"});
+  const Result neg = run({"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", huge_id});
+  EXPECT_EQ(neg.err.find("negative"), std::string::npos) << neg.err;
+  // A trace whose baseTimeNanoseconds is nested; a diff config with a nested gate entry and a 2 MB one.
+  const std::string t = file("t_nested.json", "{\"baseTimeNanoseconds\": " + deep + ", \"traceEvents\": []}");
+  expect_failure("trace_nested", {"analyze", t}, 1, {t, "baseTimeNanoseconds"});
+  const std::string report = std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz";
+  const std::string g1 = file("g_nested.json", "{\"gate\": [" + deep + "]}");
+  expect_failure("diff_gate_nested", {"diff", report, report, "--config", g1}, 2, {g1, "'gate' entries"});
+  const std::string g2 = file("g_huge.json", "{\"gate\": [\"" + std::string(2'000'000, 'x') + "\"]}");
+  const Result big = run({"diff", report, report, "--config", g2});
+  EXPECT_EQ(big.status, 2) << big.err.substr(0, 300);
+  EXPECT_LT(big.err.size(), 600u) << "a 2 MB value was printed whole";
+  // A FIFO as the checkpoint: refused at once, not waited on.
+  const std::string w3 = folder("fifo_weights");
+  fs::copy_file(golden + "/config.json", fs::path(w3) / "config.json");
+  ASSERT_EQ(mkfifo((fs::path(w3) / "model.safetensors").c_str(), 0600), 0);
+  expect_failure("decode_fifo_weights", {"decode", "--backend", "cpu", "--weights", w3, "--prompt-ids", "1,2"}, 1,
+                 {"model.safetensors", "not a regular file"});
+}
+
 // Inputs that are not files (a device that never ends, a pipe with no writer), a model that cannot fit on the
 // CPU, and diff inputs that would compare nothing or carry wrong types: one line each, no hang, no output.
 // Found by a bad-input attack on the CLI (session 11).
