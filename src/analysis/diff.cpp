@@ -245,9 +245,14 @@ DiffResult diff_reports(const json& base_j, const json& now_j, const DiffOptions
       if (it == base.end()) d.notes.push_back("run '" + n.name + "' has no base run");
       else pairs.push_back({&*it, &n});
     }
+    // A base run the new report lacks (a KV path that no longer ran) is a step regression where the step is gated:
+    // a gate must not pass because what regressed stopped being measured (bad-input review, session 16).
     for (const RunView& b : base)
-      if (std::none_of(now.begin(), now.end(), [&](const RunView& n) { return n.name == b.name; }))
+      if (std::none_of(now.begin(), now.end(), [&](const RunView& n) { return n.name == b.name; })) {
         d.notes.push_back("base run '" + b.name + "' is missing from the new report");
+        d.metrics.push_back(MetricDiff{b.name, "step", "run missing from the new report", b.step_median, 0, -100, -1,
+                                       gated(o, "step"), "regression"});
+      }
   }
   // A gate that compared nothing must not pass: no run of the new report has a base run.
   if (pairs.empty())

@@ -80,6 +80,25 @@ TEST(Diff, ThreePercentStepRegressionIsCaught) {
   EXPECT_NEAR(d.metrics[0].delta_pct, 3.5, 1.0);
 }
 
+// Several runs (profile --kv-path all): a base run missing from the new report fails the step gate, named; with
+// the step not gated it is only reported.
+TEST(Diff, MissingBaseRunIsAStepRegression) {
+  json base = report("cast", noisy(1000, 5, 8, 31), {{"attn.kv_cast", 300}});
+  base["runs"].push_back(report("fp8", noisy(700, 5, 8, 32), {{"attn.mla", 100}})["runs"][0]);
+  json now = report("cast", noisy(1000, 5, 8, 33), {{"attn.kv_cast", 300}});
+  now["runs"].push_back(report("fp8-renamed", noisy(700, 5, 8, 34), {{"attn.mla", 100}})["runs"][0]);
+  DiffResult d = diff_reports(base, now, DiffOptions{});
+  EXPECT_TRUE(d.regression) << diff_to_markdown(d, DiffOptions{});
+  bool named = false;
+  for (const MetricDiff& m : d.metrics) named |= m.run == "fp8" && m.verdict == "regression" && m.gated;
+  EXPECT_TRUE(named) << diff_to_markdown(d, DiffOptions{});
+  DiffOptions ops_only;
+  ops_only.gate = {"op"};
+  EXPECT_FALSE(diff_reports(base, now, ops_only).regression);
+  now["runs"][1]["name"] = "fp8";  // both present again: no regression
+  EXPECT_FALSE(diff_reports(base, now, DiffOptions{}).regression);
+}
+
 TEST(Diff, ReappearingFullPoolCastIsCaughtEvenInNoise) {
   // A dependency bump brings back a 15% cast op; step samples are too noisy to be significant.
   json base = report("serve", {1000, 1300, 900, 1200}, {{"attn.mla", 300}});
