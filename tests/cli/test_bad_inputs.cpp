@@ -378,6 +378,11 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
     j["runs"][1]["name"] = "y";
   });
   expect_failure("diff_no_match", {"diff", base, renamed}, 2, {renamed, "no run name matches"});
+  // An output naming an input (session 16: --json BASE overwrote the base report): refused, the base unchanged.
+  const std::string before = slurp(base);
+  expect_failure("diff_json_is_base", {"diff", base, base, "--json", base}, 2, {base, "is the input"});
+  expect_failure("diff_md_is_new", {"diff", base, renamed, "--md", renamed}, 2, {renamed, "is the input"});
+  EXPECT_EQ(slurp(base), before);
   const std::string name_int = variant("name_int", [](json& j) { j["runs"][0]["name"] = 3; });
   expect_failure("diff_name_int", {"diff", base, name_int}, 2, {name_int, "runs[0]", "'name' must be a string"});
   const std::string kernel_null = variant("kernel_null", [](json& j) { j["runs"][0]["top_kernels"][0]["name"] = nullptr; });
