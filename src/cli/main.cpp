@@ -314,7 +314,8 @@ int main(int argc, char** argv) {
                    "default). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({0, 2, 3}));
-  prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str();
+  prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
+      ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
