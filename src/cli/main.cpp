@@ -429,6 +429,9 @@ int main(int argc, char** argv) {
       return 3;
     }
     return 0;
+  } catch (const UsageError& e) {  // an option out of range or contradicting another: bad usage (README)
+    std::fprintf(stderr, "glm5prof: error: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "glm5prof: error: %s\n", e.what());
     return 1;

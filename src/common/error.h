@@ -14,9 +14,19 @@ struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Bad usage: an option out of range, or options that contradict (README: the CLI exits 2 for these, 1 for a
+// failed run). Thrown by the checks of the options themselves, before any work.
+struct UsageError : Error {
+  using Error::Error;
+};
+
 // Throws glm5::Error(message) unless `condition` holds. Use for host-side preconditions.
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);
+}
+// Throws glm5::UsageError(message) unless `condition` holds: for the validation of command-line options.
+inline void require_usage(bool condition, const std::string& message) {
+  if (!condition) throw UsageError(message);
 }
 
 [[noreturn]] void throw_cuda_error(cudaError_t err, const char* expr, const char* file, int line);

@@ -383,14 +383,20 @@ size_t memory_budget_bytes(bool cuda, size_t* free_bytes, size_t* total_bytes) {
 
 std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   // Validate everything that needs no work first, so a bad option fails at once.
-  require(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
-  require(o.steps >= 1 && o.steps <= 1000, "--steps must be in [1, 1000], got " + std::to_string(o.steps));
-  require(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got " + std::to_string(o.warmup));
-  require(o.share_mlp == "auto" || o.share_mlp == "on" || o.share_mlp == "off",
+  require_usage(o.batch >= 1 && o.batch <= 4096, "--batch must be in [1, 4096], got " + std::to_string(o.batch));
+  require_usage(o.steps >= 1 && o.steps <= 1000, "--steps must be in [1, 1000], got " + std::to_string(o.steps));
+  require_usage(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got " + std::to_string(o.warmup));
+  require_usage(o.share_mlp == "auto" || o.share_mlp == "on" || o.share_mlp == "off",
           "--share-mlp must be auto, on or off, got '" + o.share_mlp + "'");
   check_output_dir(o.out_dir);
 
   const bool cuda = resolve_backend(o.backend) == Backend::Cuda;
+  require_usage(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));
+  require_usage(o.rank < o.tp, "--rank " + std::to_string(o.rank) + " must be below --tp " + std::to_string(o.tp));
+  require_usage(!(o.tp > 1 && o.rank < 0) || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
+                                  " GPUs; on one GPU or the CPU add --rank R to profile one rank's shard");
+  require_usage(o.nccl_id_file.empty() || (o.rank >= 0 && cuda),
+          "--nccl-id-file needs --rank R and the CUDA backend (one process per rank)");
   // Without --model a checkpoint folder brings its own config.json (validated like any other); only
   // synthetic weights fall back to the backend's default model.
   std::string model = o.model;
@@ -406,42 +412,42 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   const bool tiny = cfg.hidden_size <= 1024;
   int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
   int64_t pool = o.pool_tokens >= 0 ? o.pool_tokens : (cuda && !tiny ? 495000 : 4096);
-  require(context >= 0 && context <= cfg.max_position_embeddings,
+  require_usage(context >= 0 && context <= cfg.max_position_embeddings,
           "--context must be in [0, max_position_embeddings = " + std::to_string(cfg.max_position_embeddings) +
               "], got " + std::to_string(context));
-  require(o.untraced_steps >= 0 && o.untraced_steps <= 1000,
+  require_usage(o.untraced_steps >= 0 && o.untraced_steps <= 1000,
           "--untraced-steps must be in [0, 1000], got " + std::to_string(o.untraced_steps));
-  require(!o.graph || cuda, "--graph needs the CUDA backend (CUDA graphs); drop it or use --backend cuda on a GPU");
-  require(o.graph_trace.empty() || o.graph_trace == "graph" || o.graph_trace == "node",
+  require_usage(!o.graph || cuda, "--graph needs the CUDA backend (CUDA graphs); drop it or use --backend cuda on a GPU");
+  require_usage(o.graph_trace.empty() || o.graph_trace == "graph" || o.graph_trace == "node",
           "--graph-trace must be graph or node, got '" + o.graph_trace + "'");
-  require(o.graph_trace.empty() || o.graph,
+  require_usage(o.graph_trace.empty() || o.graph,
           "--graph-trace " + o.graph_trace + " applies to CUDA graph replays only: add --graph or drop it");
   const bool prefetching = o.o_proj_l2_prefetch > 0 || o.q_up_l2_prefetch > 0;
-  require(!prefetching || (cuda && o.overlap != "off"),
+  require_usage(!prefetching || (cuda && o.overlap != "off"),
           "--l2-prefetch-o-proj / --l2-prefetch-q-up run on the side stream: they need the CUDA backend and --overlap on");
-  require(prefetching || (o.l2_prefetch_period == 0 && o.l2_prefetch_evict_last != "on" && o.l2_persist_mib == 0),
+  require_usage(prefetching || (o.l2_prefetch_period == 0 && o.l2_prefetch_evict_last != "on" && o.l2_persist_mib == 0),
           "--l2-prefetch-period / --l2-prefetch-evict-last / --l2-persist-mib shape an L2 prefetch: add "
           "--l2-prefetch-o-proj F or --l2-prefetch-q-up F");
-  require(o.l2_prefetch_join != "on" || o.o_proj_l2_prefetch > 0,
+  require_usage(o.l2_prefetch_join != "on" || o.o_proj_l2_prefetch > 0,
           "--l2-prefetch-join on joins the o_proj prefetch: add --l2-prefetch-o-proj F");
-  require(o.attribution_steps == -1 || (o.attribution_steps >= 1 && o.attribution_steps <= 100),
+  require_usage(o.attribution_steps == -1 || (o.attribution_steps >= 1 && o.attribution_steps <= 100),
           "--attribution-steps must be in [1, 100], got " + std::to_string(o.attribution_steps));
   // Graph-level tracing is the default with --graph: node-level tracing of a replay costs CUPTI ~1 us
   // per kernel node (1,800 nodes at batch 1: 5-13% of the step, over issue 4's 2% limit), while one
   // record per graph launch costs nothing measurable; the per-op attribution comes from separate
   // node-level steps instead.
   const bool graph_level = o.graph && o.graph_trace != "node";
-  require(o.attribution_steps == -1 || graph_level,
+  require_usage(o.attribution_steps == -1 || graph_level,
           "--attribution-steps applies to --graph-trace graph only (node level attributes every measured step)");
   const int attribution_steps = graph_level ? (o.attribution_steps > 0 ? o.attribution_steps : 1) : 0;
   // + the first traced step; with graph level + the left-out re-capture step and the attribution steps
   const int max_seq = context + o.warmup + o.untraced_steps + 1 + o.steps + (graph_level ? 1 + attribution_steps : 0);
-  require(max_seq <= cfg.max_position_embeddings,
+  require_usage(max_seq <= cfg.max_position_embeddings,
           "--context " + std::to_string(context) + " + --warmup + --steps must stay within max_position_embeddings = " +
               std::to_string(cfg.max_position_embeddings));
-  require(pool >= 1, "--pool-tokens must be positive, got " + std::to_string(pool));
+  require_usage(pool >= 1, "--pool-tokens must be positive, got " + std::to_string(pool));
   // Bounded so the byte counts below cannot overflow (2^40 tokens is ~1 PB of latent cache).
-  require(pool <= (int64_t(1) << 40), "--pool-tokens " + std::to_string(pool) +
+  require_usage(pool <= (int64_t(1) << 40), "--pool-tokens " + std::to_string(pool) +
                                           " is absurd: at most 2^40 = 1099511627776 tokens per layer");
   std::vector<KvPath> paths = o.paths;
   if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
@@ -452,7 +458,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   WeightOptions wo;
   wo.where = cuda ? Where::Device : Where::Host;
   wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
-  require(o.weights_dtype == "bf16" || o.weights_dtype == "fp8", "--weights-dtype must be bf16 or fp8, got '" + o.weights_dtype + "'");
+  require_usage(o.weights_dtype == "bf16" || o.weights_dtype == "fp8", "--weights-dtype must be bf16 or fp8, got '" + o.weights_dtype + "'");
   wo.fp8_linear = o.weights_dtype == "fp8";
   EngineOptions eo;
   eo.backend = cuda ? Backend::Cuda : Backend::Cpu;
@@ -501,13 +507,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
                               "; lower --pool-tokens / --batch / --context" + std::string(wo.share_mlp_weights ? "" : " or use --share-mlp on"));
 
-  require(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));
-  require(o.rank < o.tp, "--rank " + std::to_string(o.rank) + " must be below --tp " + std::to_string(o.tp));
   const bool multi_gpu = o.tp > 1 && o.rank < 0;
-  require(!multi_gpu || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
-                                  " GPUs; on one GPU or the CPU add --rank R to profile one rank's shard");
-  require(o.nccl_id_file.empty() || (o.rank >= 0 && cuda),
-          "--nccl-id-file needs --rank R and the CUDA backend (one process per rank)");
   std::vector<std::unique_ptr<Communicator>> comms;
   if (multi_gpu) {
     comms = make_nccl_communicators(o.tp);

@@ -206,6 +206,12 @@ TEST_F(BadInputs, OptionValues) {
        {"--pool-tokens", "empty item"}},
       {"cmp_repeat", {"compare", "--context", "128", "--pool-tokens", "4096", "--batch", "1,2,1"}, {"--batch", "lists 1 twice"}},
       {"cmp_not_int", {"compare", "--context", "1.5", "--pool-tokens", "4096", "--batch", "1"}, {"--context", "'1.5'"}},
+      // session 16: these exited 1 (a failed run) although they are options out of range or contradicting
+      {"context_huge", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--context", "2147483647"},
+       {"--context", "max_position_embeddings"}},
+      {"rank_without_tp", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--rank", "3"}, {"--rank 3", "--tp"}},
+      {"tp_without_rank_cpu", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--tp", "3"}, {"--tp 3", "--rank"}},
+      {"graph_on_cpu", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--graph"}, {"--graph", "CUDA"}},
       {"dec_new_tokens_0",
        {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1,2", "--new-tokens", "0"},
        {"--new-tokens"}},

@@ -62,7 +62,7 @@ TEST(Robustness, AbsurdPoolIsRefusedBeforeAnyArithmetic) {
   for (const char* p : {"100000000000000000", "9223372036854775807"}) {
     test::RunResult r = test::run_glm5prof({"profile", "--backend", "cpu", "--model", "glm5-tiny", "--steps", "1",
                                             "--pool-tokens", p, "--out", (d / "out").string()}, d);
-    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.status, 2) << r.err;  // a value out of range: bad usage (README; exit 1 before session 16)
     EXPECT_EQ(error_line(r.err), std::string("glm5prof: error: --pool-tokens ") + p +
                                      " is absurd: at most 2^40 = 1099511627776 tokens per layer");
     EXPECT_FALSE(fs::exists(d / "out"));
