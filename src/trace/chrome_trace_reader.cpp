@@ -200,6 +200,15 @@ class EventFields {
     if (v > max_us) fail(key, "is " + short_dump(*e) + " us, beyond the plausible limit of " + limit(max_us) + " us");
     return v;
   }
+  // An amount of our own args (bytes, FLOPs): a finite number in [0, 1e21]; `fallback` when absent or null. A
+  // negative or astronomical value made the report print 46-digit GB/s (bad-input review, session 16).
+  double amount(const dom::element* e, const char* key, double fallback) const {
+    if (!e || e->is_null()) return fallback;
+    if (!is_number(*e)) fail(key, "expected a number, got " + short_dump(*e));
+    const double v = as_double(*e);
+    if (!std::isfinite(v) || v < 0 || v > 1e21) fail(key, "expected a number in [0, 1e21], got " + short_dump(*e));
+    return v;
+  }
 
  private:
   static std::string short_dump(dom::element v) {
@@ -317,6 +326,8 @@ class EventSink {
     x.start_ns = start;
     x.end_ns = end;
     const bool device_kind = kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset;
+    // A GPU activity without its duration would count as 0 us (a missing ts is already an error).
+    if (device_kind && (!dur || dur->is_null())) f.fail("dur", "missing (a GPU activity needs its duration in microseconds)");
     x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
     x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
     x.thread = device_kind ? 0 : tid;
@@ -324,16 +335,16 @@ class EventSink {
     x.external_id = arg<uint64_t>(a.external_id, 0);
     x.grid = dim3_arg(a.grid);
     x.block = dim3_arg(a.block);
-    x.step = arg<int>(a.step, -1);
+    x.step = arg<int>(a.step, -1);  // (an index the field cannot hold counts as absent: TraceReader tests)
     x.layer = arg<int>(a.layer, -1);
     x.op = arg<std::string>(a.op, "");
-    x.flops = arg<double>(a.flops, 0.0);
+    x.flops = f.amount(a.flops, "args.flops", 0.0);
     x.side_stream = device_kind && arg<double>(a.side_stream, 0.0) != 0.0;
     if (kind == ActivityKind::memcpy || kind == ActivityKind::memset) {
-      x.bytes_copied = arg<uint64_t>(a.bytes, 0);
-      x.bytes = arg<double>(a.op_bytes, 0.0);
+      x.bytes_copied = uint64_t(f.amount(a.bytes, "args.bytes", 0.0));
+      x.bytes = f.amount(a.op_bytes, "args.op_bytes", 0.0);
     } else {
-      x.bytes = arg<double>(a.bytes, 0.0);
+      x.bytes = f.amount(a.bytes, "args.bytes", 0.0);
     }
     t_.activities.push_back(std::move(x));
   }

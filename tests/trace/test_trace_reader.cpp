@@ -343,6 +343,35 @@ TEST(TraceReader, OutOfRangeIntegerArgsAreAbsent) {
   EXPECT_EQ(c.messages[0], "the file holds 1 kernel events, its metadata says 9 were recorded");
 }
 
+// A GPU activity without "dur" (it counted as 0 us), and byte / FLOP counts that are negative, not finite or
+// astronomical (the report printed 46-digit GB/s): one line naming the event and the field (bad-input review,
+// session 16). A host range or runtime call may still leave dur out.
+TEST(TraceReader, GpuActivityNeedsDurAndSaneAmounts) {
+  TempDir tmp("amounts");
+  auto ev = [](const std::string& cat, const std::string& extra) {
+    return "{\"ph\":\"X\",\"cat\":\"" + cat + "\",\"name\":\"k\",\"pid\":0,\"tid\":7,\"ts\":1" + extra + "}";
+  };
+  auto doc = [](const std::string& events) { return "{\"traceEvents\": [" + events + "]}"; };
+  const std::string ok = tmp.write("ok.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"bytes\":1e6,\"flops\":0}") + "," +
+                                                  ev("cuda_runtime", "")));
+  const Timeline t = read_chrome_trace(ok);
+  ASSERT_EQ(t.activities.size(), 2u);
+  for (const Activity& a : t.activities)
+    if (a.kind == ActivityKind::kernel) EXPECT_DOUBLE_EQ(a.bytes, 1e6);
+  const std::string no_dur = tmp.write("no_dur.json", doc(ev("cuda_runtime", "") + "," + ev("kernel", "")));
+  EXPECT_NE(error_of(no_dur).find("traceEvents[1].dur: missing"), std::string::npos) << error_of(no_dur);
+  const std::string null_dur = tmp.write("null_dur.json", doc(ev("gpu_memcpy", ",\"dur\":null")));
+  EXPECT_NE(error_of(null_dur).find("traceEvents[0].dur: missing"), std::string::npos) << error_of(null_dur);
+  for (const std::string& bad : {"-1e300", "-1", "1e300", "\"big\""}) {
+    const std::string p = tmp.write("bytes.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"bytes\":" + bad + "}")));
+    EXPECT_NE(error_of(p).find("traceEvents[0].args.bytes"), std::string::npos) << bad << ": " << error_of(p);
+    const std::string q = tmp.write("flops.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"flops\":" + bad + "}")));
+    EXPECT_NE(error_of(q).find("traceEvents[0].args.flops"), std::string::npos) << bad << ": " << error_of(q);
+  }
+  const std::string op_bytes = tmp.write("op_bytes.json", doc(ev("gpu_memset", ",\"dur\":2,\"args\":{\"op_bytes\":-5}")));
+  EXPECT_NE(error_of(op_bytes).find("args.op_bytes"), std::string::npos) << error_of(op_bytes);
+}
+
 TEST(LayerNames, OursModulePathsAndWithModulesSpans) {
   EXPECT_EQ(parse_layer_name("layer.7"), 7);
   EXPECT_EQ(parse_layer_name("model.layers.12"), 12);
