@@ -19,10 +19,12 @@ BenchCli add_bench_subcommand(CLI::App& app) {
                  "roofline fraction vs copy bandwidth and BF16 GEMM peak measured in the same run");
   KernelBenchOptions& o = cli.state->options;
   cli.kernels->add_option("--out", cli.state->out_json, "write the records as a JSON list to this file");
-  cli.kernels->add_option("--reps", o.reps, "timed launches per shape (median reported)")->capture_default_str();
-  cli.kernels->add_option("--warmup", o.warmup, "untimed launches first")->capture_default_str();
+  cli.kernels->add_option("--reps", o.reps, "timed launches per shape (median reported)")->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  cli.kernels->add_option("--warmup", o.warmup, "untimed launches first")->capture_default_str()->check(CLI::Range(0, 100000));
   cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 32));
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
   cli.kernels->add_option("--only", o.only,
                           "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe (moe-pair: its "

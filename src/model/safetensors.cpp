@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
 
 #include "common/error.h"
@@ -142,13 +143,26 @@ void SafetensorsFile::open(const std::string& path) {
                   std::to_string(file_bytes) + " bytes)");
     const char* hbegin = reinterpret_cast<const char*>(base + 8);
     nlohmann::json header;
+    // A tensor name listed twice: nlohmann keeps the last silently (then "missing tensor 'x'" named another
+    // tensor); the parser callback sees every top-level key (bad-input review, session 16).
+    std::set<std::string> names;
+    std::string twice;
+    auto keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      if (event == nlohmann::json::parse_event_t::key && depth == 1 && twice.empty() &&
+          !names.insert(parsed.get<std::string>()).second)
+        twice = parsed.get<std::string>();
+      return true;
+    };
     try {
-      header = nlohmann::json::parse(hbegin, hbegin + header_len);
+      header = nlohmann::json::parse(hbegin, hbegin + header_len, keys);
     } catch (const nlohmann::json::exception& e) {
       std::string msg = e.what();
       std::replace(msg.begin(), msg.end(), '\n', ' ');
+      const size_t tag = msg.rfind("[json.exception.", 0) == 0 ? msg.find("] ") : std::string::npos;
+      if (tag != std::string::npos) msg = msg.substr(tag + 2);  // the library's "[json.exception.parse_error.101] "
       throw Error(P + ": safetensors header is not valid JSON (" + msg + ")");
     }
+    if (!twice.empty()) throw Error(P + ": tensor '" + twice + "' is listed twice in the safetensors header");
     if (!header.is_object())
       throw Error(P + ": safetensors header must be a JSON object, got " + std::string(header.type_name()));
 

@@ -99,6 +99,18 @@ TEST(SafetensorsErrors, Catalogue) {
   EXPECT_EQ(open_error(uint64_t(1) << 40, "{}", 0),
             p + ": safetensors header length 1099511627776 bytes is not sane (limit 100 MB); is this a safetensors file?");
   EXPECT_EQ(open_error(5, "{\"a\":", 0).rfind(p + ": safetensors header is not valid JSON (", 0), 0u);
+  EXPECT_EQ(open_error(5, "{\"a\":", 0).find("json.exception"), std::string::npos);  // not the library's tag
+  // A name listed twice (the last one won silently; session 16), also __metadata__; a nested duplicate is not one.
+  const std::string dup = "{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                          "\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+  EXPECT_EQ(open_error(dup.size(), dup, 8), p + ": tensor 't' is listed twice in the safetensors header");
+  const std::string meta2 = "{\"__metadata__\":{\"k\":\"v\",\"k\":\"w\"},\"t\":{\"dtype\":\"F32\",\"shape\":[1],"
+                            "\"data_offsets\":[0,4]}}";
+  {
+    const std::string d = fresh_dir("meta2");
+    write_raw(d + "/x.safetensors", meta2.size(), meta2, 4);
+    EXPECT_NO_THROW(SafetensorsFile f(d + "/x.safetensors"));
+  }
   EXPECT_EQ(open_error(2, "[]", 0), p + ": safetensors header must be a JSON object, got array");
   auto one = [](const std::string& entry) { return "{\"t\":" + entry + "}"; };
   auto hdr = [&](const std::string& entry, size_t data) {
