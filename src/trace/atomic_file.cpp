@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 
@@ -39,8 +40,25 @@ void check_output_dir(const std::string& dir) {
     p = p.parent_path();
   }
   require_writable_dir(p.string());
-  if (p != fs::absolute(fs::path(dir), ec) && !fs::is_directory(p, ec))
+  const fs::path target = fs::absolute(fs::path(dir), ec);
+  if (p != target && !fs::is_directory(p, ec))
     throw Error("output folder '" + dir + "' cannot be created under '" + p.string() + "'");
+  // Probe the missing levels: create them now and remove them again, so a path the OS refuses (/proc/x, a name
+  // longer than NAME_MAX) fails here, before the run, not when the outputs are written after it (bad-input
+  // review, session 16). A failed run still leaves no folder behind.
+  std::vector<fs::path> missing;  // innermost first
+  for (fs::path q = target; q != p && q.has_parent_path() && q.parent_path() != q; q = q.parent_path()) missing.push_back(q);
+  std::vector<fs::path> made;
+  std::string why;
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (!fs::create_directory(*it, ec) || ec) {
+      why = ec ? ec.message() : "it appeared meanwhile";
+      break;
+    }
+    made.push_back(*it);
+  }
+  for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);
+  if (!why.empty()) throw Error("output folder '" + dir + "' cannot be created: " + why);
 }
 
 void create_output_dir(const std::string& dir) {

@@ -356,6 +356,22 @@ TEST_F(BadInputs, DeeplyNestedJsonHugeValuesAndPipedWeights) {
                  {"model.safetensors", "not a regular file"});
 }
 
+// An --out the OS refuses to create (/proc/x, a name over NAME_MAX) fails before the run, not after it (session
+// 16: it was found only when the outputs were written, after every step had run). 1000 CPU steps of three paths
+// would take minutes: finishing within the harness' 60 s shows the check came first.
+TEST_F(BadInputs, UnusableOutFolderFailsBeforeTheRun) {
+  const std::string too_long = (dir_ / std::string(300, 'a')).string();
+  for (const std::string& out : {std::string("/proc/glm5prof_x/out"), too_long}) {
+    const Result r = run({"profile", "--backend", "cpu", "--model", "glm5-tiny", "--steps", "1000", "--out", out});
+    ASSERT_NE(r.status, 124) << "ran the profile before checking --out " << out;
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("cannot be created"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    std::error_code ec;
+    EXPECT_FALSE(fs::exists(out, ec));
+  }
+}
+
 // Inputs that are not files (a device that never ends, a pipe with no writer), a model that cannot fit on the
 // CPU, and diff inputs that would compare nothing or carry wrong types: one line each, no hang, no output.
 // Found by a bad-input attack on the CLI (session 11).
