@@ -15,16 +15,4 @@
 # Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_linear_fp8 kernels_gpu_norm engine_gpu_graph
 #        engine_gpu_golden engine_gpu_fp8_weights; shared/golden + configs in .device/shared; run `bash THIS`,
 #        carry [".device"]
-set -u
-. tools/device_round_lib.sh
-device_round_begin s16b
-for t in kernels_gpu_linear_fp8 kernels_gpu_norm engine_gpu_golden engine_gpu_fp8_weights engine_gpu_graph; do
-  timeout 200 $BIN/$t > $W/$t.log 2>&1; echo "$t rc=$?"
-  grep -E "^\[  (PASSED|FAILED) |Failure|Expected|Which is" $W/$t.log | head -12
-done
-grep -E "fused RMSNorm|attn.norm .* kernels" $W/kernels_gpu_linear_fp8.log $W/engine_gpu_graph.log | head -20
-OPS="attn.norm|attn.q_a_norm|attn.qkv_a_proj|attn.q_up_proj|attn.q_b_proj|attn.indexer.weights_proj"
-r=0; for x in A B B A; do r=$((r + 1))
-  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS"; else device_round_profile b1-$r-B 1 32768 "$OPS" --norm-fuse off; fi
-done
-device_round_pack
+S16_TAG=s16b exec bash tools/device_round_s16a.sh  # the same steps; the code measured is the checkout's

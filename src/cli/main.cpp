@@ -50,11 +50,11 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
   std::vector<int32_t> ids;
   for (size_t i = 0; i < j.size(); ++i) {
     const nlohmann::json& v = j[i];
-    const std::string shown = json_excerpt(v, 30);
     if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)
-      throw Error("--prompt-ids: " + what + ": token id " + shown + " is negative");
+      throw Error("--prompt-ids: " + what + ": token id " + json_excerpt(v, 30) + " is negative");
     if (!v.is_number_integer() || v.get<uint64_t>() >= (1ull << 31))
-      throw Error("--prompt-ids: " + what + ": token id [" + std::to_string(i) + "] must be an integer in [0, 2^31), got " + shown);
+      throw Error("--prompt-ids: " + what + ": token id [" + std::to_string(i) + "] must be an integer in [0, 2^31), got " +
+                  json_excerpt(v, 30));
     ids.push_back(int32_t(v.get<int64_t>()));
   }
   if (ids.empty()) throw Error("--prompt-ids: " + what + ": the prompt is empty");

@@ -49,4 +49,12 @@ std::string json_excerpt(const nlohmann::json& v, size_t max_chars) {
   return out;
 }
 
+std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string m = e.what();
+  if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
+  for (char& c : m)
+    if (c == '\n' || c == '\r') c = ' ';
+  return m;
+}
+
 }  // namespace glm5

@@ -16,4 +16,8 @@ namespace glm5 {
 inline constexpr int kJsonExcerptDepth = 8;
 std::string json_excerpt(const nlohmann::json& v, size_t max_chars = 60);
 
+// nlohmann's message for a failed parse without its "[json.exception.parse_error.101] " prefix, on one line
+// (for "FILE: not valid JSON (...)" errors).
+std::string json_error_text(const nlohmann::json::exception& e);
+
 }  // namespace glm5

@@ -393,7 +393,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   const bool cuda = resolve_backend(o.backend) == Backend::Cuda;
   require_usage(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));
   require_usage(o.rank < o.tp, "--rank " + std::to_string(o.rank) + " must be below --tp " + std::to_string(o.tp));
-  require_usage(!(o.tp > 1 && o.rank < 0) || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
+  const bool multi_gpu = o.tp > 1 && o.rank < 0;  // every rank on its own GPU of this process
+  require_usage(!multi_gpu || cuda, "--tp " + std::to_string(o.tp) + " without --rank needs " + std::to_string(o.tp) +
                                   " GPUs; on one GPU or the CPU add --rank R to profile one rank's shard");
   require_usage(o.nccl_id_file.empty() || (o.rank >= 0 && cuda),
           "--nccl-id-file needs --rank R and the CUDA backend (one process per rank)");
@@ -507,7 +508,6 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                               (cuda ? " on the GPU" : " (CPU backend limit)") +
                               "; lower --pool-tokens / --batch / --context" + std::string(wo.share_mlp_weights ? "" : " or use --share-mlp on"));
 
-  const bool multi_gpu = o.tp > 1 && o.rank < 0;
   std::vector<std::unique_ptr<Communicator>> comms;
   if (multi_gpu) {
     comms = make_nccl_communicators(o.tp);

@@ -21,8 +21,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string show(const json& v) { return json_excerpt(v, 60); }
-
 // Typed access to one JSON object with errors of the form
 //   "config.json: key 'hidden_size' must be a positive integer, got \"abc\"".
 class Reader {
@@ -36,7 +34,7 @@ class Reader {
     throw Error(source_ + ": key '" + prefix_ + key + "' " + what);
   }
   [[noreturn]] void bad(const char* key, const std::string& expected) const {
-    fail(key, "must be " + expected + ", got " + show(j_.at(key)));
+    fail(key, "must be " + expected + ", got " + json_excerpt(j_.at(key)));
   }
   void require_key(const char* key, const std::string& expected) const {
     if (!has(key)) fail(key, "is missing (expected " + expected + ")");
@@ -131,7 +129,7 @@ std::vector<bool> layer_list(const Reader& r, const char* key, int layers, const
     if (e.is_string() && e.get<std::string>() == a) out[i] = false;
     else if (e.is_string() && e.get<std::string>() == b) out[i] = true;
     else r.fail(std::string(key) + "[" + std::to_string(i) + "]", std::string("must be \"") + a + "\" or \"" + b +
-                                                                    "\", got " + show(e));
+                                                                    "\", got " + json_excerpt(e));
   }
   return out;
 }
@@ -157,9 +155,9 @@ void parse_rope(const Reader& r, const json& j, const std::string& source, Model
   c.rope_type = type;
   if (type == "yarn") {
     c.rope_factor = float(s.positive_number("factor"));
-    if (c.rope_factor < 1.f) s.fail("factor", "must be >= 1 for YaRN, got " + show(rp.at("factor")));
+    if (c.rope_factor < 1.f) s.fail("factor", "must be >= 1 for YaRN, got " + json_excerpt(rp.at("factor")));
     c.rope_mscale_all_dim = float(s.number("mscale_all_dim", 0.0));
-    if (c.rope_mscale_all_dim < 0) s.fail("mscale_all_dim", "must be >= 0, got " + show(rp.at("mscale_all_dim")));
+    if (c.rope_mscale_all_dim < 0) s.fail("mscale_all_dim", "must be >= 0, got " + json_excerpt(rp.at("mscale_all_dim")));
     c.rope_original_max_position = s.positive_int("original_max_position_embeddings", c.max_position_embeddings);
     c.rope_beta_fast = float(s.positive_number("beta_fast", 32.0));
     c.rope_beta_slow = float(s.positive_number("beta_slow", 1.0));
@@ -169,7 +167,7 @@ void parse_rope(const Reader& r, const json& j, const std::string& source, Model
 }  // namespace
 
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
-  if (!j.is_object()) throw Error(source + ": must be a JSON object, got " + show(j));
+  if (!j.is_object()) throw Error(source + ": must be a JSON object, got " + json_excerpt(j));
   Reader r(j, source);
   ModelConfig c;
   c.name = source;
@@ -262,14 +260,14 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     for (size_t i = 0; i < v.size(); ++i)
       if (!v[i].is_string() || v[i].get<std::string>() != kind)
         r.fail("layer_types[" + std::to_string(i) + "]", "must be \"" + kind + "\" (the attention " + mt +
-                                                             " layers run), got " + show(v[i]));
+                                                             " layers run), got " + json_excerpt(v[i]));
   }
 
   // Features the engine does not implement: refuse rather than compute something else.
   if (r.string("scoring_func", "sigmoid") != "sigmoid")
-    r.fail("scoring_func", "must be \"sigmoid\" (the GLM-5 / DeepSeek-V3 router), got " + show(j.at("scoring_func")));
+    r.fail("scoring_func", "must be \"sigmoid\" (the GLM-5 / DeepSeek-V3 router), got " + json_excerpt(j.at("scoring_func")));
   if (r.string("hidden_act", "silu") != "silu")
-    r.fail("hidden_act", "must be \"silu\" (SwiGLU MLPs), got " + show(j.at("hidden_act")));
+    r.fail("hidden_act", "must be \"silu\" (SwiGLU MLPs), got " + json_excerpt(j.at("hidden_act")));
   if (r.boolean("tie_word_embeddings", false))
     r.fail("tie_word_embeddings", "must be false: a separate lm_head.weight is expected");
   if (r.boolean("attention_bias", false))
@@ -325,12 +323,7 @@ ModelConfig load_model_config(const std::string& path) {
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
-    std::string msg = e.what();
-    // nlohmann's "[json.exception.parse_error.101] " prefix is noise for the user.
-    if (msg.rfind("[json.exception.", 0) == 0 && msg.find("] ") != std::string::npos) msg = msg.substr(msg.find("] ") + 2);
-    for (char& ch : msg)
-      if (ch == '\n') ch = ' ';
-    throw Error(file + ": not valid JSON (" + msg + ")");
+    throw Error(file + ": not valid JSON (" + json_error_text(e) + ")");
   }
   return parse_model_config(j, file);
 }

@@ -21,7 +21,6 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // 100 MB: far above any real header
 
-std::string short_dump(const nlohmann::json& v) { return json_excerpt(v, 60); }
 
 }  // namespace
 
@@ -156,11 +155,7 @@ void SafetensorsFile::open(const std::string& path) {
     try {
       header = nlohmann::json::parse(hbegin, hbegin + header_len, keys);
     } catch (const nlohmann::json::exception& e) {
-      std::string msg = e.what();
-      std::replace(msg.begin(), msg.end(), '\n', ' ');
-      const size_t tag = msg.rfind("[json.exception.", 0) == 0 ? msg.find("] ") : std::string::npos;
-      if (tag != std::string::npos) msg = msg.substr(tag + 2);  // the library's "[json.exception.parse_error.101] "
-      throw Error(P + ": safetensors header is not valid JSON (" + msg + ")");
+      throw Error(P + ": safetensors header is not valid JSON (" + json_error_text(e) + ")");
     }
     if (!twice.empty()) throw Error(P + ": tensor '" + twice + "' is listed twice in the safetensors header");
     if (!header.is_object())
@@ -186,10 +181,10 @@ void SafetensorsFile::open(const std::string& path) {
         continue;
       }
       const std::string where = P + ": tensor '" + name + "'";
-      if (!e.is_object()) throw Error(where + ": header entry must be an object, got " + short_dump(e));
+      if (!e.is_object()) throw Error(where + ": header entry must be an object, got " + json_excerpt(e));
       auto dt = e.find("dtype");
       if (dt == e.end() || !dt->is_string())
-        throw Error(where + ": 'dtype' must be a string, got " + (dt == e.end() ? "nothing" : short_dump(*dt)));
+        throw Error(where + ": 'dtype' must be a string, got " + (dt == e.end() ? "nothing" : json_excerpt(*dt)));
       DType dtype;
       if (!parse_safetensors_dtype(dt->get<std::string>(), &dtype))
         throw Error(where + ": unsupported dtype \"" + dt->get<std::string>() +
@@ -197,25 +192,25 @@ void SafetensorsFile::open(const std::string& path) {
       auto sh = e.find("shape");
       if (sh == e.end() || !sh->is_array())
         throw Error(where + ": 'shape' must be an array of non-negative integers, got " +
-                    (sh == e.end() ? "nothing" : short_dump(*sh)));
+                    (sh == e.end() ? "nothing" : json_excerpt(*sh)));
       std::vector<int64_t> shape;
       uint64_t numel = 1;
       bool overflow = false;
       for (const auto& d : *sh) {
         if (!d.is_number_unsigned())
-          throw Error(where + ": 'shape' must be an array of non-negative integers, got " + short_dump(*sh));
+          throw Error(where + ": 'shape' must be an array of non-negative integers, got " + json_excerpt(*sh));
         uint64_t v = d.get<uint64_t>();
         if (v > (1ull << 48)) overflow = true;
         shape.push_back(int64_t(v));
         if (v != 0 && numel > (1ull << 62) / v) overflow = true;
         numel *= v;
       }
-      if (overflow) throw Error(where + ": shape " + short_dump(*sh) + " is too large");
+      if (overflow) throw Error(where + ": shape " + json_excerpt(*sh) + " is too large");
       auto off = e.find("data_offsets");
       if (off == e.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
           !(*off)[1].is_number_unsigned())
         throw Error(where + ": 'data_offsets' must be two non-negative integers [begin, end], got " +
-                    (off == e.end() ? "nothing" : short_dump(*off)));
+                    (off == e.end() ? "nothing" : json_excerpt(*off)));
       uint64_t b = (*off)[0].get<uint64_t>(), en = (*off)[1].get<uint64_t>();
       if (b > en)
         throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] have begin > end");
@@ -225,7 +220,7 @@ void SafetensorsFile::open(const std::string& path) {
       uint64_t want = numel * uint64_t(dtype_size(dtype));
       if (en - b != want)
         throw Error(where + ": data_offsets [" + std::to_string(b) + ", " + std::to_string(en) + "] hold " +
-                    std::to_string(en - b) + " bytes, but " + dt->get<std::string>() + " shape " + short_dump(*sh) +
+                    std::to_string(en - b) + " bytes, but " + dt->get<std::string>() + " shape " + json_excerpt(*sh) +
                     " needs " + std::to_string(want));
       SafetensorsView v;
       v.name = name;

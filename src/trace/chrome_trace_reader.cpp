@@ -730,15 +730,6 @@ class Splitter {
   bool in_events_ = false, after_comma_ = false, want_element_ = false, root_seen_ = false, root_object_ = false;
 };
 
-// nlohmann's message without its "[json.exception.parse_error.101] " prefix and its position, on one line.
-std::string json_error_text(const json::exception& e) {
-  std::string m = e.what();
-  if (m.rfind("[json.exception.", 0) == 0 && m.find("] ") != std::string::npos) m = m.substr(m.find("] ") + 2);
-  for (char& c : m)
-    if (c == '\n' || c == '\r') c = ' ';
-  return m;
-}
-
 struct Interval {
   int64_t start, end;
   size_t index;
