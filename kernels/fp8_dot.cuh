@@ -28,36 +28,104 @@ __device__ __forceinline__ float fp8_dot16(const uint4& codes, const float* x) {
   return s;
 }
 
+// The chunks of one step of warp_dots_fp8: c[r][u] = the 16 codes of row r at column base + u * 512 (zeros past
+// c_end). Separate so a kernel can issue a step's loads before pdl_wait() (weights no kernel of the step writes).
+template <int R, int U>
+__device__ __forceinline__ void warp_load_fp8(const uint8_t* const (&w)[R], int base, int c_end, uint4 (&c)[R][U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = base + u * 512;
+      c[r][u] = i < c_end ? __ldg(reinterpret_cast<const uint4*>(w[r] + i)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+// fp8_dot16 with the chunk's 16 activations already loaded (xv[q] = x[4q .. 4q+3]): the same arithmetic.
+__device__ __forceinline__ float fp8_dot16(const uint4& codes, const float4 (&xv)[4]) {
+  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
+  float s = 0.f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float2 a = e4m3x2_to_float2(uint16_t(w[q] & 0xffffu));
+    const float2 b = e4m3x2_to_float2(uint16_t(w[q] >> 16));
+    s = fmaf(a.x, xv[q].x, s);
+    s = fmaf(a.y, xv[q].y, s);
+    s = fmaf(b.x, xv[q].z, s);
+    s = fmaf(b.y, xv[q].w, s);
+  }
+  return s;
+}
+
+// One step's math of warp_dots_fp8 (the chunks c at base): acc[r] += s[r][i / 128] * dot16(c[r][u], x[r] + i).
+// kSharedX: every x[r] is the same row (the caller guarantees it), so each chunk's 16 activations are loaded once
+// for all R rows instead of once per row (the compiler does not merge the R loads: it cannot know the pointers are
+// equal). The same values in the same order either way.
+template <int R, int U, bool kSharedX>
+__device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const float* const (&s)[R], int base, int c_end,
+                                              const uint4 (&c)[R][U], float (&acc)[R]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int i = base + u * 512;
+    if (i < c_end) {
+      if constexpr (kSharedX) {
+        float4 xv[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(x[0] + i + 4 * q);
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(__ldg(s[r] + i / 128), fp8_dot16(c[r][u], xv), acc[r]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] = fmaf(__ldg(s[r] + i / 128), fp8_dot16(c[r][u], x[r] + i), acc[r]);
+      }
+    }
+  }
+}
+
+// warp_dots_fp8 with the first step's chunks already in c (warp_load_fp8 at base c_begin + lane * 16). Steps in
+// increasing column order, so the same arithmetic in the same order as warp_dots_fp8 for every variant:
+//   kPipe false: each step's math, then the next step's loads into c (a warp has no loads in flight while it
+//                computes: at GLM-5 batch 1 the MoE kernels' warps spend ~1/3 of a step in the math);
+//   kPipe true:  the next step's loads are issued into a second register set before this step's math (double
+//                buffer, 2 x R x U x 16 B per lane; the loop is unrolled twice so the sets swap roles without copies).
+template <int R, int U, bool kSharedX = false, bool kPipe = false>
+__device__ __forceinline__ void warp_dots_fp8_loaded(const float* const (&x)[R], const uint8_t* const (&w)[R],
+                                                     const float* const (&s)[R], int c_begin, int c_end, uint4 (&c)[R][U],
+                                                     float (&out)[R]) {
+  const int lane = threadIdx.x % 32;
+  constexpr int kStep = 32 * 16 * U;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  if constexpr (kPipe) {
+    uint4 n[R][U];
+    for (int base = c_begin + lane * 16; base < c_end; base += 2 * kStep) {
+      if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, n);
+      warp_step_fp8<R, U, kSharedX>(x, s, base, c_end, c, acc);
+      if (base + kStep >= c_end) break;
+      if (base + 2 * kStep < c_end) warp_load_fp8<R, U>(w, base + 2 * kStep, c_end, c);
+      warp_step_fp8<R, U, kSharedX>(x, s, base + kStep, c_end, n, acc);
+    }
+  } else {
+    for (int base = c_begin + lane * 16; base < c_end; base += kStep) {
+      warp_step_fp8<R, U, kSharedX>(x, s, base, c_end, c, acc);
+      if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, c);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) out[r] = warp_sum(acc[r]);
+}
+
 // out[r] = sum over the warp of x[r][c] * e4m3(w[r][c]) * s[r][c / 128] for c in [c_begin, c_end);
 // c_begin and c_end multiples of 16 (c_begin of 512 for full-warp chunks), w[r] + c and x[r] + c 16-byte
 // aligned. Every lane returns the sums.
 template <int R, int U>
 __device__ __forceinline__ void warp_dots_fp8(const float* const (&x)[R], const uint8_t* const (&w)[R],
                                               const float* const (&s)[R], int c_begin, int c_end, float (&out)[R]) {
-  const int lane = threadIdx.x % 32;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  for (int base = c_begin + lane * 16; base < c_end; base += 32 * 16 * U) {
-    uint4 c[R][U];
-#pragma unroll
-    for (int u = 0; u < U; ++u)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int i = base + u * 512;
-        c[r][u] = i < c_end ? __ldg(reinterpret_cast<const uint4*>(w[r] + i)) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = base + u * 512;
-      if (i < c_end) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r] = fmaf(__ldg(s[r] + i / 128), fp8_dot16(c[r][u], x[r] + i), acc[r]);
-      }
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < R; ++r) out[r] = warp_sum(acc[r]);
+  uint4 c[R][U];
+  const int base = c_begin + int(threadIdx.x % 32) * 16;
+  if (base < c_end) warp_load_fp8<R, U>(w, base, c_end, c);
+  warp_dots_fp8_loaded<R, U>(x, w, s, c_begin, c_end, c, out);
 }
 
 }  // namespace glm5

@@ -26,6 +26,8 @@ namespace glm5 {
 namespace {
 
 constexpr int kWarps = 8;              // warps per block of the expert kernels
+// MoeExpertsParams::pair_variant 0 means this one (chosen from S17 measurements; see moe.h).
+constexpr int kMoePairDefaultVariant = 1;
 constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate and an up dot product)
 constexpr int kDownRowsPerWarp = 1;    // hidden rows per warp (each row: k dot products); B=1 still
                                        // gives hidden/8 = 768 blocks at GLM-5 size
@@ -124,9 +126,9 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 // run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
 // expert_row_dot, so the same bits.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
-// kMinBlocks: MoeExpertsParams::gate_up_ctas_per_sm (the register cap).
-template <int kMinBlocks>
-__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
+// kVariant: MoeExpertsParams::pair_variant (1..3; how the warp streams its rows, the same bits).
+template <int kVariant>
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
   pdl_begin();
   const int pair = pair0 + blockIdx.x;  // pair0: MoeExpertsParams::Stage (the shared pairs start at B*k)
   const bool shared = pair >= p.B * p.k;
@@ -159,7 +161,9 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_gate_up_fp8_kerne
   const uint8_t* const ws[4] = {wrow(p.w_gate, row0), wrow(p.w_up, row0), wrow(p.w_gate, row1), wrow(p.w_up, row1)};
   const float* const ss[4] = {srow(p.s_gate, row0), srow(p.s_up, row0), srow(p.s_gate, row1), srow(p.s_up, row1)};
   float o[4];
-  warp_dots_fp8<4, 2>(xs, ws, ss, 0, p.hidden, o);
+  uint4 c[4][2];
+  if (lane * 16 < p.hidden) warp_load_fp8<4, 2>(ws, lane * 16, p.hidden, c);
+  warp_dots_fp8_loaded<4, 2, (kVariant >= 2), (kVariant == 3)>(xs, ws, ss, 0, p.hidden, c, o);
   if (lane == 0) {
     act[row0] = o[0] / (1.0f + expf(-o[0])) * o[1];
     if (row1 != row0) act[row1] = o[2] / (1.0f + expf(-o[2])) * o[3];
@@ -219,18 +223,29 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // (16 bytes of act traffic per 16 weight bytes). Same per-row arithmetic (warp_dots_fp8 sums in the
 // same order for any R and U) and the same slot-order sum in moe_combine_kernel: bitwise equal to
 // moe_down_fp8_kernel.
-// kMinBlocks: MoeExpertsParams::down_ctas_per_sm (the register cap).
+// kVariant: MoeExpertsParams::pair_variant (1..3; how the warp streams its rows, the same bits).
+// kEarly (MoeExpertsParams::down_early_loads): the warp's first step of weight loads (4 rows x 2 x 16 B per lane) is
+// issued before pdl_wait(), so under PDL the first wave's DRAM round trips overlap the tail of
+// moe_gate_up_fp8_kernel. The weights and scales are written by no kernel of the step; the expert id is: it comes
+// from the routing kernel two launches back, read through L2 (ld.global.cg). Why that read sees the routing's
+// output: this grid's CTAs are scheduled only after every CTA of the gate_up grid has executed
+// griddepcontrol.launch_dependents, which each does after its griddepcontrol.wait returned, i.e. after the
+// routing grid completed and its writes were flushed (kernels/launch.cuh's contract, applied twice). L1 is
+// bypassed because it is not coherent: an earlier layer's ids at the same address could sit there.
+// Without PDL (GLM5_PDL=0, graphs without programmatic edges) the launch is ordinary and the order trivially holds.
 constexpr int kPairDownRows = 4;
-template <int kMinBlocks>
-__global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
-  pdl_begin();
+template <int kVariant, bool kEarly>
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
+  if constexpr (!kEarly) pdl_begin();
   const int pair = pair0 + blockIdx.x;
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
-  const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
-  if (e < 0 || e >= p.E) return;  // moe_combine_kernel skips this slot
+  const int e = shared ? 0 : (kEarly ? __ldcg(p.topk_ids + pair) : p.topk_ids[pair]) - p.expert_begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d0 = (blockIdx.y * kWarps + warp) * kPairDownRows;
-  if (d0 >= p.hidden) return;
+  if (e < 0 || e >= p.E || d0 >= p.hidden) {  // another rank's expert: moe_combine_kernel skips this slot
+    if constexpr (kEarly) pdl_wait();
+    return;
+  }
   const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
   const float* x = p.act + size_t(pair) * p.inter;
   const float* xs[kPairDownRows];
@@ -247,7 +262,10 @@ __global__ void __launch_bounds__(32 * kWarps, kMinBlocks) moe_down_pair_fp8_ker
   const float* const (&cx)[kPairDownRows] = xs;
   const uint8_t* const (&cw)[kPairDownRows] = ws;
   const float* const (&cs)[kPairDownRows] = ss;
-  warp_dots_fp8<kPairDownRows, 2>(cx, cw, cs, 0, p.inter, o);
+  uint4 c[kPairDownRows][2];
+  if (lane * 16 < p.inter) warp_load_fp8<kPairDownRows, 2>(cw, lane * 16, p.inter, c);
+  if constexpr (kEarly) pdl_begin();
+  warp_dots_fp8_loaded<kPairDownRows, 2, (kVariant >= 2), (kVariant == 3)>(cx, cw, cs, 0, p.inter, c, o);
   if (lane == 0)
 #pragma unroll
     for (int r = 0; r < kPairDownRows; ++r)
@@ -857,9 +875,11 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const int pair0 = p.stage == Stage::Shared ? p.B * p.k : 0;
   const int npairs = p.stage == Stage::Shared ? p.B : p.stage == Stage::Routed ? p.B * p.k : pairs;
   const dim3 grid_up(npairs, (p.inter + up_rows - 1) / up_rows);
-  if (fp8 && vec_up && p.gate_up_ctas_per_sm == 3)
-    launch_kernel(moe_gate_up_fp8_kernel<3>, grid_up, block, 0, stream, p, pair0);
-  else if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel<2>, grid_up, block, 0, stream, p, pair0);
+  const int variant = p.pair_variant > 0 ? p.pair_variant : kMoePairDefaultVariant;  // MoeExpertsParams::pair_variant
+  if (fp8 && vec_up) {
+    auto k = variant == 1 ? moe_gate_up_fp8_kernel<1> : variant == 2 ? moe_gate_up_fp8_kernel<2> : moe_gate_up_fp8_kernel<3>;
+    launch_kernel(k, grid_up, block, 0, stream, p, pair0);
+  }
   else if (fp8) launch_kernel(moe_gate_up_kernel<false, true>, grid_up, block, 0, stream, p);
   else if (vec_up) launch_kernel(moe_gate_up_kernel<true, false>, grid_up, block, 0, stream, p);
   else launch_kernel(moe_gate_up_kernel<false, false>, grid_up, block, 0, stream, p);
@@ -867,8 +887,12 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
     const dim3 grid_down(npairs, (p.hidden + rows - 1) / rows);
-    if (p.down_ctas_per_sm == 3) launch_kernel(moe_down_pair_fp8_kernel<3>, grid_down, block, 0, stream, p, pair0);
-    else launch_kernel(moe_down_pair_fp8_kernel<2>, grid_down, block, 0, stream, p, pair0);
+    const bool early = p.down_early_loads > 0;  // see MoeExpertsParams::down_early_loads
+    using DownKernel = void (*)(MoeExpertsParams, int);
+    const DownKernel ks[3][2] = {{moe_down_pair_fp8_kernel<1, false>, moe_down_pair_fp8_kernel<1, true>},
+                                 {moe_down_pair_fp8_kernel<2, false>, moe_down_pair_fp8_kernel<2, true>},
+                                 {moe_down_pair_fp8_kernel<3, false>, moe_down_pair_fp8_kernel<3, true>}};
+    launch_kernel(ks[variant - 1][early ? 1 : 0], grid_down, block, 0, stream, p, pair0);
     CUDA_CHECK_LAUNCH();
     if (p.stage == Stage::All) launch_combine(p, stream);
     return;

@@ -83,13 +83,18 @@ struct MoeExpertsParams {
   // on for BF16 (+3-7%: 59.5 -> 63.7% of copy at batch 32), off for FP8 (the FP8 kernels already hold ~200
   // registers; with the prefetch 91.5 -> 60.4%); 0 off; 1 on. Either way the same bits.
   int mma_prefetch = -1;
-  // Per-token FP8 path (batch < 4: moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel): 256-thread CTAs per SM that
-  // each kernel's register allocation is held to (__launch_bounds__ min blocks; tuning). 0: the default, 2 (96
-  // registers: 16 warps per SM, as every session before 16 ran it); 3: 80 registers, 24 warps per SM, more weight
-  // bytes in flight (moe_down_pair_fp8_kernel then spills 32 bytes to the stack). The same arithmetic either way:
-  // the same bits. Throws glm5::Error (validate_moe_experts_params) outside {0, 2, 3}.
-  int gate_up_ctas_per_sm = 0;
-  int down_ctas_per_sm = 0;
+  // Per-token FP8 path (batch < 4: moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel): how each warp streams its
+  // weight rows (kernels/fp8_dot.cuh, warp_dots_fp8_loaded). 0: the default (kMoePairDefaultVariant);
+  // 1: the activations loaded once per row (4x per chunk), a step's loads issued after its math (sessions <= 16);
+  // 2: the activations loaded once per chunk for all rows (GLM-5 batch 1, S17a Nsight Compute: L1 at 73% of its
+  //    peak with 1); 3: 2, and the next step's weight loads in flight during this step's math (double buffer).
+  // The same arithmetic in the same order: the same bits. (Session 16's register caps, 3 CTAs per SM, were slower
+  // in both kernels, S16d and S17a, and were removed.) Throws glm5::Error (validate_moe_experts_params) outside 0..3.
+  int pair_variant = 0;
+  // Per-token FP8 down projection (moe_down_pair_fp8_kernel): 1 issues each warp's first step of weight loads
+  // before the wait for moe_gate_up_fp8_kernel (PDL), so the first wave's DRAM round trips overlap gate_up's tail;
+  // 0 (default) waits first. The same bits either way. Throws glm5::Error outside {0, 1}.
+  int down_early_loads = 0;
   // Optional shared expert fused into the routed launches (DeepSeek / GLM-5 `shared_experts`): out[b]
   // gets + down_s(silu(gate_s x_b) * up_s x_b) after the routed slots, as the HF order (routed sum, then
   // + shared). Rows: shared_gate_up [2 * inter, hidden] = [gate; up], shared_down [hidden, inter] (the

@@ -309,11 +309,17 @@ int main(int argc, char** argv) {
                    "(off: the fp32-FMA kernels). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  prof->add_option("--moe-pair-ctas", po.moe_pair_ctas,
-                   "0 | 2 | 3: 256-thread CTAs per SM the batch < 4 FP8 MoE kernels' registers are held to (0: their "
-                   "default). Tuning")
+  prof->add_option("--moe-pair-variant", po.moe_pair_variant,
+                   "0 | 1 | 2 | 3: how the batch < 4 FP8 MoE kernels stream their weight rows (0: the default; 1: "
+                   "activations loaded per row; 2: once per chunk; 3: 2 with the next loads in flight during the math). "
+                   "Tuning; the same results")
       ->capture_default_str()
-      ->check(CLI::IsMember({0, 2, 3}));
+      ->check(CLI::IsMember({0, 1, 2, 3}));
+  prof->add_option("--moe-down-early", po.moe_down_early,
+                   "on | off: the batch < 4 FP8 MoE down kernel issues its first weight loads before waiting for the "
+                   "gate/up kernel (PDL). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")

@@ -863,7 +863,8 @@ void DecodeEngine::mlp(int l) {
                        expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
     p.group = moe_group_.as<int32_t>();
     p.pair_out = moe_pair_out_.as<float>();
-    p.gate_up_ctas_per_sm = p.down_ctas_per_sm = opt_.moe_pair_ctas;
+    p.pair_variant = opt_.moe_pair_variant;
+    p.down_early_loads = opt_.moe_down_early ? 1 : 0;
     if (fuse_shared) {
       p.shared_gate_up = L.gate_up.p;
       p.s_shared_gate_up = L.gate_up.scale;

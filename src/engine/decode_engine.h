@@ -81,9 +81,12 @@ struct EngineOptions {
   // attn.q_absorb / attn.v_unabsorb on the split-BF16 tensor-core kernels from batch 5 (MlaAbsorbParams::
   // tensor_cores; kernels/mla_absorb.cu). false: the fp32-FMA tiled kernels they replaced (A/B).
   bool absorb_tc = true;
-  // MoeExpertsParams::gate_up_ctas_per_sm and down_ctas_per_sm of the per-token FP8 MoE kernels (batch < 4):
-  // 0 = the kernels' default (2), 2 or 3 (tuning; session 16).
-  int moe_pair_ctas = 0;
+  // MoeExpertsParams::pair_variant of the per-token FP8 MoE kernels (batch < 4): 0 = the kernels' default, 1..3
+  // (tuning; session 17; the same bits).
+  int moe_pair_variant = 0;
+  // MoeExpertsParams::down_early_loads of the per-token FP8 MoE down kernel (batch < 4): its first weight loads
+  // before the PDL wait (session 17; A/B).
+  bool moe_down_early = false;
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).

@@ -27,6 +27,7 @@
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_tma.h"
 #include "kernels/moe.h"
+#include "kernels/read_stream.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
 #include "kernels/sm90a/mla_decode_wgmma.h"
@@ -72,6 +73,7 @@ double median(const std::vector<double>& sorted) {
 
 struct Ceilings {
   double copy_gbps = 0, bf16_tflops = 0;
+  double read_gbps = 0;  // best read_stream shape (not part of the roofline: issue 3's floor is copy / GEMM)
 };
 
 KernelBenchRecord make_record(const std::string& kernel, const std::vector<double>& us, double bytes, double flops,
@@ -89,6 +91,7 @@ KernelBenchRecord make_record(const std::string& kernel, const std::vector<doubl
   r.tflops = flops / s / 1e12;
   r.copy_gbps_measured = c.copy_gbps;
   r.bf16_tflops_measured = c.bf16_tflops;
+  r.read_gbps_measured = c.read_gbps;
   const double floor_s = std::max(c.copy_gbps > 0 ? bytes / (c.copy_gbps * 1e9) : 0.0,
                                   c.bf16_tflops > 0 ? flops / (c.bf16_tflops * 1e12) : 0.0);
   r.roofline_fraction = floor_s / s;
@@ -132,6 +135,56 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
     KernelBenchRecord r = make_record("copy_d2d", us, 2.0 * bytes, 0, c);
     r.check = "cudaMemcpyAsync D2D of 1 GiB; bytes = read + written";
     out.push_back(r);
+    // The read ceiling (kernels/read_stream.h): the same 1 GiB read by a kernel that only reads, in a few launch
+    // shapes; each shape's XOR is first checked against the CPU twin on 16 MB of fresh random words. The best
+    // median is Ceilings::read_gbps, what a weight stream (the batch-1 GEMVs, the MoE experts) could reach.
+    const uint64_t seed = fresh_seed();
+    std::vector<uint32_t> words(size_t(4) << 20);
+    for (size_t i = 0; i < words.size(); ++i) words[i] = uint32_t(splitmix64(seed ^ splitmix64(i)));
+    Buffer small = to_device(words, "bench read_stream check input"), sink(Where::Device, 4, "bench read_stream sink");
+    ReadStreamParams cp;
+    cp.src = words.data();
+    cp.bytes = words.size() * 4;
+    cp.sink = words.data();
+    const uint32_t want = read_stream_xor_cpu(cp);
+    struct Shape {
+      int ctas, threads, unroll;
+    };
+    for (const Shape sh : {Shape{1, 1024, 4}, Shape{2, 512, 8}, Shape{2, 256, 8}, Shape{2, 256, 16}, Shape{4, 256, 8},
+                           Shape{8, 256, 4}}) {
+      ReadStreamParams p;
+      p.src = small.data();
+      p.bytes = cp.bytes;
+      p.sink = sink.as<uint32_t>();
+      p.ctas_per_sm = sh.ctas;
+      p.threads = sh.threads;
+      p.unroll = sh.unroll;
+      CUDA_CHECK(cudaMemset(sink.data(), 0, 4));
+      read_stream_cuda(p, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      const uint32_t got = to_host<uint32_t>(sink, 1)[0];
+      require(got == want, "bench read_stream: XOR " + std::to_string(got) + " != CPU twin " + std::to_string(want) +
+                               " (" + std::to_string(sh.ctas) + " CTAs/SM x " + std::to_string(sh.threads) +
+                               " threads, unroll " + std::to_string(sh.unroll) + ")");
+      p.src = src.data();
+      p.bytes = bytes;
+      std::vector<double> rus = timer.time([&] { read_stream_cuda(p, stream); });
+      KernelBenchRecord rr = make_record("read_stream", rus, double(bytes), 0, c);
+      rr.check = "XOR = CPU twin (16 MB random); " + std::to_string(sh.ctas) + " CTAs/SM x " +
+                 std::to_string(sh.threads) + " threads, " + std::to_string(sh.unroll) + " x 16 B in flight per thread";
+      c.read_gbps = std::max(c.read_gbps, rr.achieved_gbps);
+      out.push_back(rr);
+      // One shape also at the sizes of GLM-5's batch-1 MoE launches (8 experts' gate+up: 192 MiB, down: 96 MiB):
+      // what one launch of that size loses to its ramp and tail. Not part of the ceiling.
+      if (sh.ctas == 2 && sh.threads == 256 && sh.unroll == 8)
+        for (const size_t part : {size_t(192) << 20, size_t(96) << 20}) {
+          p.bytes = part;
+          std::vector<double> pus = timer.time([&] { read_stream_cuda(p, stream); });
+          KernelBenchRecord pr = make_record("read_stream", pus, double(part), 0, c);
+          pr.check = rr.check + "; " + std::to_string(part >> 20) + " MiB (one batch-1 MoE launch's weights)";
+          out.push_back(pr);
+        }
+    }
   }
   {
     const int n = 8192;
@@ -194,6 +247,7 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
   }
   for (auto& r : out) {  // the copy record was made before the GEMM ceiling was known
     r.bf16_tflops_measured = c.bf16_tflops;
+    r.read_gbps_measured = c.read_gbps;
     r.roofline_fraction = std::max(r.bytes / (c.copy_gbps * 1e9), r.flops / (c.bf16_tflops * 1e12)) / (r.median_us * 1e-6);
   }
   return c;
@@ -768,8 +822,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
   for (size_t i = 0; i < ns; ++i) hs[i] = (0.5f + rng_uniform(seed, 54, i)) / 64.f / std::sqrt(float(hidden));
   Buffer sg = to_device(hs, "bench moe gate scales"), su = to_device(hs, "bench moe up scales"),
          sd = to_device(hs, "bench moe down scales");
-  // FP8 at batch 1: the per-token kernels (moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel), whose register cap
-  // is measured as variants (MoeExpertsParams::gate_up_ctas_per_sm / down_ctas_per_sm).
+  // FP8 at batch 1: the per-token kernels (moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel), measured in each
+  // MoeExpertsParams::pair_variant, with and without down_early_loads (all bitwise equal; "_pair" is the default).
   std::vector<int> batches = opt.quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128};
   if (fp8) batches.insert(batches.begin(), 1);
   if (pair_only) batches = {1};
@@ -820,17 +874,18 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     // of 2 and 3 CTAs per SM, by padding the dynamic shared memory: 12-35% slower for BF16, the FP8 kernels
     // already run at 2 per SM; not kept.)
     // Per-token path (B < 4): the register caps, all bitwise the same (checked against the first).
-    struct Variant { const char* suffix; bool mma; int pf; int gu_ctas, d_ctas; };
+    struct Variant { const char* suffix; bool mma; int pf; int pair = 0; int early = 0; };
     const bool pair_path = B < kMoeGroupMinTokens;
     const std::vector<Variant> variants =
-        pair_path ? std::vector<Variant>{{"_pair_gu2_d2", true, 0, 2, 2}, {"_pair_gu3_d2", true, 0, 3, 2},
-                                         {"_pair_gu2_d3", true, 0, 2, 3}, {"_pair_gu3_d3", true, 0, 3, 3}}
-                  : std::vector<Variant>{{"_mma", true, 0, 0, 0}, {"_mma_pf", true, 1, 0, 0}, {"_grouped", false, 0, 0, 0}};
+        pair_path ? std::vector<Variant>{{"_pair_v1", true, 0, 1}, {"_pair_v1_early", true, 0, 1, 1},
+                                         {"_pair_v2", true, 0, 2}, {"_pair_v2_early", true, 0, 2, 1},
+                                         {"_pair_v3", true, 0, 3}, {"_pair_v3_early", true, 0, 3, 1}, {"_pair", true, 0, 0}}
+                  : std::vector<Variant>{{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
     auto use = [&](const Variant& v) {
       p.fp8_mma = v.mma;
       p.mma_prefetch = v.pf;
-      p.gate_up_ctas_per_sm = v.gu_ctas;
-      p.down_ctas_per_sm = v.d_ctas;
+      p.pair_variant = v.pair;
+      p.down_early_loads = v.early;  // the down kernel's first weight loads before its PDL wait
     };
     // Every tensor-core variant's output against the fp32 kernels' before anything is timed.
     std::vector<std::vector<float>> got(variants.size());
@@ -859,7 +914,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       r.topk = k;
       r.n = distinct;  // distinct experts read
       r.k = hidden;
-      r.check = (pair_path ? "per-token register caps bitwise equal (max err " : "mma vs fp32 grouped: max err ") +
+      r.check = (pair_path ? "per-token variants bitwise equal (max err " : "mma vs fp32 grouped: max err ") +
                 sci(err / mx) + (pair_path ? "); " : " of max |out|; ") + std::to_string(distinct) + " distinct experts";
       progress(r);
       out.push_back(r);
@@ -869,7 +924,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
 
 // --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
 // 2048), FP8 experts with 128x128 block scales and BF16 experts (FP8 also at batch 1: the per-token kernels
-// under each register cap, moe_experts_fp8_pair_gu{2,3}_d{2,3}, checked bitwise equal): the tensor-core kernels
+// in each pair_variant, moe_experts_fp8_pair_v{1,2,3}[_early], checked bitwise equal): the tensor-core kernels
 // (moe_experts_{fp8,bf16}_mma, the default) vs the fp32 grouped kernels (moe_experts_{fp8,bf16}_grouped,
 // MoeExpertsParams.fp8_mma = false). Uniform random routing (8 distinct experts per token). Bytes = the
 // distinct experts' weights and scales (each read once) + x, act (written + read), pair_out (written +
@@ -1191,6 +1246,7 @@ nlohmann::json kernel_bench_json(const std::vector<KernelBenchRecord>& records) 
                     {"roofline_fraction", r.roofline_fraction},
                     {"copy_gbps_measured", r.copy_gbps_measured},
                     {"bf16_tflops_measured", r.bf16_tflops_measured},
+                    {"read_gbps_measured", r.read_gbps_measured},
                     {"n", r.n},
                     {"k", r.k},
                     {"splits", r.splits},
@@ -1213,8 +1269,11 @@ std::string kernel_bench_table(const std::vector<KernelBenchRecord>& records) {
     s += line;
   }
   if (!records.empty()) {
-    std::snprintf(line, sizeof line, "ceilings measured in this run: copy %.0f GB/s, BF16 GEMM %.1f TFLOP/s\n",
-                  records.front().copy_gbps_measured, records.front().bf16_tflops_measured);
+    std::snprintf(line, sizeof line,
+                  "ceilings measured in this run: copy %.0f GB/s, BF16 GEMM %.1f TFLOP/s (read-only stream %.0f GB/s, "
+                  "not in the roofline)\n",
+                  records.front().copy_gbps_measured, records.front().bf16_tflops_measured,
+                  records.front().read_gbps_measured);
     s += line;
   }
   return s;

@@ -5,7 +5,9 @@
 // achieved GB/s = bytes / time, TFLOP/s = flops / time, and
 //   roofline_fraction = max(bytes / copy_bw, flops / bf16_peak) / time
 // where copy_bw is a 1 GiB cudaMemcpy D2D (2 GiB read + written) and bf16_peak a cuBLASLt BF16 GEMM
-// 8192 x 8192 x 8192 (fp32 accumulation), both timed the same way in the same run.
+// 8192 x 8192 x 8192 (fp32 accumulation), both timed the same way in the same run. A third ceiling, the
+// read-only stream (kernels/read_stream.h, `read_stream` records, read_gbps_measured), is reported beside them for
+// the weight-streaming kernels, which only read; it does not enter roofline_fraction.
 // Every kernel variant is first checked against its CPU twin on fresh random data (small shapes);
 // a mismatch throws glm5::Error and nothing is timed.
 //
@@ -50,6 +52,7 @@ struct KernelBenchRecord {
   double bytes = 0, flops = 0;
   double achieved_gbps = 0, tflops = 0, roofline_fraction = 0;
   double copy_gbps_measured = 0, bf16_tflops_measured = 0;
+  double read_gbps_measured = 0;  // best read_stream shape of the run (kernels/read_stream.h); context, not roofline
   int reps = 0;
   int64_t n = 0, k = 0;  // linear_fp8 / linear_bf16: the weight's [n, k] (batch = m tokens)
   int splits = 0;         // mla_decode: split-K chunks per request (the default's or a tuning value)

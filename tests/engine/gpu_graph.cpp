@@ -44,7 +44,7 @@ struct RunOut {
 // recapture: drop the graph once CUPTI is attached (what `profile` does), else replay the graph
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
-           bool overlap = true, int B = 4) {
+           bool overlap = true, int B = 4, bool moe_down_early = false) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -56,6 +56,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.precision = ActivationPrecision::Bf16;
   eo.graph = graph;
   eo.overlap = overlap;
+  eo.moe_down_early = moe_down_early;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -280,6 +281,33 @@ TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
     EXPECT_NE(s_shared, s_experts);
     EXPECT_EQ(count(serial, "moe.shared", &unused), 0);
     EXPECT_EQ(count(serial, "moe.experts", &unused), 2 * 2 * 3);
+  }
+}
+
+// The batch-1 FP8 MoE down kernel with its first weight loads before the PDL wait (EngineOptions::moe_down_early:
+// it reads the expert ids through L2 before waiting, relying on the routing grid having completed two launches
+// back): the logits are bitwise those of the waiting kernel, eagerly and from the graph, side stream on and off.
+TEST(GraphGpu, MoeDownEarlyLoadsAreBitwiseTheWaitingOnes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  WeightOptions wo;
+  wo.where = Where::Device;
+  wo.matrix_dtype = DType::BF16;
+  wo.share_mlp_weights = true;
+  wo.fp8_linear = true;
+  const Weights w = synthetic_weights(cfg, 6, wo);
+  for (bool overlap : {false, true}) {
+    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false);
+    for (bool graph : {false, true}) {
+      const RunOut early = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true);
+      ASSERT_EQ(base.logits.size(), early.logits.size());
+      for (size_t s = 0; s < base.logits.size(); ++s) {
+        ASSERT_EQ(base.logits[s].size(), early.logits[s].size());
+        EXPECT_EQ(std::memcmp(base.logits[s].data(), early.logits[s].data(), base.logits[s].size() * 4), 0)
+            << (graph ? "graph" : "eager") << (overlap ? ", side stream" : ", one stream") << " step " << s;
+      }
+    }
   }
 }
 

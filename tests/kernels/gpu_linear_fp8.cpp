@@ -538,20 +538,23 @@ TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {
     }
     std::printf("fp8 moe B=%d E=%d k=%d: max abs %.3g of max %.3g\n", B, E, k, max_abs, max_ref);
     EXPECT_LT(max_abs / max_ref, 1e-4);
-    // With pair_out (moe_down_pair_fp8_kernel + the slot combine, the engine's batch-1 path) and under each register
-    // cap of the per-token kernels (MoeExpertsParams::gate_up_ctas_per_sm / down_ctas_per_sm): the same bits.
+    // With pair_out (moe_down_pair_fp8_kernel + the slot combine, the engine's batch-1 path), in every
+    // MoeExpertsParams::pair_variant, with and without the down kernel's first weight loads before its PDL wait
+    // (down_early_loads): the same bits.
     Buffer dpair(Where::Device, size_t(B) * k * hidden * 4, "pair_out");
-    for (const auto& [gu, dn] : {std::pair<int, int>{0, 0}, {3, 2}, {2, 3}, {3, 3}}) {
-      MoeExpertsParams vp = dp;
-      vp.pair_out = dpair.as<float>();
-      vp.gate_up_ctas_per_sm = gu;
-      vp.down_ctas_per_sm = dn;
-      CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
-      moe_experts_cuda(vp, nullptr);
-      std::vector<float> v(out.size());
-      dout.download(v.data(), dout.bytes());
-      EXPECT_EQ(std::memcmp(v.data(), got.data(), v.size() * 4), 0) << "B=" << B << " caps " << gu << "/" << dn;
-    }
+    for (int variant = 0; variant <= 3; ++variant)
+      for (int early : {0, 1}) {
+        MoeExpertsParams vp = dp;
+        vp.pair_out = dpair.as<float>();
+        vp.pair_variant = variant;
+        vp.down_early_loads = early;
+        CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
+        moe_experts_cuda(vp, nullptr);
+        std::vector<float> v(out.size());
+        dout.download(v.data(), dout.bytes());
+        EXPECT_EQ(std::memcmp(v.data(), got.data(), v.size() * 4), 0)
+            << "B=" << B << " variant " << variant << " early " << early;
+      }
   }
 }
 

@@ -141,23 +141,31 @@ TEST(MoeExperts, HandChecked) {
   ids[0] = 2;  // out of range
   EXPECT_THROW(moe_experts_cpu(p), Error);
   ids[0] = 1;
-  // The per-token CUDA kernels' register caps: 0, 2 or 3 (any is accepted by the twin, which ignores them).
-  for (int caps : {0, 2, 3}) {
-    p.gate_up_ctas_per_sm = p.down_ctas_per_sm = caps;
+  // The per-token CUDA kernels' variants: 0 .. 3 (any is accepted by the twin, which ignores them).
+  for (int v : {0, 1, 2, 3}) {
+    p.pair_variant = v;
     EXPECT_NO_THROW(moe_experts_cpu(p));
   }
-  for (int bad : {1, 4, -1}) {
-    p.gate_up_ctas_per_sm = bad;
-    p.down_ctas_per_sm = 0;
+  for (int bad : {4, -1}) {
+    p.pair_variant = bad;
     try {
       moe_experts_cpu(p);
-      ADD_FAILURE() << "gate_up_ctas_per_sm = " << bad << " accepted";
+      ADD_FAILURE() << "pair_variant = " << bad << " accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("gate_up_ctas_per_sm = " + std::to_string(bad)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("pair_variant = " + std::to_string(bad)), std::string::npos) << e.what();
     }
-    p.gate_up_ctas_per_sm = 0;
-    p.down_ctas_per_sm = bad;
-    EXPECT_THROW(moe_experts_cpu(p), Error);
+  }
+  p.pair_variant = 0;
+  p.down_early_loads = 1;  // the down kernel's loads before the PDL wait: on / off, nothing else
+  EXPECT_NO_THROW(moe_experts_cpu(p));
+  for (int bad : {2, -1}) {
+    p.down_early_loads = bad;
+    try {
+      moe_experts_cpu(p);
+      ADD_FAILURE() << "down_early_loads = " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("down_early_loads = " + std::to_string(bad)), std::string::npos) << e.what();
+    }
   }
 }
 

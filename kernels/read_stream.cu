@@ -1,0 +1,62 @@
+// CUDA kernel of kernels/read_stream.h.
+#include <cstdint>
+
+#include "common/error.h"
+#include "kernels/launch.cuh"
+#include "kernels/read_stream.h"
+
+namespace glm5 {
+namespace {
+
+__device__ __forceinline__ uint4 load_nc_no_l1(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Thread t of the grid reads words t, t + T, ... (T = grid threads), `U` of them per step, all issued before any is
+// used. The tail (fewer than U * T words left) is read one word per thread per step.
+template <int U>
+__global__ void read_stream_kernel(const uint4* __restrict__ src, size_t n, uint32_t* sink) {
+  const size_t T = size_t(gridDim.x) * blockDim.x;
+  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  uint32_t acc = 0;
+  for (; i + (U - 1) * T < n; i += U * T) {
+    uint4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = load_nc_no_l1(src + i + u * T);
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += T) {
+    const uint4 v = load_nc_no_l1(src + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) acc ^= __shfl_xor_sync(0xffffffffu, acc, o);
+  pdl_wait();  // launch.cuh's contract: no global write before the predecessor completes
+  if (threadIdx.x % 32 == 0) atomicXor(sink, acc);
+}
+
+}  // namespace
+
+void read_stream_cuda(const ReadStreamParams& p, cudaStream_t stream) {
+  validate_read_stream_params(p);
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const unsigned grid = unsigned(p.ctas_per_sm * sms);
+  const auto* src = static_cast<const uint4*>(p.src);
+  const size_t n = p.bytes / 16;
+  switch (p.unroll) {
+    case 1: launch_kernel(read_stream_kernel<1>, grid, p.threads, 0, stream, src, n, p.sink); break;
+    case 2: launch_kernel(read_stream_kernel<2>, grid, p.threads, 0, stream, src, n, p.sink); break;
+    case 4: launch_kernel(read_stream_kernel<4>, grid, p.threads, 0, stream, src, n, p.sink); break;
+    case 8: launch_kernel(read_stream_kernel<8>, grid, p.threads, 0, stream, src, n, p.sink); break;
+    default: launch_kernel(read_stream_kernel<16>, grid, p.threads, 0, stream, src, n, p.sink); break;
+  }
+}
+
+}  // namespace glm5
