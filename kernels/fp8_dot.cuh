@@ -60,10 +60,12 @@ __device__ __forceinline__ float fp8_dot16(const uint4& codes, const float4 (&xv
 // One step's math of warp_dots_fp8 (the chunks c at base): acc[r] += s[r][i / 128] * dot16(c[r][u], x[r] + i).
 // kSharedX: every x[r] is the same row (the caller guarantees it), so each chunk's 16 activations are loaded once
 // for all R rows instead of once per row (the compiler does not merge the R loads: it cannot know the pointers are
-// equal). The same values in the same order either way.
-template <int R, int U, bool kSharedX>
+// equal). kXcg (with kSharedX): the activations are read through L2 (ld.global.cg), for rows another CTA of the
+// same grid wrote (L1 is not coherent). The same values in the same order either way.
+template <int R, int U, bool kSharedX, bool kXcg = false>
 __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const float* const (&s)[R], int base, int c_end,
                                               const uint4 (&c)[R][U], float (&acc)[R]) {
+  static_assert(kSharedX || !kXcg, "kXcg needs kSharedX");
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int i = base + u * 512;
@@ -71,7 +73,10 @@ __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const 
       if constexpr (kSharedX) {
         float4 xv[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(x[0] + i + 4 * q);
+        for (int q = 0; q < 4; ++q) {
+          const float4* a = reinterpret_cast<const float4*>(x[0] + i + 4 * q);
+          xv[q] = kXcg ? __ldcg(a) : *a;
+        }
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = fmaf(__ldg(s[r] + i / 128), fp8_dot16(c[r][u], xv), acc[r]);
       } else {
@@ -82,13 +87,11 @@ __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const 
   }
 }
 
-// warp_dots_fp8 with the first step's chunks already in c (warp_load_fp8 at base c_begin + lane * 16). Steps in
-// increasing column order, so the same arithmetic in the same order as warp_dots_fp8 for every variant:
-//   kPipe false: each step's math, then the next step's loads into c (a warp has no loads in flight while it
-//                computes: at GLM-5 batch 1 the MoE kernels' warps spend ~1/3 of a step in the math);
-//   kPipe true:  the next step's loads are issued into a second register set before this step's math (double
-//                buffer, 2 x R x U x 16 B per lane; the loop is unrolled twice so the sets swap roles without copies).
-template <int R, int U, bool kSharedX = false, bool kPipe = false>
+// warp_dots_fp8 with the first step's chunks already in c (warp_load_fp8 at base c_begin + lane * 16): each step's
+// math in increasing column order, then the next step's loads into c, so the same arithmetic in the same order as
+// warp_dots_fp8. (A double-buffered form, the next step's loads issued before this step's math, was measured on the
+// H200 in session 17 in the batch-1 MoE kernels: 63.5 -> 69.5 us gate_up, 38.7 -> 48.4 us down; not kept.)
+template <int R, int U, bool kSharedX = false, bool kXcg = false>
 __device__ __forceinline__ void warp_dots_fp8_loaded(const float* const (&x)[R], const uint8_t* const (&w)[R],
                                                      const float* const (&s)[R], int c_begin, int c_end, uint4 (&c)[R][U],
                                                      float (&out)[R]) {
@@ -97,20 +100,9 @@ __device__ __forceinline__ void warp_dots_fp8_loaded(const float* const (&x)[R],
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  if constexpr (kPipe) {
-    uint4 n[R][U];
-    for (int base = c_begin + lane * 16; base < c_end; base += 2 * kStep) {
-      if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, n);
-      warp_step_fp8<R, U, kSharedX>(x, s, base, c_end, c, acc);
-      if (base + kStep >= c_end) break;
-      if (base + 2 * kStep < c_end) warp_load_fp8<R, U>(w, base + 2 * kStep, c_end, c);
-      warp_step_fp8<R, U, kSharedX>(x, s, base + kStep, c_end, n, acc);
-    }
-  } else {
-    for (int base = c_begin + lane * 16; base < c_end; base += kStep) {
-      warp_step_fp8<R, U, kSharedX>(x, s, base, c_end, c, acc);
-      if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, c);
-    }
+  for (int base = c_begin + lane * 16; base < c_end; base += kStep) {
+    warp_step_fp8<R, U, kSharedX, kXcg>(x, s, base, c_end, c, acc);
+    if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, c);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) out[r] = warp_sum(acc[r]);

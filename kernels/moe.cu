@@ -10,6 +10,7 @@
 // length is a multiple of 8 and the bases are 16-byte aligned, fp32 accumulation, warp-shuffle sums.
 // Bytes: B*k*(3*inter*hidden*2) weight bytes (repeated experts re-read, mostly from L2) + activations.
 // Device-side expert ids outside [0, E) contribute nothing (the CPU twin throws on them).
+#include <algorithm>
 #include <cstdint>
 
 #include "common/error.h"
@@ -26,8 +27,6 @@ namespace glm5 {
 namespace {
 
 constexpr int kWarps = 8;              // warps per block of the expert kernels
-// MoeExpertsParams::pair_variant 0 means this one (chosen from S17 measurements; see moe.h).
-constexpr int kMoePairDefaultVariant = 1;
 constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate and an up dot product)
 constexpr int kDownRowsPerWarp = 1;    // hidden rows per warp (each row: k dot products); B=1 still
                                        // gives hidden/8 = 768 blocks at GLM-5 size
@@ -124,19 +123,16 @@ __global__ void moe_gate_up_kernel(MoeExpertsParams p) {
 
 // FP8 vector path of moe_gate_up_kernel (same grid): the warp's two rows' gate and up dot products
 // run together (warp_dots_fp8<4, 2>: 8 x 16 B in flight per lane), same arithmetic order as
-// expert_row_dot, so the same bits.
+// expert_row_dot, so the same bits. Each chunk's activations are loaded once for the four rows.
 // Pairs B*k .. B*k + B - 1 (with p.shared_gate_up): the shared expert of token pair - B*k.
-// kVariant: MoeExpertsParams::pair_variant (1..3; how the warp streams its rows, the same bits).
-template <int kVariant>
-__global__ void __launch_bounds__(32 * kWarps, 2) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
-  pdl_begin();
-  const int pair = pair0 + blockIdx.x;  // pair0: MoeExpertsParams::Stage (the shared pairs start at B*k)
+// The body of one CTA's tile (pair, row block `by`), shared with moe_pair_fused_fp8_kernel.
+__device__ __forceinline__ void gate_up_fp8_tile(const MoeExpertsParams& p, int pair, int by) {
   const bool shared = pair >= p.B * p.k;
   const int b = shared ? pair - p.B * p.k : pair / p.k;
   const int e = shared ? 0 : p.topk_ids[pair] - p.expert_begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   float* act = p.act + size_t(pair) * p.inter;
-  const int row0 = (blockIdx.y * kWarps + warp) * kGateUpRowsPerWarp;
+  const int row0 = (by * kWarps + warp) * kGateUpRowsPerWarp;
   static_assert(kGateUpRowsPerWarp == 2, "two rows per warp");
   if (row0 >= p.inter) return;
   const int row1 = min(row0 + 1, p.inter - 1);
@@ -163,11 +159,16 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_gate_up_fp8_kernel(MoeExpe
   float o[4];
   uint4 c[4][2];
   if (lane * 16 < p.hidden) warp_load_fp8<4, 2>(ws, lane * 16, p.hidden, c);
-  warp_dots_fp8_loaded<4, 2, (kVariant >= 2), (kVariant == 3)>(xs, ws, ss, 0, p.hidden, c, o);
+  warp_dots_fp8_loaded<4, 2, true>(xs, ws, ss, 0, p.hidden, c, o);
   if (lane == 0) {
     act[row0] = o[0] / (1.0f + expf(-o[0])) * o[1];
     if (row1 != row0) act[row1] = o[2] / (1.0f + expf(-o[2])) * o[3];
   }
+}
+
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
+  pdl_begin();
+  gate_up_fp8_tile(p, pair0 + blockIdx.x, blockIdx.y);  // pair0: MoeExpertsParams::Stage (shared pairs start at B*k)
 }
 
 // FP8 vector path of moe_down_kernel (same grid): the token's valid slots eight at a time
@@ -223,53 +224,132 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_fp8_kernel(MoeExperts
 // (16 bytes of act traffic per 16 weight bytes). Same per-row arithmetic (warp_dots_fp8 sums in the
 // same order for any R and U) and the same slot-order sum in moe_combine_kernel: bitwise equal to
 // moe_down_fp8_kernel.
-// kVariant: MoeExpertsParams::pair_variant (1..3; how the warp streams its rows, the same bits).
-// kEarly (MoeExpertsParams::down_early_loads): the warp's first step of weight loads (4 rows x 2 x 16 B per lane) is
-// issued before pdl_wait(), so under PDL the first wave's DRAM round trips overlap the tail of
-// moe_gate_up_fp8_kernel. The weights and scales are written by no kernel of the step; the expert id is: it comes
-// from the routing kernel two launches back, read through L2 (ld.global.cg). Why that read sees the routing's
-// output: this grid's CTAs are scheduled only after every CTA of the gate_up grid has executed
-// griddepcontrol.launch_dependents, which each does after its griddepcontrol.wait returned, i.e. after the
-// routing grid completed and its writes were flushed (kernels/launch.cuh's contract, applied twice). L1 is
-// bypassed because it is not coherent: an earlier layer's ids at the same address could sit there.
-// Without PDL (GLM5_PDL=0, graphs without programmatic edges) the launch is ordinary and the order trivially holds.
+// The body of one CTA's tile (pair, row block `by`), shared with moe_pair_fused_fp8_kernel: expert e's rows
+// d0 .. d0 + 3 per warp dotted with the pair's act row (loaded once per chunk for the four rows). The warp's first
+// step of weight loads (4 rows x 2 x 16 B per lane) is issued, then `x = wait()` runs (every thread calls it, the
+// same number of times: it may hold barriers) and returns where to read the pair's act row (p.act's row, or a copy
+// in shared memory), then the rest is streamed. `ids_cg`: the expert id is read through L2 (it is read before
+// `wait`, see moe_down_pair_fp8_kernel).
 constexpr int kPairDownRows = 4;
-template <int kVariant, bool kEarly>
-__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
-  if constexpr (!kEarly) pdl_begin();
-  const int pair = pair0 + blockIdx.x;
+template <class Wait>
+__device__ __forceinline__ void down_pair_fp8_tile(const MoeExpertsParams& p, int pair, int by, bool ids_cg, Wait wait) {
   const bool shared = pair >= p.B * p.k;  // the shared expert of token pair - B*k (p.shared_down)
-  const int e = shared ? 0 : (kEarly ? __ldcg(p.topk_ids + pair) : p.topk_ids[pair]) - p.expert_begin;
+  const int e = shared ? 0 : (ids_cg ? __ldcg(p.topk_ids + pair) : p.topk_ids[pair]) - p.expert_begin;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int d0 = (blockIdx.y * kWarps + warp) * kPairDownRows;
-  if (e < 0 || e >= p.E || d0 >= p.hidden) {  // another rank's expert: moe_combine_kernel skips this slot
-    if constexpr (kEarly) pdl_wait();
-    return;
-  }
+  const int d0 = (by * kWarps + warp) * kPairDownRows;
+  const bool active = e >= 0 && e < p.E && d0 < p.hidden;  // else another rank's expert: the combine skips it
   const int sc = (p.inter + 127) / 128, sr = (p.hidden + 127) / 128;
-  const float* x = p.act + size_t(pair) * p.inter;
-  const float* xs[kPairDownRows];
   const uint8_t* ws[kPairDownRows];
   const float* ss[kPairDownRows];
 #pragma unroll
   for (int r = 0; r < kPairDownRows; ++r) {
     const int d = min(d0 + r, p.hidden - 1);  // rows past the end repeat the last one (not written)
-    xs[r] = x;
-    ws[r] = static_cast<const uint8_t*>(shared ? p.shared_down : p.w_down) + (size_t(e) * p.hidden + d) * p.inter;
-    ss[r] = (shared ? p.s_shared_down : p.s_down) + (size_t(e) * sr + d / 128) * sc;
+    ws[r] = static_cast<const uint8_t*>(shared ? p.shared_down : p.w_down) + (size_t(active ? e : 0) * p.hidden + d) * p.inter;
+    ss[r] = (shared ? p.s_shared_down : p.s_down) + (size_t(active ? e : 0) * sr + d / 128) * sc;
   }
-  float o[kPairDownRows];
-  const float* const (&cx)[kPairDownRows] = xs;
   const uint8_t* const (&cw)[kPairDownRows] = ws;
   const float* const (&cs)[kPairDownRows] = ss;
   uint4 c[kPairDownRows][2];
-  if (lane * 16 < p.inter) warp_load_fp8<kPairDownRows, 2>(cw, lane * 16, p.inter, c);
-  if constexpr (kEarly) pdl_begin();
-  warp_dots_fp8_loaded<kPairDownRows, 2, (kVariant >= 2), (kVariant == 3)>(cx, cw, cs, 0, p.inter, c, o);
+  if (active && lane * 16 < p.inter) warp_load_fp8<kPairDownRows, 2>(cw, lane * 16, p.inter, c);
+  const float* x = wait();
+  if (!active) return;
+  const float* const xs[kPairDownRows] = {x, x, x, x};
+  static_assert(kPairDownRows == 4, "xs lists the rows");
+  float o[kPairDownRows];
+  warp_dots_fp8_loaded<kPairDownRows, 2, true>(xs, cw, cs, 0, p.inter, c, o);
   if (lane == 0)
 #pragma unroll
     for (int r = 0; r < kPairDownRows; ++r)
       if (d0 + r < p.hidden) p.pair_out[size_t(pair) * p.hidden + d0 + r] = o[r];
+}
+
+// kEarly (MoeExpertsParams::down_early_loads): the warp's first step of weight loads is issued before pdl_wait(),
+// so under PDL the first wave's DRAM round trips overlap the tail of moe_gate_up_fp8_kernel (S17a: moe.experts
+// 6.85 -> 6.73 ms per batch-1 step; bench 100.1 -> 98.9 us). The weights and scales are written by no kernel of
+// the step; the expert id is: it comes from the routing kernel two launches back, read through L2
+// (ld.global.cg). Why that read sees the routing's output: this grid's CTAs are scheduled only after every CTA
+// of the gate_up grid has executed griddepcontrol.launch_dependents, which each does after its
+// griddepcontrol.wait returned, i.e. after the routing grid completed and its writes were flushed
+// (kernels/launch.cuh's contract, applied twice). L1 is bypassed because it is not coherent: an earlier layer's
+// ids at the same address could sit there. Without PDL (GLM5_PDL=0, graphs without programmatic edges) the
+// launch is ordinary and the order trivially holds.
+template <bool kEarly>
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_down_pair_fp8_kernel(MoeExpertsParams p, int pair0) {
+  if constexpr (!kEarly) pdl_begin();
+  const int pair = pair0 + blockIdx.x;
+  down_pair_fp8_tile(p, pair, blockIdx.y, kEarly, [&] {
+    if constexpr (kEarly) pdl_begin();
+    return static_cast<const float*>(p.act + size_t(pair) * p.inter);
+  });
+}
+
+// The batch-1 pair path in one persistent launch (MoeExpertsParams::pair_sync): gate_up tiles, then down tiles,
+// taken in that order from a tile counter by gridDim.x resident CTAs. Why: the two-kernel form loses a ramp and a
+// tail per launch (S17: a plain 192 MiB read in one launch runs at 84% of copy, 96 MiB at 75%; the two MoE kernels
+// are within ~6% of a math-free read of their bytes in their access pattern), and here a CTA done with its
+// gate_up tiles starts its down tile's weight loads while the last gate_up tiles finish.
+// Order: a gate_up tile (pair, by) counts itself in done[pair] after its act rows are written (every thread
+// fences, barrier, one atomic); a down tile of `pair` issues its first weight loads, then thread 0 polls
+// done[pair] (ld.acquire.gpu) until all ceil(inter / 16) tiles of the pair have counted, a barrier, and the CTA
+// copies the act row through L2 (ld.global.cg: L1 is not coherent) into shared memory (inter floats of dynamic
+// shared memory; S17d: reading it through L2 for every chunk and row instead, 64 B per 16 weight bytes, made the
+// fused launch 171 us against the two kernels' 98). No deadlock without co-residency: tiles are handed out in increasing order, so every
+// gate_up tile a down tile waits for was taken earlier by a CTA that is running it (gate_up tiles wait on
+// nothing). Sync words (p.pair_sync): [0] tile counter, [1] CTAs finished, [2 + i] done of local pair i; the
+// last CTA to finish resets them all to zero for the next launch (CUDA-graph replays).
+// Same per-row arithmetic as the two kernels: the same bits.
+__device__ __forceinline__ int ld_acquire_gpu(const int* a) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+__global__ void __launch_bounds__(32 * kWarps, 2) moe_pair_fused_fp8_kernel(MoeExpertsParams p, int pair0, int npairs) {
+  pdl_begin();
+  extern __shared__ __align__(16) float act_s[];  // [p.inter]: the down tile's act row
+  __shared__ int tile_s[2];  // the current tile and the next one (fetched while the current one runs)
+  int* const tiles = p.pair_sync;
+  int* const finished = p.pair_sync + 1;
+  int* const done = p.pair_sync + 2;
+  const int up_blocks = (p.inter + kWarps * kGateUpRowsPerWarp - 1) / (kWarps * kGateUpRowsPerWarp);
+  const int down_blocks = (p.hidden + kWarps * kPairDownRows - 1) / (kWarps * kPairDownRows);
+  const int t_up = npairs * up_blocks, t_all = t_up + npairs * down_blocks;
+  // The next tile's number is fetched one tile ahead (S17e: fetching it between tiles left the CTA without loads in
+  // flight for an atomic's round trip per tile: 112.8 us against the two kernels' 99.2). Still deadlock-free: a
+  // CTA holding a prefetched gate_up tile u is running a current tile below u, hence a gate_up tile too (every
+  // gate_up tile is numbered below every down tile), which waits on nothing.
+  if (threadIdx.x == 0) tile_s[0] = atomicAdd(tiles, 1);
+  for (int it = 0;; ++it) {
+    __syncthreads();  // tile_s[it % 2] is written; every thread is done with the previous tile
+    const int t = tile_s[it % 2];
+    if (t >= t_all) break;
+    if (threadIdx.x == 0) tile_s[(it + 1) % 2] = atomicAdd(tiles, 1);  // read at the next iteration's barrier
+    if (t < t_up) {
+      const int local = t / up_blocks;
+      gate_up_fp8_tile(p, pair0 + local, t % up_blocks);
+      __syncthreads();  // the CTA's act rows are written; thread 0's fence makes them visible at gpu scope first
+      if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(done + local, 1);
+      }
+    } else {
+      const int local = (t - t_up) / down_blocks;
+      down_pair_fp8_tile(p, pair0 + local, (t - t_up) % down_blocks, false, [&] {
+        if (threadIdx.x == 0)
+          while (ld_acquire_gpu(done + local) < up_blocks) __nanosleep(64);
+        __syncthreads();
+        const float4* src = reinterpret_cast<const float4*>(p.act + size_t(pair0 + local) * p.inter);
+        for (int i = threadIdx.x; i < p.inter / 4; i += blockDim.x) reinterpret_cast<float4*>(act_s)[i] = __ldcg(src + i);
+        __syncthreads();
+        return static_cast<const float*>(act_s);
+      });
+    }
+  }
+  if (threadIdx.x == 0 && atomicAdd(finished, 1) == int(gridDim.x) - 1) {
+    // Every other CTA has left the loop: no one reads the words any more.
+    *tiles = 0;
+    *finished = 0;
+    for (int i = 0; i < npairs; ++i) done[i] = 0;
+  }
 }
 
 // grid (B, ceil(hidden / (kWarps*kDownRowsPerWarp))), block 32*kWarps. Loops over the k slots, so no
@@ -875,11 +955,23 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const int pair0 = p.stage == Stage::Shared ? p.B * p.k : 0;
   const int npairs = p.stage == Stage::Shared ? p.B : p.stage == Stage::Routed ? p.B * p.k : pairs;
   const dim3 grid_up(npairs, (p.inter + up_rows - 1) / up_rows);
-  const int variant = p.pair_variant > 0 ? p.pair_variant : kMoePairDefaultVariant;  // MoeExpertsParams::pair_variant
-  if (fp8 && vec_up) {
-    auto k = variant == 1 ? moe_gate_up_fp8_kernel<1> : variant == 2 ? moe_gate_up_fp8_kernel<2> : moe_gate_up_fp8_kernel<3>;
-    launch_kernel(k, grid_up, block, 0, stream, p, pair0);
+  if (fp8 && vec_up && vec_down && p.pair_out && p.pair_sync && p.stage != Stage::Shared &&
+      size_t(p.inter) * 4 <= 48 * 1024) {
+    // One persistent launch (moe_pair_fused_fp8_kernel): as many CTAs as fit at once, at most one per tile.
+    int dev = 0, sms = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const size_t smem = size_t(p.inter) * 4;  // the down tile's act row
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_pair_fused_fp8_kernel, 32 * kWarps, smem));
+    const int64_t tiles = int64_t(npairs) * ((p.inter + up_rows - 1) / up_rows +
+                                             (p.hidden + kWarps * kPairDownRows - 1) / (kWarps * kPairDownRows));
+    const int grid = int(std::min<int64_t>(tiles, int64_t(sms) * std::max(per_sm, 1)));
+    launch_kernel(moe_pair_fused_fp8_kernel, grid, block, smem, stream, p, pair0, npairs);
+    CUDA_CHECK_LAUNCH();
+    if (p.stage == Stage::All) launch_combine(p, stream);
+    return;
   }
+  if (fp8 && vec_up) launch_kernel(moe_gate_up_fp8_kernel, grid_up, block, 0, stream, p, pair0);
   else if (fp8) launch_kernel(moe_gate_up_kernel<false, true>, grid_up, block, 0, stream, p);
   else if (vec_up) launch_kernel(moe_gate_up_kernel<true, false>, grid_up, block, 0, stream, p);
   else launch_kernel(moe_gate_up_kernel<false, false>, grid_up, block, 0, stream, p);
@@ -887,12 +979,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   if (fp8 && vec_down && p.pair_out) {  // see moe_down_pair_fp8_kernel
     const int rows = kWarps * kPairDownRows;
     const dim3 grid_down(npairs, (p.hidden + rows - 1) / rows);
-    const bool early = p.down_early_loads > 0;  // see MoeExpertsParams::down_early_loads
-    using DownKernel = void (*)(MoeExpertsParams, int);
-    const DownKernel ks[3][2] = {{moe_down_pair_fp8_kernel<1, false>, moe_down_pair_fp8_kernel<1, true>},
-                                 {moe_down_pair_fp8_kernel<2, false>, moe_down_pair_fp8_kernel<2, true>},
-                                 {moe_down_pair_fp8_kernel<3, false>, moe_down_pair_fp8_kernel<3, true>}};
-    launch_kernel(ks[variant - 1][early ? 1 : 0], grid_down, block, 0, stream, p, pair0);
+    if (p.down_early_loads) launch_kernel(moe_down_pair_fp8_kernel<true>, grid_down, block, 0, stream, p, pair0);
+    else launch_kernel(moe_down_pair_fp8_kernel<false>, grid_down, block, 0, stream, p, pair0);
     CUDA_CHECK_LAUNCH();
     if (p.stage == Stage::All) launch_combine(p, stream);
     return;

@@ -1,6 +1,7 @@
 // MoE decode: routing (DeepSeek-V3 noaux_tc, as HF GlmMoeDsaMoE.route_tokens_to_experts) and the
 // routed experts (SwiGLU), all selected experts of all tokens in one grouped launch family.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -83,18 +84,17 @@ struct MoeExpertsParams {
   // on for BF16 (+3-7%: 59.5 -> 63.7% of copy at batch 32), off for FP8 (the FP8 kernels already hold ~200
   // registers; with the prefetch 91.5 -> 60.4%); 0 off; 1 on. Either way the same bits.
   int mma_prefetch = -1;
-  // Per-token FP8 path (batch < 4: moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel): how each warp streams its
-  // weight rows (kernels/fp8_dot.cuh, warp_dots_fp8_loaded). 0: the default (kMoePairDefaultVariant);
-  // 1: the activations loaded once per row (4x per chunk), a step's loads issued after its math (sessions <= 16);
-  // 2: the activations loaded once per chunk for all rows (GLM-5 batch 1, S17a Nsight Compute: L1 at 73% of its
-  //    peak with 1); 3: 2, and the next step's weight loads in flight during this step's math (double buffer).
-  // The same arithmetic in the same order: the same bits. (Session 16's register caps, 3 CTAs per SM, were slower
-  // in both kernels, S16d and S17a, and were removed.) Throws glm5::Error (validate_moe_experts_params) outside 0..3.
-  int pair_variant = 0;
-  // Per-token FP8 down projection (moe_down_pair_fp8_kernel): 1 issues each warp's first step of weight loads
-  // before the wait for moe_gate_up_fp8_kernel (PDL), so the first wave's DRAM round trips overlap gate_up's tail;
-  // 0 (default) waits first. The same bits either way. Throws glm5::Error outside {0, 1}.
-  int down_early_loads = 0;
+  // Per-token FP8 down projection (moe_down_pair_fp8_kernel): 1 (default) issues each warp's first step of weight
+  // loads before the wait for moe_gate_up_fp8_kernel (PDL), so the first wave's DRAM round trips overlap gate_up's
+  // tail (S17a, H200, GLM-5 batch 1: moe.experts 6.85 -> 6.73 ms per step); 0 waits first. The same bits either
+  // way. Throws glm5::Error outside {0, 1}. (Session 16's register caps, 3 CTAs per SM, were slower in both
+  // kernels, S16d and S17a, and were removed.)
+  int down_early_loads = 1;
+  // Per-token FP8 path, routed pairs (stage All or Routed): non-null runs gate_up and down as ONE persistent launch
+  // (moe_pair_fused_fp8_kernel; the combine stays a second launch). Scratch of moe_pair_sync_ints(B, k) ints,
+  // zero before the first call; every call leaves it zero. One stream at a time per scratch. The same bits as the
+  // two-kernel path.
+  int* pair_sync = nullptr;
   // Optional shared expert fused into the routed launches (DeepSeek / GLM-5 `shared_experts`): out[b]
   // gets + down_s(silu(gate_s x_b) * up_s x_b) after the routed slots, as the HF order (routed sum, then
   // + shared). Rows: shared_gate_up [2 * inter, hidden] = [gate; up], shared_down [hidden, inter] (the
@@ -130,5 +130,8 @@ constexpr int kMoeGroupMinTokens = 4;
 void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool allow_f32_weight);
 void moe_experts_cpu(const MoeExpertsParams& p);
 void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream);
+// Ints of MoeExpertsParams::pair_sync for B tokens and top-k k: a tile counter, a finished-CTA counter, one done
+// counter per routed pair.
+inline size_t moe_pair_sync_ints(int B, int k) { return 2 + size_t(B) * size_t(k); }
 
 }  // namespace glm5

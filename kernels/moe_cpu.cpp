@@ -107,8 +107,6 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
             where + "s_shared_gate_up / s_shared_down must be set for F8_E4M3 weights");
   require(!p.shared_gate_up || p.w_dtype != DType::F8_E4M3 || p.inter % 128 == 0,
           where + "inter = " + std::to_string(p.inter) + ": a fused FP8 shared expert needs inter % 128 == 0");
-  require(p.pair_variant >= 0 && p.pair_variant <= 3,
-          where + "pair_variant = " + std::to_string(p.pair_variant) + ", expected 0 (default), 1, 2 or 3");
   require(p.down_early_loads == 0 || p.down_early_loads == 1,
           where + "down_early_loads = " + std::to_string(p.down_early_loads) + ", expected 0 (default) or 1");
 }

@@ -35,4 +35,21 @@ uint32_t read_stream_xor_cpu(const ReadStreamParams& p);
 // *sink ^= XOR of the 32-bit words (device memory). Asynchronous on `stream`.
 void read_stream_cuda(const ReadStreamParams& p, cudaStream_t stream);
 
+// The same XOR read in the access pattern of the batch-1 FP8 GEMV-like kernels (kernels/fp8_dot.cuh warp_dots_fp8,
+// the MoE per-token kernels): the buffer is [bytes / row_bytes] rows; warp w of the grid takes rows_per_warp
+// consecutive rows and walks them together, each step issuing unroll x 16 B per row per lane (32 lanes x 16 B = 512
+// contiguous bytes of a row per load), all before any is used. threads per CTA as above; smem_pad bytes of dynamic
+// shared memory per CTA (unused) hold the SMs to the kernels' residency (GLM-5 MoE: 2 CTAs of 256 threads per SM
+// with ~100 KB). A probe of where the MoE kernels' time goes: this pattern with no math, at their occupancy.
+// bytes must be a multiple of row_bytes; row_bytes a positive multiple of 512; rows_per_warp 1, 2, 4 or 8;
+// unroll 1, 2, 4 or 8; grid = ceil(rows / (rows_per_warp * threads / 32)) CTAs.
+struct ReadRowsParams {
+  ReadStreamParams s;   // src, bytes, sink, threads, unroll (ctas_per_sm unused)
+  int row_bytes = 6144;
+  int rows_per_warp = 4;
+  int smem_pad = 0;     // 0 .. 227 KiB
+};
+void validate_read_rows_params(const ReadRowsParams& p);
+void read_rows_cuda(const ReadRowsParams& p, cudaStream_t stream);
+
 }  // namespace glm5

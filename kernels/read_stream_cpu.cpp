@@ -18,6 +18,18 @@ void validate_read_stream_params(const ReadStreamParams& p) {
           "read_stream: unroll must be 1, 2, 4, 8 or 16");
 }
 
+void validate_read_rows_params(const ReadRowsParams& p) {
+  ReadStreamParams s = p.s;
+  s.ctas_per_sm = 1;
+  validate_read_stream_params(s);
+  require(p.row_bytes > 0 && p.row_bytes % 512 == 0, "read_rows: row_bytes must be a positive multiple of 512");
+  require(p.s.bytes % size_t(p.row_bytes) == 0, "read_rows: bytes must be a multiple of row_bytes");
+  require(p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4 || p.rows_per_warp == 8,
+          "read_rows: rows_per_warp must be 1, 2, 4 or 8");
+  require(p.s.unroll <= 8, "read_rows: unroll must be 1, 2, 4 or 8");
+  require(p.smem_pad >= 0 && p.smem_pad <= 227 * 1024, "read_rows: smem_pad must be in [0, 227 KiB]");
+}
+
 uint32_t read_stream_xor_cpu(const ReadStreamParams& p) {
   validate_read_stream_params(p);
   const auto* b = static_cast<const unsigned char*>(p.src);

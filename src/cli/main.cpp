@@ -309,12 +309,11 @@ int main(int argc, char** argv) {
                    "(off: the fp32-FMA kernels). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  prof->add_option("--moe-pair-variant", po.moe_pair_variant,
-                   "0 | 1 | 2 | 3: how the batch < 4 FP8 MoE kernels stream their weight rows (0: the default; 1: "
-                   "activations loaded per row; 2: once per chunk; 3: 2 with the next loads in flight during the math). "
-                   "Tuning; the same results")
+  prof->add_option("--moe-fused", po.moe_fused,
+                   "on | off: the batch < 4 FP8 MoE gate/up and down projections of the routed experts as one "
+                   "persistent launch. Tuning; the same results")
       ->capture_default_str()
-      ->check(CLI::IsMember({0, 1, 2, 3}));
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-down-early", po.moe_down_early,
                    "on | off: the batch < 4 FP8 MoE down kernel issues its first weight loads before waiting for the "
                    "gate/up kernel (PDL). Tuning")

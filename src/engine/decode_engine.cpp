@@ -366,6 +366,12 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
+    if (opt.batch < kMoeGroupMinTokens && opt.moe_fused) {  // MoeExpertsParams::pair_sync, zero between launches
+      const size_t n = moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok));
+      moe_pair_sync_ = fl(n, "MoE fused pair-path sync words");
+      std::vector<int32_t> zeros(n, 0);
+      moe_pair_sync_.upload(zeros.data(), n * 4);
+    }
   }
   if (tp_ > 1) partial_ = fl(B * c.hidden_size, "partial output (before the all-reduce)");
   gate_up_ = fl(B * 2 * inter, "gate_up");
@@ -863,8 +869,8 @@ void DecodeEngine::mlp(int l) {
                        expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
     p.group = moe_group_.as<int32_t>();
     p.pair_out = moe_pair_out_.as<float>();
-    p.pair_variant = opt_.moe_pair_variant;
     p.down_early_loads = opt_.moe_down_early ? 1 : 0;
+    p.pair_sync = moe_pair_sync_.as<int32_t>();  // null unless EngineOptions::moe_fused at batch < 4
     if (fuse_shared) {
       p.shared_gate_up = L.gate_up.p;
       p.s_shared_gate_up = L.gate_up.scale;

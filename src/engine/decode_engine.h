@@ -81,12 +81,11 @@ struct EngineOptions {
   // attn.q_absorb / attn.v_unabsorb on the split-BF16 tensor-core kernels from batch 5 (MlaAbsorbParams::
   // tensor_cores; kernels/mla_absorb.cu). false: the fp32-FMA tiled kernels they replaced (A/B).
   bool absorb_tc = true;
-  // MoeExpertsParams::pair_variant of the per-token FP8 MoE kernels (batch < 4): 0 = the kernels' default, 1..3
-  // (tuning; session 17; the same bits).
-  int moe_pair_variant = 0;
   // MoeExpertsParams::down_early_loads of the per-token FP8 MoE down kernel (batch < 4): its first weight loads
-  // before the PDL wait (session 17; A/B).
-  bool moe_down_early = false;
+  // before the PDL wait (session 17: on). MoeExpertsParams::pair_sync (moe_fused): the routed pairs' gate_up and
+  // down as one persistent launch (session 17; A/B). The same bits every way.
+  bool moe_down_early = true;
+  bool moe_fused = false;
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
@@ -244,7 +243,7 @@ class DecodeEngine {
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
-  Buffer moe_group_, moe_pair_out_;  // CUDA, batch >= 4: expert-grouped MoE scratch (MoeExpertsParams)
+  Buffer moe_group_, moe_pair_out_, moe_pair_sync_;  // CUDA, batch >= 4: expert-grouped MoE scratch (MoeExpertsParams)
 };
 
 }  // namespace glm5

@@ -185,6 +185,43 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
           out.push_back(pr);
         }
     }
+    // The same read in the batch-1 MoE kernels' access pattern, no math (read_rows_cuda): GLM-5 gate_up (6144-byte
+    // rows, 8 experts x 2 x 2048 rows = 192 MiB) and down (2048-byte rows, 96 MiB); a warp walks R rows together,
+    // U x 512 B per row per step; with ~100 KB of unused shared memory per CTA the SM holds 2 CTAs of 256 threads,
+    // as the MoE kernels (S17: whether their ~63 / 39 us against a plain read's ~52 / 29 us is the pattern and
+    // occupancy, or their math). Each shape's XOR is checked against the CPU twin on 12 MiB of fresh random words.
+    struct RowShape {
+      int row_bytes, R, U, pad_kb;
+    };
+    for (const RowShape sh : {RowShape{6144, 4, 2, 100}, RowShape{6144, 4, 2, 0}, RowShape{6144, 4, 4, 100},
+                              RowShape{6144, 1, 8, 100}, RowShape{6144, 16 / 2, 1, 100}, RowShape{2048, 4, 2, 100},
+                              RowShape{2048, 4, 2, 0}}) {
+      ReadRowsParams rp;
+      rp.s.src = small.data();
+      rp.s.bytes = size_t(6144) * 2048;  // a multiple of both row lengths
+      rp.s.sink = sink.as<uint32_t>();
+      rp.s.threads = 256;
+      rp.s.unroll = sh.U;
+      rp.row_bytes = sh.row_bytes;
+      rp.rows_per_warp = sh.R;
+      rp.smem_pad = sh.pad_kb * 1024;
+      ReadStreamParams cc = cp;
+      cc.bytes = rp.s.bytes;
+      const uint32_t want_rows = read_stream_xor_cpu(cc);
+      CUDA_CHECK(cudaMemset(sink.data(), 0, 4));
+      read_rows_cuda(rp, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::string shape = std::to_string(sh.row_bytes) + "-byte rows, " + std::to_string(sh.R) + " per warp, " +
+                                std::to_string(sh.U) + " x 512 B per row per step, " +
+                                (sh.pad_kb ? "2 CTAs of 256 threads per SM" : "no residency limit");
+      require(to_host<uint32_t>(sink, 1)[0] == want_rows, "bench read_rows: XOR != CPU twin (" + shape + ")");
+      rp.s.src = src.data();
+      rp.s.bytes = size_t(sh.row_bytes == 6144 ? 192 : 96) << 20;
+      std::vector<double> rus = timer.time([&] { read_rows_cuda(rp, stream); });
+      KernelBenchRecord rr = make_record("read_rows", rus, double(rp.s.bytes), 0, c);
+      rr.check = "XOR = CPU twin (12 MiB random); " + shape;
+      out.push_back(rr);
+    }
   }
   {
     const int n = 8192;
@@ -823,7 +860,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
   Buffer sg = to_device(hs, "bench moe gate scales"), su = to_device(hs, "bench moe up scales"),
          sd = to_device(hs, "bench moe down scales");
   // FP8 at batch 1: the per-token kernels (moe_gate_up_fp8_kernel, moe_down_pair_fp8_kernel), measured in each
-  // MoeExpertsParams::pair_variant, with and without down_early_loads (all bitwise equal; "_pair" is the default).
+  // form: "_pair" (the default), "_pair_wait" (down_early_loads 0), "_pair_fused" (pair_sync: one persistent launch);
+  // all bitwise equal.
   std::vector<int> batches = opt.quick ? std::vector<int>{32} : std::vector<int>{8, 32, 128};
   if (fp8) batches.insert(batches.begin(), 1);
   if (pair_only) batches = {1};
@@ -849,6 +887,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     Buffer act(Where::Device, size_t(B) * k * inter * 4, "bench moe act"), dout(Where::Device, size_t(B) * hidden * 4, "bench moe out");
     Buffer group(Where::Device, (size_t(E) + 1 + size_t(B) * k) * 4, "bench moe group"),
         pair(Where::Device, size_t(B) * k * hidden * 4, "bench moe pair_out");
+    const std::vector<int32_t> sync0(moe_pair_sync_ints(B, k), 0);
+    Buffer sync = to_device(sync0, "bench moe pair_sync");
     MoeExpertsParams p{};
     p.x = dx.as<float>();
     p.topk_ids = dids.as<int32_t>();
@@ -874,18 +914,16 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     // of 2 and 3 CTAs per SM, by padding the dynamic shared memory: 12-35% slower for BF16, the FP8 kernels
     // already run at 2 per SM; not kept.)
     // Per-token path (B < 4): the register caps, all bitwise the same (checked against the first).
-    struct Variant { const char* suffix; bool mma; int pf; int pair = 0; int early = 0; };
+    struct Variant { const char* suffix; bool mma; int pf; int early = 1; bool fused = false; };
     const bool pair_path = B < kMoeGroupMinTokens;
     const std::vector<Variant> variants =
-        pair_path ? std::vector<Variant>{{"_pair_v1", true, 0, 1}, {"_pair_v1_early", true, 0, 1, 1},
-                                         {"_pair_v2", true, 0, 2}, {"_pair_v2_early", true, 0, 2, 1},
-                                         {"_pair_v3", true, 0, 3}, {"_pair_v3_early", true, 0, 3, 1}, {"_pair", true, 0, 0}}
+        pair_path ? std::vector<Variant>{{"_pair", true, 0}, {"_pair_wait", true, 0, 0}, {"_pair_fused", true, 0, 1, true}}
                   : std::vector<Variant>{{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
     auto use = [&](const Variant& v) {
       p.fp8_mma = v.mma;
       p.mma_prefetch = v.pf;
-      p.pair_variant = v.pair;
       p.down_early_loads = v.early;  // the down kernel's first weight loads before its PDL wait
+      p.pair_sync = v.fused ? sync.as<int32_t>() : nullptr;  // one persistent launch
     };
     // Every tensor-core variant's output against the fp32 kernels' before anything is timed.
     std::vector<std::vector<float>> got(variants.size());
@@ -924,7 +962,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
 
 // --- MoE experts, grouped by expert (batch >= 4), GLM-5 size (256 experts, top-8, hidden 6144, inter
 // 2048), FP8 experts with 128x128 block scales and BF16 experts (FP8 also at batch 1: the per-token kernels
-// in each pair_variant, moe_experts_fp8_pair_v{1,2,3}[_early], checked bitwise equal): the tensor-core kernels
+// in each form, moe_experts_fp8_pair[_wait|_fused], checked bitwise equal): the tensor-core kernels
 // (moe_experts_{fp8,bf16}_mma, the default) vs the fp32 grouped kernels (moe_experts_{fp8,bf16}_grouped,
 // MoeExpertsParams.fp8_mma = false). Uniform random routing (8 distinct experts per token). Bytes = the
 // distinct experts' weights and scales (each read once) + x, act (written + read), pair_out (written +

@@ -482,8 +482,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.fp8_block_scaled = o.fp8_large_m == "block-scaled";
   eo.o_proj_pdl = o.o_proj_pdl == "on";
   eo.absorb_tc = o.absorb_tc == "on";
-  eo.moe_pair_variant = o.moe_pair_variant;
   eo.moe_down_early = o.moe_down_early == "on";
+  eo.moe_fused = o.moe_fused == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

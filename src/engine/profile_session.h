@@ -53,8 +53,8 @@ struct ProfileOptions {
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
   std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"
-  int moe_pair_variant = 0;                    // EngineOptions::moe_pair_variant: 0 .. 3
-  std::string moe_down_early = "off";          // EngineOptions::moe_down_early: "on" / "off"
+  std::string moe_down_early = "on";           // EngineOptions::moe_down_early: "on" / "off"
+  std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off

@@ -44,7 +44,7 @@ struct RunOut {
 // recapture: drop the graph once CUPTI is attached (what `profile` does), else replay the graph
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
-           bool overlap = true, int B = 4, bool moe_down_early = false) {
+           bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -57,6 +57,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.graph = graph;
   eo.overlap = overlap;
   eo.moe_down_early = moe_down_early;
+  eo.moe_fused = moe_fused;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -284,10 +285,13 @@ TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
   }
 }
 
-// The batch-1 FP8 MoE down kernel with its first weight loads before the PDL wait (EngineOptions::moe_down_early:
-// it reads the expert ids through L2 before waiting, relying on the routing grid having completed two launches
-// back): the logits are bitwise those of the waiting kernel, eagerly and from the graph, side stream on and off.
-TEST(GraphGpu, MoeDownEarlyLoadsAreBitwiseTheWaitingOnes) {
+// The batch-1 FP8 MoE pair path in its three forms: the down kernel waiting for gate_up before any load (the
+// reference here), its first weight loads before the PDL wait (EngineOptions::moe_down_early, the default: it reads
+// the expert ids through L2 before waiting, relying on the routing grid having completed two launches back), and
+// gate_up + down as one persistent launch (EngineOptions::moe_fused: down tiles poll per-pair counters that the
+// gate_up tiles raise). The logits are bitwise the reference's, eagerly and from the graph, side stream on and off,
+// over 3 steps (the fused launch's sync words must return to zero between launches for the later steps to match).
+TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
@@ -298,16 +302,18 @@ TEST(GraphGpu, MoeDownEarlyLoadsAreBitwiseTheWaitingOnes) {
   wo.fp8_linear = true;
   const Weights w = synthetic_weights(cfg, 6, wo);
   for (bool overlap : {false, true}) {
-    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false);
-    for (bool graph : {false, true}) {
-      const RunOut early = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true);
-      ASSERT_EQ(base.logits.size(), early.logits.size());
-      for (size_t s = 0; s < base.logits.size(); ++s) {
-        ASSERT_EQ(base.logits[s].size(), early.logits[s].size());
-        EXPECT_EQ(std::memcmp(base.logits[s].data(), early.logits[s].data(), base.logits[s].size() * 4), 0)
-            << (graph ? "graph" : "eager") << (overlap ? ", side stream" : ", one stream") << " step " << s;
+    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false);
+    for (int form : {1, 2})
+      for (bool graph : {false, true}) {
+        const RunOut other = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true, form == 2);
+        ASSERT_EQ(base.logits.size(), other.logits.size());
+        for (size_t s = 0; s < base.logits.size(); ++s) {
+          ASSERT_EQ(base.logits[s].size(), other.logits[s].size());
+          EXPECT_EQ(std::memcmp(base.logits[s].data(), other.logits[s].data(), base.logits[s].size() * 4), 0)
+              << (form == 2 ? "fused" : "early loads") << ", " << (graph ? "graph" : "eager")
+              << (overlap ? ", side stream" : ", one stream") << ", step " << s;
+        }
       }
-    }
   }
 }
 

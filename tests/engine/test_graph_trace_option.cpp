@@ -145,8 +145,8 @@ TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.o_proj_pdl == "on", EngineOptions{}.o_proj_pdl);
   EXPECT_EQ(ProfileOptions{}.mma_pdl == "on", EngineOptions{}.mma_pdl);
   EXPECT_EQ(ProfileOptions{}.absorb_tc == "on", EngineOptions{}.absorb_tc);
-  EXPECT_EQ(ProfileOptions{}.moe_pair_variant, EngineOptions{}.moe_pair_variant);
   EXPECT_EQ(ProfileOptions{}.moe_down_early == "on", EngineOptions{}.moe_down_early);
+  EXPECT_EQ(ProfileOptions{}.moe_fused == "on", EngineOptions{}.moe_fused);
   EXPECT_EQ(ProfileOptions{}.fp8_mma_max_m, EngineOptions{}.fp8_mma_max_m);
   EXPECT_EQ(ProfileOptions{}.fp8_large_m == "block-scaled", EngineOptions{}.fp8_block_scaled);
 }

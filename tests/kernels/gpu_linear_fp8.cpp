@@ -538,22 +538,25 @@ TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {
     }
     std::printf("fp8 moe B=%d E=%d k=%d: max abs %.3g of max %.3g\n", B, E, k, max_abs, max_ref);
     EXPECT_LT(max_abs / max_ref, 1e-4);
-    // With pair_out (moe_down_pair_fp8_kernel + the slot combine, the engine's batch-1 path), in every
-    // MoeExpertsParams::pair_variant, with and without the down kernel's first weight loads before its PDL wait
-    // (down_early_loads): the same bits.
+    // With pair_out (moe_down_pair_fp8_kernel + the slot combine, the engine's batch-1 path), with and without the
+    // down kernel's first weight loads before its PDL wait (down_early_loads), and as one persistent launch
+    // (pair_sync, run twice: its sync words must come back to zero): the same bits.
     Buffer dpair(Where::Device, size_t(B) * k * hidden * 4, "pair_out");
-    for (int variant = 0; variant <= 3; ++variant)
-      for (int early : {0, 1}) {
+    const std::vector<int32_t> sync0(moe_pair_sync_ints(B, k), 0);
+    Buffer dsync = to_device(sync0, "pair_sync");
+    for (int form = 0; form < 3; ++form)
+      for (int rep = 0; rep < (form == 2 ? 2 : 1); ++rep) {
         MoeExpertsParams vp = dp;
         vp.pair_out = dpair.as<float>();
-        vp.pair_variant = variant;
-        vp.down_early_loads = early;
+        vp.down_early_loads = form == 1 ? 0 : 1;
+        vp.pair_sync = form == 2 ? dsync.as<int32_t>() : nullptr;
         CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
         moe_experts_cuda(vp, nullptr);
         std::vector<float> v(out.size());
         dout.download(v.data(), dout.bytes());
-        EXPECT_EQ(std::memcmp(v.data(), got.data(), v.size() * 4), 0)
-            << "B=" << B << " variant " << variant << " early " << early;
+        EXPECT_EQ(std::memcmp(v.data(), got.data(), v.size() * 4), 0) << "B=" << B << " form " << form << " rep " << rep;
+        if (form == 2)
+          EXPECT_EQ(to_host<int32_t>(dsync, sync0.size()), sync0) << "B=" << B << ": pair_sync not left at zero";
       }
   }
 }
