@@ -21,6 +21,7 @@
 #include "kernels/linear_bf16_mma.cuh"
 #include "kernels/linear_fp8_mma.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/norm.cuh"
 
 namespace glm5 {
 
@@ -829,11 +830,8 @@ __global__ void __launch_bounds__(32 * kMoeMmaWarps) moe_down_grouped_mma_kernel
 // The loads of kCombineBatch slots are issued before their multiply-adds (which stay in slot order): a loop that
 // loaded slot j + 1 only after slot j's add paid one L2 round trip per slot (GLM-5: 9 in a chain).
 constexpr int kCombineBatch = 8;
-__global__ void moe_combine_kernel(MoeExpertsParams p) {
-  pdl_begin();
-  const int b = blockIdx.y;
-  const int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= p.hidden) return;
+// Element d of token b: combined, written to out, returned.
+__device__ __forceinline__ float combine_element(const MoeExpertsParams& p, int b, int d) {
   const float shared = p.shared_down ? p.pair_out[(size_t(p.B) * p.k + b) * p.hidden + d] : 0.f;
   const float resid = p.accumulate ? p.out[size_t(b) * p.hidden + d] : 0.f;
   float sum = 0.f;
@@ -853,12 +851,62 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
       if (ok[q]) sum = fmaf(v[q], w[q], sum);
   }
   if (p.shared_down) sum += shared;  // + the shared expert
-  p.out[size_t(b) * p.hidden + d] = p.accumulate ? resid + sum : sum;
+  const float r = p.accumulate ? resid + sum : sum;
+  p.out[size_t(b) * p.hidden + d] = r;
+  return r;
 }
 
-// The slot sum into out (moe_combine_kernel).
+__global__ void moe_combine_kernel(MoeExpertsParams p) {
+  pdl_begin();
+  const int b = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d < p.hidden) combine_element(p, b, d);
+}
+
+// moe_combine_kernel with the next RMSNorm (MoeExpertsParams::next_norm_weight) in the same launch: grid
+// (ceil(hidden / blockDim.x), B), blockDim.x = rmsnorm_vec_threads(hidden) (384 at GLM-5), one element per thread
+// as moe_combine_kernel; the last CTA of a token's row (a counter per token, MoeExpertsParams::combine_counters,
+// reset by that CTA) reads the row back through L2 (ld.global.cg: the other CTAs wrote it) in the norm kernel's
+// layout and runs norm_dev::rmsnorm_vec_regs, the norm kernel's own arithmetic: out and the normalized row are the
+// bits of moe_combine_kernel + rmsnorm_cuda. Why: at batch 1 the combine and the next layer's attn.norm (one CTA)
+// are two dependent launches of a few microseconds each on the critical path (S13: 3.5 + 5.0 us per layer).
+// (S17h measured a first form, the whole row in ONE CTA of 384 threads: moe.experts +610 us per step, more than
+// the 374 us of attn.norm it saved: each thread then combined 16 elements in 4 dependent rounds.)
+__global__ void moe_combine_norm_kernel(MoeExpertsParams p) {
+  pdl_begin();
+  const int b = blockIdx.y;
+  const int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d < p.hidden) combine_element(p, b, d);
+  __shared__ bool last;
+  __syncthreads();  // the CTA's elements are written; thread 0's fence makes them visible at gpu scope first
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(p.combine_counters + b, 1) == int(gridDim.x) - 1;
+    if (last) p.combine_counters[b] = 0;  // for the next launch (CUDA-graph replays)
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float4* row = reinterpret_cast<const float4*>(p.out + size_t(b) * p.hidden);
+  const int n4 = p.hidden / 4, nthreads = blockDim.x;
+  float4 v[norm_dev::kVecPerThread];
+#pragma unroll
+  for (int j = 0; j < norm_dev::kVecPerThread; ++j) {
+    const int i = threadIdx.x + j * nthreads;
+    v[j] = i < n4 ? __ldcg(row + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  norm_dev::rmsnorm_vec_regs(v, p.next_norm_weight, p.next_norm_out + size_t(b) * p.hidden, p.hidden, p.next_norm_eps,
+                             nthreads);
+}
+
+// The slot sum into out (moe_combine_kernel), with the next RMSNorm when asked (moe_combine_norm_kernel).
 void launch_combine(const MoeExpertsParams& p, cudaStream_t stream) {
-  launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
+  if (p.next_norm_weight) {  // (alignment checked by moe_experts_cuda before any launch)
+    const int t = norm_dev::rmsnorm_vec_threads(p.hidden);
+    launch_kernel(moe_combine_norm_kernel, dim3((p.hidden + t - 1) / t, p.B), t, 0, stream, p);
+  } else {
+    launch_kernel(moe_combine_kernel, dim3((p.hidden + 255) / 256, p.B), 256, 0, stream, p);
+  }
   CUDA_CHECK_LAUNCH();
 }
 
@@ -914,6 +962,19 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
           "path: F8_E4M3 weights, hidden and inter multiples of 16, 16-byte aligned rows, pair_out set, B < " +
               std::to_string(kMoeGroupMinTokens) + " or no group scratch");
   const int pairs = p.B * p.k + (shared ? p.B : 0);
+  const bool has_combine = p.pair_out && ((p.group && p.B >= kMoeGroupMinTokens) || (fp8 && vec_down));
+  require(!p.next_norm_weight || has_combine,
+          "moe_experts_cuda: MoeExpertsParams.next_norm_weight needs a combine launch (pair_out set, with FP8 weights "
+          "in vector rows or expert grouping at B >= " + std::to_string(kMoeGroupMinTokens) + ")");
+  require(!p.next_norm_weight || p.combine_counters,
+          "moe_experts_cuda: MoeExpertsParams.next_norm_weight needs combine_counters (B ints, zero)");
+  require(!p.next_norm_weight || (p.hidden % 4 == 0 && p.hidden <= 16384),
+          "moe_experts_cuda: hidden = " + std::to_string(p.hidden) +
+              ": MoeExpertsParams.next_norm_weight needs hidden % 4 == 0 and <= 16384 (one CTA holds the row)");
+  require(!p.next_norm_weight || (aligned16(p.out) && aligned16(p.pair_out) && aligned16(p.next_norm_weight) &&
+                                  aligned16(p.next_norm_out)),
+          "moe_experts_cuda: MoeExpertsParams.next_norm_weight needs 16-byte aligned out, pair_out, next_norm_weight "
+          "and next_norm_out");
   using Stage = MoeExpertsParams::Stage;
   require(p.stage == Stage::All || shared,
           "moe_experts_cuda: MoeExpertsParams.stage other than All needs the fused shared expert (shared_gate_up)");

@@ -111,6 +111,17 @@ struct MoeExpertsParams {
   // out[b, :] += the result instead of out[b, :] = result: the residual stream's add fused in
   // (DecodeEngine at --tp 1 with the shared expert fused). The same bits as out + result computed apart.
   bool accumulate = false;
+  // Optional RMSNorm of the result rows (the next layer's input norm, or the final norm): with next_norm_weight
+  // set, next_norm_out[b, :] = rmsnorm(out[b, :]) * next_norm_weight (HF GlmMoeDsaRMSNorm, eps next_norm_eps) is
+  // written after out, by the combine launch itself on the CUDA paths that have one (pair_out set): the last CTA
+  // of each token's row normalizes it, instead of the norm's own launch (session 17). The same bits as
+  // rmsnorm_cuda on out. CUDA needs hidden % 4 == 0, hidden <= 16384, 16-byte aligned out / weight / next_norm_out
+  // and a combine launch (pair_out); next_norm_out must not overlap out. Throws glm5::Error otherwise, before any
+  // launch (the CPU twin: both pointers or neither).
+  const float* next_norm_weight = nullptr;  // [hidden]
+  float* next_norm_out = nullptr;           // [B, hidden]
+  float next_norm_eps = 1e-5f;
+  int* combine_counters = nullptr;          // CUDA with next_norm_weight: [B] ints, zero before, left zero
   // Which launches moe_experts_cuda makes (the fused shared expert's per-token FP8 path only; else All):
   //   All:    gate_up and down of every (token, slot) pair, then the slot combine;
   //   Shared: gate_up and down of the B shared-expert pairs only (reads no topk_ids / topk_weights: it can run

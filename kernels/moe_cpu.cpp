@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "kernels/moe.h"
+#include "kernels/norm.h"
 
 namespace glm5 {
 
@@ -107,6 +108,8 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
             where + "s_shared_gate_up / s_shared_down must be set for F8_E4M3 weights");
   require(!p.shared_gate_up || p.w_dtype != DType::F8_E4M3 || p.inter % 128 == 0,
           where + "inter = " + std::to_string(p.inter) + ": a fused FP8 shared expert needs inter % 128 == 0");
+  require((p.next_norm_weight == nullptr) == (p.next_norm_out == nullptr),
+          where + "next_norm_weight and next_norm_out must be set together");
   require(p.down_early_loads == 0 || p.down_early_loads == 1,
           where + "down_early_loads = " + std::to_string(p.down_early_loads) + ", expected 0 (default) or 1");
 }
@@ -172,6 +175,10 @@ void moe_experts_cpu(const MoeExpertsParams& p) {
     }
     float* o = p.out + size_t(b) * p.hidden;
     for (int d = 0; d < p.hidden; ++d) o[d] = p.accumulate ? o[d] + out[d] : out[d];
+  }
+  if (p.next_norm_weight) {  // the next layer's input norm of the result rows (MoeExpertsParams::next_norm_weight)
+    NormParams np{p.out, p.next_norm_weight, nullptr, p.next_norm_out, p.B, p.hidden, p.hidden, p.hidden, p.next_norm_eps};
+    rmsnorm_cpu(np);
   }
 }
 

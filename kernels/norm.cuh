@@ -45,21 +45,20 @@ __host__ __device__ __forceinline__ int rmsnorm_vec_threads(int dim) {
   const int n4 = dim / 4, t = ((n4 + kVecPerThread - 1) / kVecPerThread + 31) / 32 * 32;
   return t < 32 ? 32 : (t > 1024 ? 1024 : t);
 }
-__device__ __forceinline__ void rmsnorm_vec_row(const NormParams& p, int row, int nthreads) {
-  const float4* x = reinterpret_cast<const float4*>(p.x + size_t(row) * p.x_stride);
-  float4* y = reinterpret_cast<float4*>(p.y + size_t(row) * p.y_stride);
-  const float4* w = reinterpret_cast<const float4*>(p.weight);
-  const int n4 = p.dim / 4;
-  float4 v[kVecPerThread];
+// The second half of rmsnorm_vec_row, for a row already in registers: v[j] holds float4 threadIdx.x + j * nthreads
+// of the row (zeros past the row and in threads >= nthreads); writes y_row (float4 index i as v's). Shared by
+// rmsnorm_vec_row and kernels that produce the row themselves (moe.cu's combine with the next norm), so both
+// do exactly this arithmetic.
+__device__ __forceinline__ void rmsnorm_vec_regs(const float4 (&v)[kVecPerThread], const float* weight, float* y_row,
+                                                 int dim, float eps, int nthreads) {
+  const float4* w = reinterpret_cast<const float4*>(weight);
+  float4* y = reinterpret_cast<float4*>(y_row);
+  const int n4 = dim / 4;
   float sum_sq = 0.f;
 #pragma unroll
-  for (int j = 0; j < kVecPerThread; ++j) {
-    const int i = threadIdx.x + j * nthreads;
-    v[j] = i < n4 && int(threadIdx.x) < nthreads ? x[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-    sum_sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
-  }
+  for (int j = 0; j < kVecPerThread; ++j) sum_sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
   sum_sq = block_sum(sum_sq);
-  const float inv_rms = 1.0f / sqrtf(sum_sq / p.dim + p.eps);
+  const float inv_rms = 1.0f / sqrtf(sum_sq / dim + eps);
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int i = threadIdx.x + j * nthreads;
@@ -69,6 +68,17 @@ __device__ __forceinline__ void rmsnorm_vec_row(const NormParams& p, int row, in
                          wv.w * (v[j].w * inv_rms));
     }
   }
+}
+__device__ __forceinline__ void rmsnorm_vec_row(const NormParams& p, int row, int nthreads) {
+  const float4* x = reinterpret_cast<const float4*>(p.x + size_t(row) * p.x_stride);
+  const int n4 = p.dim / 4;
+  float4 v[kVecPerThread];
+#pragma unroll
+  for (int j = 0; j < kVecPerThread; ++j) {
+    const int i = threadIdx.x + j * nthreads;
+    v[j] = i < n4 && int(threadIdx.x) < nthreads ? x[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  rmsnorm_vec_regs(v, p.weight, p.y + size_t(row) * p.y_stride, p.dim, p.eps, nthreads);
 }
 
 

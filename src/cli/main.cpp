@@ -309,6 +309,11 @@ int main(int argc, char** argv) {
                    "(off: the fp32-FMA kernels). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-combine-norm", po.moe_combine_norm,
+                   "on | off: below batch 4 with FP8 experts, the MoE combine also computes the next layer's input "
+                   "RMSNorm (op attn.norm then has no launch of its own). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,
                    "on | off: the batch < 4 FP8 MoE gate/up and down projections of the routed experts as one "
                    "persistent launch. Tuning; the same results")

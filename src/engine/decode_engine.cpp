@@ -1,5 +1,6 @@
 #include "engine/decode_engine.h"
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -366,6 +367,11 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
+    if (opt.batch < kMoeGroupMinTokens && opt.moe_combine_norm) {  // MoeExpertsParams::combine_counters, kept zero
+      moe_combine_counters_ = fl(B, "MoE combine + next norm counters");
+      const std::vector<int32_t> zeros(B, 0);
+      moe_combine_counters_.upload(zeros.data(), B * 4);
+    }
     if (opt.batch < kMoeGroupMinTokens && opt.moe_fused) {  // MoeExpertsParams::pair_sync, zero between launches
       const size_t n = moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok));
       moe_pair_sync_ = fl(n, "MoE fused pair-path sync words");
@@ -615,6 +621,7 @@ void DecodeEngine::run_ops() {
   const int B = opt_.batch;
   launch_ = stream_;  // a step that threw between side_begin and side_end left launch_ on the side stream
   prefetch_unjoined_ = false;  // (step() joined all side segments before an eager run; a capture records its own)
+  xn_ready_ = false;
   {
     const WeightTensor& e = w_.get("model.embed_tokens.weight");
     OpScope s(*tracer_, desc("embed", -1, double(B) * c.hidden_size * (dsize(e.dtype) + 4), 0));
@@ -630,7 +637,9 @@ void DecodeEngine::run_ops() {
   }
   if (prefetch_unjoined_) side_join(2);  // the last layer's o_proj prefetch (a capture must join every branch)
   prefetch_unjoined_ = false;
-  {
+  if (xn_ready_) {  // the last MoE combine wrote the final norm (EngineOptions::moe_combine_norm)
+    xn_ready_ = false;
+  } else {
     OpScope s(*tracer_, desc("final_norm", -1, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x_.as<float>(), vec("model.norm.weight"), nullptr, xn_.as<float>(), B, c.hidden_size,
                  c.hidden_size, c.hidden_size, c.rms_norm_eps};
@@ -659,7 +668,9 @@ void DecodeEngine::attention(int l) {
   const int qk = c.qk_head_dim(), kvw = Lr + R;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
-  {
+  if (xn_ready_) {  // the previous layer's MoE combine wrote this norm (EngineOptions::moe_combine_norm)
+    xn_ready_ = false;
+  } else {
     OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
@@ -884,6 +895,16 @@ void DecodeEngine::mlp(int l) {
       if (tp_ == 1) {
         p.out = x;
         p.accumulate = true;
+        // EngineOptions::moe_combine_norm: the combine also writes the next RMSNorm of x (the next layer's
+        // attn.norm, or the final norm after the last layer) into xn, and that op's own launch is skipped. xn is
+        // this MoE's input: every reader of it (router, gate_up, the shared expert's pairs) runs before the combine.
+        const float* nw = l + 1 == c.num_hidden_layers ? vec("model.norm.weight") : layers_[l + 1].input_norm;
+        if (opt_.moe_combine_norm && moe_combine_counters_.data() && Hd % 4 == 0 && Hd <= 16384 && reinterpret_cast<uintptr_t>(nw) % 16 == 0) {
+          p.next_norm_weight = nw;  // (16-byte aligned: the separate norm would take its vector path, the same bits)
+          p.next_norm_out = xn_.as<float>();
+          p.next_norm_eps = c.rms_norm_eps;
+          p.combine_counters = moe_combine_counters_.as<int32_t>();
+        }
       }
     }
     // EngineOptions::overlap: the fused shared expert's pairs (they need no routing) run on the side stream while
@@ -934,6 +955,7 @@ void DecodeEngine::mlp(int l) {
     }
     if (fuse_shared) {
       if (tp_ > 1) reduce_into_residual(l, moe_out_.as<float>(), "moe.residual");
+      xn_ready_ = p.next_norm_weight != nullptr;
       return;
     }
   }

@@ -86,6 +86,10 @@ struct EngineOptions {
   // down as one persistent launch (session 17; A/B). The same bits every way.
   bool moe_down_early = true;
   bool moe_fused = false;
+  // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next
+  // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
+  // (session 17; A/B). The same bits either way.
+  bool moe_combine_norm = false;
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
@@ -219,6 +223,7 @@ class DecodeEngine {
   cudaStream_t launch_ = nullptr;  // where the next op's kernels go: stream_, or side_ between side_begin / side_end
   cudaEvent_t fork_ev_ = nullptr, side_ev_[3] = {nullptr, nullptr, nullptr};
   bool prefetch_unjoined_ = false;  // side segment 2 recorded since the last side_join(2)
+  bool xn_ready_ = false;  // xn_ holds the next norm, written by the last MoE combine (EngineOptions::moe_combine_norm)
   bool persist_l2_set_ = false;     // EngineOptions::l2_persist_mib applied; saved_persist_l2_ restores it
   size_t saved_persist_l2_ = 0;
   std::unique_ptr<LinearContext> linear_ctx_, side_linear_ctx_;  // cuBLASLt handle + workspace per stream
@@ -243,7 +248,7 @@ class DecodeEngine {
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
-  Buffer moe_group_, moe_pair_out_, moe_pair_sync_;  // CUDA, batch >= 4: expert-grouped MoE scratch (MoeExpertsParams)
+  Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;  // CUDA, batch >= 4: expert-grouped MoE scratch (MoeExpertsParams)
 };
 
 }  // namespace glm5

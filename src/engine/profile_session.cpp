@@ -484,6 +484,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.absorb_tc = o.absorb_tc == "on";
   eo.moe_down_early = o.moe_down_early == "on";
   eo.moe_fused = o.moe_fused == "on";
+  eo.moe_combine_norm = o.moe_combine_norm == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

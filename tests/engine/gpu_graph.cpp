@@ -44,7 +44,8 @@ struct RunOut {
 // recapture: drop the graph once CUPTI is attached (what `profile` does), else replay the graph
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
-           bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false) {
+           bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
+           bool moe_combine_norm = false) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -58,6 +59,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.overlap = overlap;
   eo.moe_down_early = moe_down_early;
   eo.moe_fused = moe_fused;
+  eo.moe_combine_norm = moe_combine_norm;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -289,7 +291,8 @@ TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
 // reference here), its first weight loads before the PDL wait (EngineOptions::moe_down_early, the default: it reads
 // the expert ids through L2 before waiting, relying on the routing grid having completed two launches back), and
 // gate_up + down as one persistent launch (EngineOptions::moe_fused: down tiles poll per-pair counters that the
-// gate_up tiles raise). The logits are bitwise the reference's, eagerly and from the graph, side stream on and off,
+// gate_up tiles raise), and the combine computing the next layer's attn.norm / the final norm
+// (EngineOptions::moe_combine_norm: those ops then launch nothing). The logits are bitwise the reference's, eagerly and from the graph, side stream on and off,
 // over 3 steps (the fused launch's sync words must return to zero between launches for the later steps to match).
 TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
@@ -303,15 +306,26 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   const Weights w = synthetic_weights(cfg, 6, wo);
   for (bool overlap : {false, true}) {
     const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false);
-    for (int form : {1, 2})
+    auto kernels_of = [](const RunOut& r, const char* op) {
+      int n = 0;
+      for (const Activity& a : r.timeline.activities) n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op;
+      return n;
+    };
+    EXPECT_EQ(kernels_of(base, "attn.norm"), 3 * 3);  // 3 steps x 3 layers
+    EXPECT_EQ(kernels_of(base, "final_norm"), 3);
+    for (int form : {1, 2, 3})
       for (bool graph : {false, true}) {
-        const RunOut other = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true, form == 2);
+        const RunOut other = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true, form == 2, form == 3);
+        const char* name = form == 1 ? "early loads" : form == 2 ? "fused" : "combine + next norm";
         ASSERT_EQ(base.logits.size(), other.logits.size());
         for (size_t s = 0; s < base.logits.size(); ++s) {
           ASSERT_EQ(base.logits[s].size(), other.logits[s].size());
           EXPECT_EQ(std::memcmp(base.logits[s].data(), other.logits[s].data(), base.logits[s].size() * 4), 0)
-              << (form == 2 ? "fused" : "early loads") << ", " << (graph ? "graph" : "eager")
-              << (overlap ? ", side stream" : ", one stream") << ", step " << s;
+              << name << ", " << (graph ? "graph" : "eager") << (overlap ? ", side stream" : ", one stream") << ", step " << s;
+        }
+        if (form == 3) {  // layer 2's attn.norm and the final norm ran inside the MoE combines of layers 1 and 2
+          EXPECT_EQ(kernels_of(other, "attn.norm"), 3 * 2) << (graph ? "graph" : "eager");
+          EXPECT_EQ(kernels_of(other, "final_norm"), 0) << (graph ? "graph" : "eager");
         }
       }
   }

@@ -26,6 +26,7 @@
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_tma.h"
 #include "kernels/moe.h"
+#include "kernels/norm.h"
 
 namespace glm5 {
 namespace {
@@ -555,9 +556,39 @@ TEST(GpuMoeFp8, ExpertsMatchCpuTwin) {
         std::vector<float> v(out.size());
         dout.download(v.data(), dout.bytes());
         EXPECT_EQ(std::memcmp(v.data(), got.data(), v.size() * 4), 0) << "B=" << B << " form " << form << " rep " << rep;
-        if (form == 2)
+        if (form == 2) {
           EXPECT_EQ(to_host<int32_t>(dsync, sync0.size()), sync0) << "B=" << B << ": pair_sync not left at zero";
+        }
       }
+    // The combine with the next RMSNorm (MoeExpertsParams::next_norm_weight): out the same bits, and the normalized
+    // rows the bits of rmsnorm_cuda on out (fresh random norm weights).
+    {
+      const uint64_t seed = fresh_seed();
+      std::vector<float> nw(hidden);
+      for (int i = 0; i < hidden; ++i) nw[size_t(i)] = 0.5f + rng_uniform(seed, 7, size_t(i));
+      Buffer dnw = to_device(nw, "norm weight"), dnorm(Where::Device, dout.bytes(), "normed"),
+             dref(Where::Device, dout.bytes(), "normed reference");
+      MoeExpertsParams vp = dp;
+      vp.pair_out = dpair.as<float>();
+      vp.next_norm_weight = dnw.as<float>();
+      vp.next_norm_out = dnorm.as<float>();
+      vp.next_norm_eps = 1e-5f;
+      const std::vector<int32_t> counters0(size_t(B), 0);
+      Buffer dcounters = to_device(counters0, "combine counters");
+      vp.combine_counters = dcounters.as<int32_t>();
+      CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));
+      moe_experts_cuda(vp, nullptr);
+      NormParams np{dout.as<float>(), dnw.as<float>(), nullptr, dref.as<float>(), B, hidden, hidden, hidden, 1e-5f};
+      rmsnorm_cuda(np, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> combined = to_host<float>(dout, out.size());
+      EXPECT_EQ(std::memcmp(combined.data(), got.data(), got.size() * 4), 0) << "B=" << B << ": the next norm changed out";
+      const std::vector<float> normed = to_host<float>(dnorm, out.size()), ref = to_host<float>(dref, out.size());
+      EXPECT_EQ(std::memcmp(normed.data(), ref.data(), normed.size() * 4), 0) << "B=" << B << " seed " << seed;
+      EXPECT_EQ(to_host<int32_t>(dcounters, size_t(B)), counters0) << "B=" << B << ": combine counters not left at zero";
+      vp.pair_out = nullptr;  // no combine launch: refused before anything runs
+      EXPECT_THROW(moe_experts_cuda(vp, nullptr), Error);
+    }
   }
 }
 

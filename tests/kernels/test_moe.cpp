@@ -14,6 +14,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "kernels/moe.h"
+#include "kernels/norm.h"
 
 namespace glm5 {
 namespace {
@@ -141,6 +142,36 @@ TEST(MoeExperts, HandChecked) {
   ids[0] = 2;  // out of range
   EXPECT_THROW(moe_experts_cpu(p), Error);
   ids[0] = 1;
+  // The next RMSNorm of the result rows: rmsnorm_cpu of out, bit for bit; weight and output only together.
+  {
+    std::vector<float> nw(size_t(p.hidden)), normed(size_t(p.B) * p.hidden), ref(normed.size());
+    for (size_t i = 0; i < nw.size(); ++i) nw[i] = 0.75f + 0.01f * float(i);
+    MoeExpertsParams q = p;
+    q.next_norm_weight = nw.data();
+    q.next_norm_out = normed.data();
+    q.next_norm_eps = 1e-5f;
+    std::vector<float> out_plain(size_t(p.B) * p.hidden), out_fused(out_plain.size());
+    q.out = out_plain.data();
+    q.next_norm_weight = nullptr;
+    q.next_norm_out = nullptr;
+    moe_experts_cpu(q);
+    q.out = out_fused.data();
+    q.next_norm_weight = nw.data();
+    q.next_norm_out = normed.data();
+    moe_experts_cpu(q);
+    EXPECT_EQ(out_plain, out_fused);
+    NormParams np{out_plain.data(), nw.data(), nullptr, ref.data(), p.B, p.hidden, p.hidden, p.hidden, 1e-5f};
+    rmsnorm_cpu(np);
+    EXPECT_EQ(normed, ref);
+    EXPECT_GT(std::fabs(normed[0]), 0.f);
+    q.next_norm_out = nullptr;
+    try {
+      moe_experts_cpu(q);
+      ADD_FAILURE() << "next_norm_weight without next_norm_out accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("next_norm_out"), std::string::npos) << e.what();
+    }
+  }
   p.down_early_loads = 0;  // the down kernel's loads before the PDL wait: on (default) / off, nothing else
   EXPECT_NO_THROW(moe_experts_cpu(p));
   p.down_early_loads = 1;
