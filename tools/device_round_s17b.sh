@@ -33,23 +33,5 @@ M=gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,sm__warp
 timeout 150 ncu --csv --print-units base -k regex:'moe_gate_up_fp8|moe_down_pair_fp8' --metrics $M \
   $BIN/glm5prof bench kernels --only moe-pair --reps 1 --warmup 0 > $W/ncu.csv 2> $W/ncu.err
 echo "ncu rc=$?"; tail -1 $W/ncu.err
-python3 - $W/ncu.csv <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-if not rows: sys.exit("no ncu rows")
-h = rows[0]; mi = h.index("Metric Name"); vi = h.index("Metric Value"); ni = h.index("ID"); ki = h.index("Kernel Name")
-by = {}
-for r in rows[1:]:
-    d = by.setdefault(r[ni], {"k": r[ki]}); d[r[mi]] = r[vi]
-short = lambda n: n.replace("smsp__average_warps_issue_stalled_", "").replace("_per_issue_active.ratio", "")
-f = lambda m, n: float(m.get(n, "0").replace(',', ''))
-for k, m in by.items():
-    if f(m, 'dram__bytes_read.sum') < 20e6: continue
-    stalls = sorted(((f(m, n), short(n)) for n in m if "stalled" in n), reverse=True)[:3]
-    name = m['k'].replace('(anonymous namespace)::', '')[:48]
-    print(f"{k:>4} {name:48} {f(m,'gpu__time_duration.sum')/1000:7.2f} us {f(m,'dram__bytes_read.sum')/1e6:6.1f} MB"
-          f" regs {m.get('launch__registers_per_thread')} dram {f(m,'dram__throughput.avg.pct_of_peak_sustained_elapsed'):5.1f}%"
-          f" ipc {f(m,'sm__inst_issued.avg.per_cycle_active'):4.2f} l1 {f(m,'l1tex__throughput.avg.pct_of_peak_sustained_active'):5.1f}% "
-          + " ".join(f"{n} {v:.2f}" for v, n in stalls))
-PY
+python3 tools/ncu_stalls.py $W/ncu.csv
 device_round_pack

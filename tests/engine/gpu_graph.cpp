@@ -249,16 +249,21 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
 // FP8 weights at batch 1 fuse the shared expert into the routed launches; with overlap its pairs run on the side
 // stream (op moe.shared, MoeExpertsParams::Stage::Shared) while the router and the routing run: the logits are
 // bitwise those of the one-stream run (the same kernels per pair, the same combine), eagerly and from the graph.
-TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  arrange_nvtx_injection();
-  const ModelConfig cfg = small_glm5();
+// small_glm5's synthetic weights on the device with FP8 projections and experts (one expert set shared by the layers).
+static Weights fp8_device_weights(const ModelConfig& cfg, uint64_t seed) {
   WeightOptions wo;
   wo.where = Where::Device;
   wo.matrix_dtype = DType::BF16;
   wo.share_mlp_weights = true;
   wo.fp8_linear = true;
-  const Weights w = synthetic_weights(cfg, 5, wo);
+  return synthetic_weights(cfg, seed, wo);
+}
+
+TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = fp8_device_weights(cfg, 5);
   const RunOut serial = run(cfg, w, KvPath::Fp8, false, false, 2, false, 1);
   for (bool graph : {false, true}) {
     const RunOut side = run(cfg, w, KvPath::Fp8, graph, graph, 2, true, 1);
@@ -298,12 +303,7 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
-  WeightOptions wo;
-  wo.where = Where::Device;
-  wo.matrix_dtype = DType::BF16;
-  wo.share_mlp_weights = true;
-  wo.fp8_linear = true;
-  const Weights w = synthetic_weights(cfg, 6, wo);
+  const Weights w = fp8_device_weights(cfg, 6);
   for (bool overlap : {false, true}) {
     const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false);
     auto kernels_of = [](const RunOut& r, const char* op) {
