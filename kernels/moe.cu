@@ -289,8 +289,8 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_pair_fp8_kernel(MoeEx
 // tail per launch (S17: a plain 192 MiB read in one launch runs at 84% of copy, 96 MiB at 75%; the two MoE kernels
 // are within ~6% of a math-free read of their bytes in their access pattern), and here a CTA done with its
 // gate_up tiles starts its down tile's weight loads while the last gate_up tiles finish.
-// Order: a gate_up tile (pair, by) counts itself in done[pair] after its act rows are written (every thread
-// fences, barrier, one atomic); a down tile of `pair` issues its first weight loads, then thread 0 polls
+// Order: a gate_up tile (pair, by) counts itself in done[pair] after its act rows are written (a barrier, then
+// thread 0 fences and adds: the barrier makes the CTA's writes thread 0's, the gpu-scope fence is cumulative); a down tile of `pair` issues its first weight loads, then thread 0 polls
 // done[pair] (ld.acquire.gpu) until all ceil(inter / 16) tiles of the pair have counted, a barrier, and the CTA
 // copies the act row through L2 (ld.global.cg: L1 is not coherent) into shared memory (inter floats of dynamic
 // shared memory; S17d: reading it through L2 for every chunk and row instead, 64 B per 16 weight bytes, made the
@@ -345,6 +345,7 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_pair_fused_fp8_kernel(MoeE
       });
     }
   }
+  if (threadIdx.x == 0) __threadfence();  // this CTA's tile-counter and done updates before its finished count
   if (threadIdx.x == 0 && atomicAdd(finished, 1) == int(gridDim.x) - 1) {
     // Every other CTA has left the loop: no one reads the words any more.
     *tiles = 0;
@@ -872,7 +873,7 @@ __global__ void moe_combine_kernel(MoeExpertsParams p) {
 // are two dependent launches of a few microseconds each on the critical path (S13: 3.5 + 5.0 us per layer).
 // (S17h measured a first form, the whole row in ONE CTA of 384 threads: moe.experts +610 us per step, more than
 // the 374 us of attn.norm it saved: each thread then combined 16 elements in 4 dependent rounds.)
-__global__ void moe_combine_norm_kernel(MoeExpertsParams p) {
+__global__ void __launch_bounds__(1024) moe_combine_norm_kernel(MoeExpertsParams p) {
   pdl_begin();
   const int b = blockIdx.y;
   const int d = blockIdx.x * blockDim.x + threadIdx.x;

@@ -91,7 +91,8 @@ struct MoeExpertsParams {
   // kernels, S16d and S17a, and were removed.)
   int down_early_loads = 1;
   // Per-token FP8 path, routed pairs (stage All or Routed): non-null runs gate_up and down as ONE persistent launch
-  // (moe_pair_fused_fp8_kernel; the combine stays a second launch). Scratch of moe_pair_sync_ints(B, k) ints,
+  // (moe_pair_fused_fp8_kernel; the combine stays a second launch). Scratch of moe_pair_sync_ints(B, k) ints (the
+  // shared expert's pairs included),
   // zero before the first call; every call leaves it zero. One stream at a time per scratch. The same bits as the
   // two-kernel path.
   int* pair_sync = nullptr;
@@ -142,7 +143,7 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
 void moe_experts_cpu(const MoeExpertsParams& p);
 void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream);
 // Ints of MoeExpertsParams::pair_sync for B tokens and top-k k: a tile counter, a finished-CTA counter, one done
-// counter per routed pair.
-inline size_t moe_pair_sync_ints(int B, int k) { return 2 + size_t(B) * size_t(k); }
+// counter per pair the launch runs: the B*k routed pairs and, at Stage::All with the fused shared expert, its B pairs.
+inline size_t moe_pair_sync_ints(int B, int k) { return 2 + size_t(B) * (size_t(k) + 1); }
 
 }  // namespace glm5

@@ -111,7 +111,7 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
   require((p.next_norm_weight == nullptr) == (p.next_norm_out == nullptr),
           where + "next_norm_weight and next_norm_out must be set together");
   require(p.down_early_loads == 0 || p.down_early_loads == 1,
-          where + "down_early_loads = " + std::to_string(p.down_early_loads) + ", expected 0 (default) or 1");
+          where + "down_early_loads = " + std::to_string(p.down_early_loads) + ", expected 1 (default) or 0");
 }
 
 namespace {

@@ -248,7 +248,9 @@ class DecodeEngine {
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
-  Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;  // CUDA, batch >= 4: expert-grouped MoE scratch (MoeExpertsParams)
+  Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;
+  // CUDA MoE scratch (MoeExpertsParams): group (batch >= 4), pair_out (every batch), pair_sync (--moe-fused) and
+  // combine_counters (--moe-combine-norm) below batch 4
 };
 
 }  // namespace glm5
