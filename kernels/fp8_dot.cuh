@@ -12,36 +12,7 @@
 
 namespace glm5 {
 
-__device__ __forceinline__ float fp8_dot16(const uint4& codes, const float* x) {
-  const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
-  float s = 0.f;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float4 xv = *reinterpret_cast<const float4*>(x + 4 * q);
-    const float2 a = e4m3x2_to_float2(uint16_t(w[q] & 0xffffu));
-    const float2 b = e4m3x2_to_float2(uint16_t(w[q] >> 16));
-    s = fmaf(a.x, xv.x, s);
-    s = fmaf(a.y, xv.y, s);
-    s = fmaf(b.x, xv.z, s);
-    s = fmaf(b.y, xv.w, s);
-  }
-  return s;
-}
-
-// The chunks of one step of warp_dots_fp8: c[r][u] = the 16 codes of row r at column base + u * 512 (zeros past
-// c_end). Separate so a kernel can issue a step's loads before pdl_wait() (weights no kernel of the step writes).
-template <int R, int U>
-__device__ __forceinline__ void warp_load_fp8(const uint8_t* const (&w)[R], int base, int c_end, uint4 (&c)[R][U]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int i = base + u * 512;
-      c[r][u] = i < c_end ? __ldg(reinterpret_cast<const uint4*>(w[r] + i)) : make_uint4(0, 0, 0, 0);
-    }
-}
-
-// fp8_dot16 with the chunk's 16 activations already loaded (xv[q] = x[4q .. 4q+3]): the same arithmetic.
+// The dot product of a chunk's 16 codes with its 16 activations, already loaded (xv[q] = x[4q .. 4q+3]).
 __device__ __forceinline__ float fp8_dot16(const uint4& codes, const float4 (&xv)[4]) {
   const uint32_t w[4] = {codes.x, codes.y, codes.z, codes.w};
   float s = 0.f;
@@ -57,15 +28,35 @@ __device__ __forceinline__ float fp8_dot16(const uint4& codes, const float4 (&xv
   return s;
 }
 
+// The same with the activations read from x (16-byte aligned).
+__device__ __forceinline__ float fp8_dot16(const uint4& codes, const float* x) {
+  float4 xv[4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(x + 4 * q);
+  return fp8_dot16(codes, xv);
+}
+
+// The chunks of one step of warp_dots_fp8: c[r][u] = the 16 codes of row r at column base + u * 512 (zeros past
+// c_end). Separate so a kernel can issue a step's loads before pdl_wait() (weights no kernel of the step writes).
+template <int R, int U>
+__device__ __forceinline__ void warp_load_fp8(const uint8_t* const (&w)[R], int base, int c_end, uint4 (&c)[R][U]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = base + u * 512;
+      c[r][u] = i < c_end ? __ldg(reinterpret_cast<const uint4*>(w[r] + i)) : make_uint4(0, 0, 0, 0);
+    }
+}
+
+
 // One step's math of warp_dots_fp8 (the chunks c at base): acc[r] += s[r][i / 128] * dot16(c[r][u], x[r] + i).
 // kSharedX: every x[r] is the same row (the caller guarantees it), so each chunk's 16 activations are loaded once
 // for all R rows instead of once per row (the compiler does not merge the R loads: it cannot know the pointers are
-// equal). kXcg (with kSharedX): the activations are read through L2 (ld.global.cg), for rows another CTA of the
-// same grid wrote (L1 is not coherent). The same values in the same order either way.
-template <int R, int U, bool kSharedX, bool kXcg = false>
+// equal). The same values in the same order either way.
+template <int R, int U, bool kSharedX>
 __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const float* const (&s)[R], int base, int c_end,
                                               const uint4 (&c)[R][U], float (&acc)[R]) {
-  static_assert(kSharedX || !kXcg, "kXcg needs kSharedX");
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int i = base + u * 512;
@@ -73,10 +64,7 @@ __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const 
       if constexpr (kSharedX) {
         float4 xv[4];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float4* a = reinterpret_cast<const float4*>(x[0] + i + 4 * q);
-          xv[q] = kXcg ? __ldcg(a) : *a;
-        }
+        for (int q = 0; q < 4; ++q) xv[q] = *reinterpret_cast<const float4*>(x[0] + i + 4 * q);
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] = fmaf(__ldg(s[r] + i / 128), fp8_dot16(c[r][u], xv), acc[r]);
       } else {
@@ -91,7 +79,7 @@ __device__ __forceinline__ void warp_step_fp8(const float* const (&x)[R], const 
 // math in increasing column order, then the next step's loads into c, so the same arithmetic in the same order as
 // warp_dots_fp8. (A double-buffered form, the next step's loads issued before this step's math, was measured on the
 // H200 in session 17 in the batch-1 MoE kernels: 63.5 -> 69.5 us gate_up, 38.7 -> 48.4 us down; not kept.)
-template <int R, int U, bool kSharedX = false, bool kXcg = false>
+template <int R, int U, bool kSharedX = false>
 __device__ __forceinline__ void warp_dots_fp8_loaded(const float* const (&x)[R], const uint8_t* const (&w)[R],
                                                      const float* const (&s)[R], int c_begin, int c_end, uint4 (&c)[R][U],
                                                      float (&out)[R]) {
@@ -101,7 +89,7 @@ __device__ __forceinline__ void warp_dots_fp8_loaded(const float* const (&x)[R],
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
   for (int base = c_begin + lane * 16; base < c_end; base += kStep) {
-    warp_step_fp8<R, U, kSharedX, kXcg>(x, s, base, c_end, c, acc);
+    warp_step_fp8<R, U, kSharedX>(x, s, base, c_end, c, acc);
     if (base + kStep < c_end) warp_load_fp8<R, U>(w, base + kStep, c_end, c);
   }
 #pragma unroll

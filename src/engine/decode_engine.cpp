@@ -367,17 +367,18 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
-    if (opt.batch < kMoeGroupMinTokens && opt.moe_combine_norm) {  // MoeExpertsParams::combine_counters, kept zero
-      moe_combine_counters_ = fl(B, "MoE combine + next norm counters");
-      const std::vector<int32_t> zeros(B, 0);
-      moe_combine_counters_.upload(zeros.data(), B * 4);
-    }
-    if (opt.batch < kMoeGroupMinTokens && opt.moe_fused) {  // MoeExpertsParams::pair_sync, zero between launches
-      const size_t n = moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok));
-      moe_pair_sync_ = fl(n, "MoE fused pair-path sync words");
-      std::vector<int32_t> zeros(n, 0);
-      moe_pair_sync_.upload(zeros.data(), n * 4);
-    }
+    // Counters the kernels leave at zero after each launch: zero before the first.
+    auto zeroed_ints = [&](size_t n, const char* label) {
+      Buffer b = fl(n, label);
+      const std::vector<int32_t> zeros(n, 0);
+      b.upload(zeros.data(), n * 4);
+      return b;
+    };
+    if (opt.batch < kMoeGroupMinTokens && opt.moe_combine_norm)  // MoeExpertsParams::combine_counters
+      moe_combine_counters_ = zeroed_ints(B, "MoE combine + next norm counters");
+    if (opt.batch < kMoeGroupMinTokens && opt.moe_fused)  // MoeExpertsParams::pair_sync
+      moe_pair_sync_ = zeroed_ints(moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok)),
+                                   "MoE fused pair-path sync words");
   }
   if (tp_ > 1) partial_ = fl(B * c.hidden_size, "partial output (before the all-reduce)");
   gate_up_ = fl(B * 2 * inter, "gate_up");
@@ -898,8 +899,11 @@ void DecodeEngine::mlp(int l) {
         // EngineOptions::moe_combine_norm: the combine also writes the next RMSNorm of x (the next layer's
         // attn.norm, or the final norm after the last layer) into xn, and that op's own launch is skipped. xn is
         // this MoE's input: every reader of it (router, gate_up, the shared expert's pairs) runs before the combine.
-        const float* nw = l + 1 == c.num_hidden_layers ? vec("model.norm.weight") : layers_[l + 1].input_norm;
-        if (opt_.moe_combine_norm && moe_combine_counters_.data() && Hd % 4 == 0 && Hd <= 16384 && reinterpret_cast<uintptr_t>(nw) % 16 == 0) {
+        // (The weight looked up only with the option on: the final norm's is a by-name lookup, on every layer.)
+        const float* nw = !moe_combine_counters_.data() ? nullptr
+                          : l + 1 == c.num_hidden_layers ? vec("model.norm.weight")
+                                                         : layers_[l + 1].input_norm;
+        if (nw && Hd % 4 == 0 && Hd <= 16384 && reinterpret_cast<uintptr_t>(nw) % 16 == 0) {
           p.next_norm_weight = nw;  // (16-byte aligned: the separate norm would take its vector path, the same bits)
           p.next_norm_out = xn_.as<float>();
           p.next_norm_eps = c.rms_norm_eps;

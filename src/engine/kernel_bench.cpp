@@ -147,6 +147,13 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
     cp.bytes = words.size() * 4;
     cp.sink = words.data();
     const uint32_t want = read_stream_xor_cpu(cp);
+    // One launch into a zeroed sink, read back: the XOR it computed.
+    auto xor_of = [&](const std::function<void()>& launch) {
+      CUDA_CHECK(cudaMemset(sink.data(), 0, 4));
+      launch();
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      return to_host<uint32_t>(sink, 1)[0];
+    };
     struct Shape {
       int ctas, threads, unroll;
     };
@@ -159,10 +166,7 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
       p.ctas_per_sm = sh.ctas;
       p.threads = sh.threads;
       p.unroll = sh.unroll;
-      CUDA_CHECK(cudaMemset(sink.data(), 0, 4));
-      read_stream_cuda(p, stream);
-      CUDA_CHECK(cudaStreamSynchronize(stream));
-      const uint32_t got = to_host<uint32_t>(sink, 1)[0];
+      const uint32_t got = xor_of([&] { read_stream_cuda(p, stream); });
       require(got == want, "bench read_stream: XOR " + std::to_string(got) + " != CPU twin " + std::to_string(want) +
                                " (" + std::to_string(sh.ctas) + " CTAs/SM x " + std::to_string(sh.threads) +
                                " threads, unroll " + std::to_string(sh.unroll) + ")");
@@ -208,13 +212,11 @@ Ceilings measure_ceilings(cudaStream_t stream, Timer& timer, std::vector<KernelB
       ReadStreamParams cc = cp;
       cc.bytes = rp.s.bytes;
       const uint32_t want_rows = read_stream_xor_cpu(cc);
-      CUDA_CHECK(cudaMemset(sink.data(), 0, 4));
-      read_rows_cuda(rp, stream);
-      CUDA_CHECK(cudaStreamSynchronize(stream));
+      const uint32_t got_rows = xor_of([&] { read_rows_cuda(rp, stream); });
       const std::string shape = std::to_string(sh.row_bytes) + "-byte rows, " + std::to_string(sh.R) + " per warp, " +
                                 std::to_string(sh.U) + " x 512 B per row per step, " +
                                 (sh.pad_kb ? "2 CTAs of 256 threads per SM" : "no residency limit");
-      require(to_host<uint32_t>(sink, 1)[0] == want_rows, "bench read_rows: XOR != CPU twin (" + shape + ")");
+      require(got_rows == want_rows, "bench read_rows: XOR != CPU twin (" + shape + ")");
       rp.s.src = src.data();
       rp.s.bytes = size_t(sh.row_bytes == 6144 ? 192 : 96) << 20;
       std::vector<double> rus = timer.time([&] { read_rows_cuda(rp, stream); });

@@ -2,8 +2,10 @@
 // independent word-by-word fold, and one error per bad field.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -33,43 +35,32 @@ TEST(ReadStream, CpuXorIsTheXorOfEveryWord) {
 TEST(ReadStream, BadParamsNameTheField) {
   alignas(16) uint32_t buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   uint32_t sink = 0;
-  auto expect_error = [&](ReadStreamParams p, const std::string& field) {
+  ReadStreamParams ok;
+  ok.src = buf;
+  ok.bytes = sizeof buf;
+  ok.sink = &sink;
+  EXPECT_NO_THROW(validate_read_stream_params(ok));
+  // Each case: one field of `ok` made bad, and the word the error must name.
+  const std::vector<std::pair<std::function<void(ReadStreamParams&)>, std::string>> cases = {
+      {[](ReadStreamParams& p) { p.src = nullptr; }, "src"},
+      {[](ReadStreamParams& p) { p.sink = nullptr; }, "sink"},
+      {[&](ReadStreamParams& p) { p.src = reinterpret_cast<const char*>(buf) + 4; }, "aligned"},
+      {[](ReadStreamParams& p) { p.bytes = 24; }, "bytes"},
+      {[](ReadStreamParams& p) { p.bytes = 0; }, "bytes"},
+      {[](ReadStreamParams& p) { p.ctas_per_sm = 9; }, "ctas_per_sm"},
+      {[](ReadStreamParams& p) { p.threads = 96; }, "threads"},
+      {[](ReadStreamParams& p) { p.unroll = 3; }, "unroll"},
+  };
+  for (const auto& [spoil, field] : cases) {
+    ReadStreamParams p = ok;
+    spoil(p);
     try {
       validate_read_stream_params(p);
       ADD_FAILURE() << "no error for a bad " << field;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
     }
-  };
-  ReadStreamParams ok;
-  ok.src = buf;
-  ok.bytes = sizeof buf;
-  ok.sink = &sink;
-  EXPECT_NO_THROW(validate_read_stream_params(ok));
-  ReadStreamParams p = ok;
-  p.src = nullptr;
-  expect_error(p, "src");
-  p = ok;
-  p.sink = nullptr;
-  expect_error(p, "sink");
-  p = ok;
-  p.src = reinterpret_cast<const char*>(buf) + 4;
-  expect_error(p, "aligned");
-  p = ok;
-  p.bytes = 24;
-  expect_error(p, "bytes");
-  p = ok;
-  p.bytes = 0;
-  expect_error(p, "bytes");
-  p = ok;
-  p.ctas_per_sm = 9;
-  expect_error(p, "ctas_per_sm");
-  p = ok;
-  p.threads = 96;
-  expect_error(p, "threads");
-  p = ok;
-  p.unroll = 3;
-  expect_error(p, "unroll");
+  }
 }
 
 }  // namespace
