@@ -467,7 +467,7 @@ constexpr int kTopkBins = 2048;                          // 11-bit digits (the l
 constexpr int kTopkCandidates = 16384;                   // shared-memory keys after the first pass
 constexpr unsigned kNoDigit = 0xffffffffu;
 
-constexpr int kMaxCluster = 8;                           // blocks per request (portable cluster size)
+constexpr int kMaxCluster = 8;                           // blocks per request, chosen (portable cluster size)
 constexpr int kMinClusterChunk = 4096;                   // positions per block before the split pays
 
 constexpr int kTopkChunkSmem = 32768;                    // a block's positions kept in shared memory
@@ -718,7 +718,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     // slice: 2C nbins remote accesses per pass in all, where every block reading all C histograms whole
     // was C^2 nbins, C/2 times more: ~2.5 -> 1.2 us per pass at C = 8). No block still reads `merged` of
     // the previous pass: it has passed the cluster barrier above.
-    const int slice = nbins / C_;  // nbins 1024 or 2048, C_ <= 8
+    const int slice = nbins / C_;  // nbins 1024 or 2048, C_ <= 16
     for (int i = tid; i < slice; i += kTopkThreads) {
       const int bin = rank * slice + i;
       unsigned part[C_];
@@ -870,9 +870,8 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
     // several 32-position steps); at least one step per warp.
     auto kernel = D == 128 ? indexer_score_f16_kernel<128> : D == 64 ? indexer_score_f16_kernel<64>
                                                                       : indexer_score_f16_kernel<32>;
-    int device = 0, sms = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = current_device_sm_count();
+    int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kF16Threads, 0));
     // Blocks per request: the resident slots over B (>= 1), so B x gx stays within one wave; steps
     // per block a multiple of the 4 warps. B 1 / 32K: 256 blocks of 4 steps; B 32 / 128K: 12 x 32.
@@ -893,9 +892,8 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
     CUDA_CHECK(cudaFuncSetAttribute(indexer_score_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     CUDA_CHECK(cudaFuncSetAttribute(indexer_score_mma_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     int(cudaSharedmemCarveoutMaxShared)));  // 3 blocks per SM, not 1
-    int device = 0, sms = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int sms = current_device_sm_count();
+    int per_sm = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, indexer_score_mma_kernel, kMmaThreads, smem));
     const int64_t blocks_wanted = int64_t(sms) * std::max(per_sm, 1) * 4;
     const int64_t total_pages = int64_t(p.B) * p.max_pages;
@@ -918,6 +916,7 @@ namespace {
 using TopkKernel = void (*)(TopkParams, int);
 TopkKernel topk_kernel_for(int C) {  // the cluster-size instantiations topk_cuda picks from
   switch (C) {
+    case 16: return topk_kernel<16>;
     case 8: return topk_kernel<8>;
     case 4: return topk_kernel<4>;
     case 2: return topk_kernel<2>;
@@ -936,14 +935,14 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 32K and 128K: 8, B = 32: 2, B >= 67: 1.
   // (A one-block-per-request top-k, tried: 52 us at B 1 / 32K, 123 us streamed at 128K; a block's
   // time grows ~1.2-1.6 ns per key it holds, so the keys are spread over up to 8 SMs instead.)
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = current_device_sm_count();
   int C = 1;
   while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
   if (p.cluster > 0) C = p.cluster;  // tuning override (still halved below if it cannot be co-scheduled)
   for (;; C /= 2) {
     CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    if (C > 8)  // sm_90 runs clusters of up to 16 blocks when the kernel opts in (not portable)
+      CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     if (C == 1) break;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(p.B * C));

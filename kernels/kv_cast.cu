@@ -364,9 +364,7 @@ void require_aligned4(const void* ptr, const char* who, const char* field) {
 }
 
 int grid_for(int64_t rows) {
-  int device = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = current_device_sm_count();
   const int64_t needed = (rows + kWarps - 1) / kWarps;
   return int(std::min<int64_t>(needed, int64_t(sms) * 8));
 }
@@ -393,9 +391,8 @@ TilePlan tile_plan(Kernel kernel, int64_t rows, const LatentLayout& l, int stage
   while (max_rows >= 1 && smem_for(max_rows) > size_t(kMaxSmemBytes)) --max_rows;
   if (max_rows < 1) return plan;
   plan.smem = smem_for(max_rows);
-  int device = 0, sms = 0, per_sm = 0;
-  CUDA_CHECK(cudaGetDevice(&device));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int sms = current_device_sm_count();
+  int per_sm = 0;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                   int(cudaSharedmemCarveoutMaxShared)));
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem)));

@@ -116,4 +116,13 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
   launch_kernel_cluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
+// The current device's SM count (cudaDevAttrMultiProcessorCount): what launchers size one wave of CTAs by.
+// Throws glm5::Error (CUDA_CHECK) when the query fails.
+inline int current_device_sm_count() {
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 }  // namespace glm5

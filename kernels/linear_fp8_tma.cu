@@ -194,13 +194,6 @@ size_t smem_bytes(int stages, int blocks_per_split) {
   return 1024 + size_t(stages) * kStageBytes + size_t(blocks_per_split) * kXBlockFloats * 4;
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
 template <int S, int R>
 void launch(const CUtensorMap& map, const TmaGemvArgs& a, dim3 grid, cudaStream_t stream) {
   const size_t smem = smem_bytes(S, a.blocks_per_split);
@@ -230,7 +223,7 @@ SplitPlan split_plan(const LinearParams& p, int splits, int box_rows, int stages
   const size_t x_room = budget - std::min(budget, smem_bytes(stages, 0));
   const int max_per = std::max(nbox, int(std::min<size_t>(kMaxXFloats / kBoxCols, x_room / (kXBlockFloats * 4))));
   int S = splits > 0 ? std::min(splits, kbs)
-                     : std::max(1, std::min(std::max(1, (per_sm * sm_count()) / row_blocks), kbs / 2));
+                     : std::max(1, std::min(std::max(1, (per_sm * current_device_sm_count()) / row_blocks), kbs / 2));
   SplitPlan sp;
   for (;; ++S) {
     sp.per = ((kbs + S - 1) / S + nbox - 1) / nbox * nbox;

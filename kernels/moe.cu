@@ -1020,9 +1020,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   if (fp8 && vec_up && vec_down && p.pair_out && p.pair_sync && p.stage != Stage::Shared &&
       size_t(p.inter) * 4 <= 48 * 1024) {
     // One persistent launch (moe_pair_fused_fp8_kernel): as many CTAs as fit at once, at most one per tile.
-    int dev = 0, sms = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int sms = current_device_sm_count();
+    int per_sm = 0;
     const size_t smem = size_t(p.inter) * 4;  // the down tile's act row
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, moe_pair_fused_fp8_kernel, 32 * kWarps, smem));
     const int64_t tiles = int64_t(npairs) * ((p.inter + up_rows - 1) / up_rows +

@@ -96,10 +96,7 @@ void read_rows_cuda(const ReadRowsParams& p, cudaStream_t stream) {
 
 void read_stream_cuda(const ReadStreamParams& p, cudaStream_t stream) {
   validate_read_stream_params(p);
-  int dev = 0, sms = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const unsigned grid = unsigned(p.ctas_per_sm * sms);
+  const unsigned grid = unsigned(p.ctas_per_sm * current_device_sm_count());
   const auto* src = static_cast<const uint4*>(p.src);
   const size_t n = p.bytes / 16;
   switch (p.unroll) {

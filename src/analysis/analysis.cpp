@@ -244,6 +244,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   }
   std::stable_sort(out.top_kernels.begin(), out.top_kernels.end(),
                    [](const KernelStat& a, const KernelStat& b) { return a.total_us > b.total_us; });
+  out.kernels_distinct = int64_t(out.top_kernels.size());
   if (out.top_kernels.size() > 20) out.top_kernels.resize(20);
 
   out.hotspots = find_hotspots(work, excl, out, peaks);

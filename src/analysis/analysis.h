@@ -85,6 +85,9 @@ struct Analysis {
   std::vector<OpCell> layer_ops;  // sorted by layer, then canonical op order
   std::vector<OpSummary> ops;     // canonical op order (unknown ops after, by name)
   std::vector<KernelStat> top_kernels;  // by total time, at most 20
+  // Distinct kernel names before top_kernels was cut to 20: equal to top_kernels.size() when the list is
+  // complete (a kernel missing from a complete list did not run; from a cut one, it may only be smaller).
+  int64_t kernels_distinct = 0;
   std::vector<Hotspot> hotspots;        // KV cast first, then generic, by share
   double attention_us = 0;       // per step, ops "attn.*"
   double cast_us = 0;            // per step, the KV dtype cast (ops or matched cast kernels)

@@ -26,6 +26,7 @@ struct RunView {
   std::map<std::string, double> ops;     // op -> us per step
   std::map<int, double> layers;          // layer -> us per step
   std::map<std::string, double> kernels; // kernel -> us per step (from the top-kernel list)
+  bool kernels_complete = true;           // the top-kernel list holds every kernel of the run
   std::map<std::string, double> hotspots; // "kind: what" -> us per step
 };
 
@@ -90,6 +91,11 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
       if (!k.is_object()) throw Error(where + ".top_kernels: expected objects");
       v.kernels[text(k, "name", "", where + ".top_kernels")] += number(k, "total_us", where + ".top_kernels") / nsteps;
     }
+    // The analysis keeps the 20 largest kernels; "kernels_distinct" says how many there were. A report
+    // without it (older) counts as cut when its list is full.
+    const size_t listed = r.at("top_kernels").size();
+    v.kernels_complete = r.contains("kernels_distinct") ? number(r, "kernels_distinct", where) <= double(listed)
+                                                        : listed < 20;
     if (r.contains("hotspots") && !r["hotspots"].is_null()) {
       const std::string hw = where + ".hotspots";
       for (const json& h : array(r, "hotspots", where)) {
@@ -116,9 +122,15 @@ std::string effect_verdict(const DiffOptions& o, double base, double now) {
   return d > 0 ? "regression" : "improvement";
 }
 
+// Compares one metric group of two runs. `complete_base` / `complete_now`: that side lists every name
+// it had (the op and layer tables), so a name missing there did not run. A name missing from a list
+// cut to its largest entries (the top kernels) may only have been smaller than the cut: it is called
+// "entered top list" / "left top list" (never gated) instead of appeared / vanished. (Before, a kernel
+// larger than the smallest one the other list kept was called appeared: two CPU-backend runs of the same
+// deployment under uneven load crossed that line by timing noise alone and failed the gate.)
 void compare_maps(const DiffOptions& o, const std::string& run, const std::string& group, double step_us,
                   const std::map<std::string, double>& base, const std::map<std::string, double>& now,
-                  bool detect_presence, double presence_floor_base, double presence_floor_now, DiffResult& out) {
+                  bool detect_presence, bool complete_base, bool complete_now, DiffResult& out) {
   std::set<std::string> names;
   for (auto& [k, v] : base) names.insert(k);
   for (auto& [k, v] : now) names.insert(k);
@@ -126,27 +138,21 @@ void compare_maps(const DiffOptions& o, const std::string& run, const std::strin
     auto b = base.find(n), w = now.find(n);
     double bv = b == base.end() ? 0 : b->second, nv = w == now.end() ? 0 : w->second;
     double share = step_us > 0 ? std::max(bv, nv) / step_us : 0;
+    if (share < o.min_share) continue;
     MetricDiff m{run, group, n, bv, nv, pct(bv, nv), -1, false, ""};
-    if (detect_presence && b == base.end() && nv > presence_floor_base && share >= o.min_share) {
-      m.group = "appeared";
-      m.verdict = "appeared";
-      m.gated = gated(o, "appeared");
-    } else if (detect_presence && w == now.end() && bv > presence_floor_now && share >= o.min_share) {
-      m.group = "vanished";
-      m.verdict = "vanished";
+    if (detect_presence && b == base.end()) {
+      m.group = complete_base ? "appeared" : group;
+      m.verdict = complete_base ? "appeared" : "entered top list";
+      m.gated = complete_base && gated(o, "appeared");
+    } else if (detect_presence && w == now.end()) {
+      m.group = complete_now ? "vanished" : group;
+      m.verdict = complete_now ? "vanished" : "left top list";
     } else {
-      if (share < o.min_share) continue;
       m.verdict = effect_verdict(o, bv, nv);
       m.gated = gated(o, group);
     }
     out.metrics.push_back(m);
   }
-}
-
-double smallest(const std::map<std::string, double>& m) {
-  double s = INFINITY;
-  for (auto& [k, v] : m) s = std::min(s, v);
-  return std::isfinite(s) ? s : 0;
 }
 
 std::string fmt(const char* f, double v) {
@@ -276,14 +282,12 @@ DiffResult diff_reports(const json& base_j, const json& now_j, const DiffOptions
     }
     d.metrics.push_back(s);
     const double step = std::max(b->step_median, n->step_median);
-    compare_maps(o, n->name, "op", step, b->ops, n->ops, true, 0, 0, d);
+    compare_maps(o, n->name, "op", step, b->ops, n->ops, true, true, true, d);
     std::map<std::string, double> bl, nl;
     for (auto& [l, v] : b->layers) bl["layer " + std::to_string(l)] = v;
     for (auto& [l, v] : n->layers) nl["layer " + std::to_string(l)] = v;
-    compare_maps(o, n->name, "layer", step, bl, nl, false, 0, 0, d);
-    // A kernel missing from one top list may only have fallen below its cutoff: call it appeared or
-    // vanished only when it is larger than the smallest kernel the other list kept.
-    compare_maps(o, n->name, "kernel", step, b->kernels, n->kernels, true, smallest(b->kernels), smallest(n->kernels), d);
+    compare_maps(o, n->name, "layer", step, bl, nl, false, true, true, d);
+    compare_maps(o, n->name, "kernel", step, b->kernels, n->kernels, true, b->kernels_complete, n->kernels_complete, d);
     // Hotspots that appeared, vanished or changed (reported, never gated: the ops they name are).
     std::set<std::string> hs;
     for (auto& [k, v] : b->hotspots) hs.insert(k);

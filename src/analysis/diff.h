@@ -15,8 +15,9 @@ struct DiffOptions {
   double min_abs_us = 1.0;      // smallest absolute change per step that counts [us]
   double min_share = 0.01;      // ops / kernels below this share of the step are not gated
   // Which metric groups gate the exit status: "step" (rank test on per-step samples), "op", "layer",
-  // "kernel" (effect size only: reports carry one mean per step for these), "appeared" (a kernel or
-  // op of >= min_share of the step that the base did not have, e.g. a full-pool KV cast coming back).
+  // "kernel" (effect size only: reports carry one mean per step for these), "appeared" (an op, or a
+  // kernel when the base's top-kernel list is complete, of >= min_share of the step that the base did
+  // not have, e.g. a full-pool KV cast coming back).
   std::vector<std::string> gate = {"step", "appeared"};
 };
 
@@ -32,7 +33,8 @@ struct MetricDiff {
   double delta_pct = 0;         // 100 * (new - base) / base (0 when base is 0)
   double p_value = -1;          // one-sided Mann-Whitney p for "new is slower" (-1: no samples)
   bool gated = false;           // this group gates the exit status
-  std::string verdict;          // "regression" | "improvement" | "noise" | "unchanged" | "appeared" | "vanished"
+  std::string verdict;          // "regression" | "improvement" | "noise" | "unchanged" | "appeared" | "vanished" |
+                                // "entered top list" / "left top list" (a kernel missing from a list cut at 20)
                                 // (hotspots: "new hotspot" | "hotspot gone" | the effect verdict)
 };
 

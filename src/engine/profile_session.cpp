@@ -485,6 +485,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_down_early = o.moe_down_early == "on";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
+  eo.topk_cluster = o.topk_cluster;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;

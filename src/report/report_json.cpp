@@ -49,6 +49,7 @@ json to_json(const Analysis& a) {
           {"ops", ops},
           {"layer_ops", cells},
           {"top_kernels", kernels},
+          {"kernels_distinct", a.kernels_distinct},
           {"hotspots", hotspots}};
 }
 

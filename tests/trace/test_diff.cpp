@@ -177,3 +177,42 @@ TEST(Diff, HotspotsThatChangedAreListed) {
   for (const MetricDiff& m : d.metrics) listed |= m.group == "hotspot" && m.verdict == "new hotspot" && !m.gated;
   EXPECT_TRUE(listed) << diff_to_markdown(d, DiffOptions{});
 }
+
+// A kernel missing from a top-kernel list cut at 20 may only have been smaller than the cut: not
+// "appeared" (two runs of one deployment under uneven CPU load crossed the cut by noise and failed the
+// gate); missing from a complete list, it did not run: appeared, gated.
+TEST(Diff, KernelMissingFromACutListIsNotAppeared) {
+  std::map<std::string, double> ops;
+  for (int i = 0; i < 20; ++i) ops["op" + std::to_string(100 + i)] = 100.0 + i;
+  json base = report("fp8", {5000, 5001, 4999}, ops);
+  json now = report("fp8", {5000, 5002, 4998}, ops);
+  // The new run's list has a kernel the base's lacks (the same op's second kernel, larger there than
+  // the base's smallest kept one), and the op table is the same on both sides.
+  now["runs"][0]["top_kernels"].push_back({{"name", "op100_kernel_b"}, {"total_us", 3 * 150.0}, {"calls", 3}});
+  base["runs"][0]["kernels_distinct"] = 25;  // the base had 25 kernels, listed 20
+  now["runs"][0]["kernels_distinct"] = 21;
+  DiffResult d = diff_reports(base, now, DiffOptions{});
+  EXPECT_FALSE(d.regression) << diff_to_markdown(d, DiffOptions{});
+  std::string verdict;
+  for (const MetricDiff& m : d.metrics)
+    if (m.metric == "op100_kernel_b") verdict = m.verdict;
+  EXPECT_EQ(verdict, "entered top list");
+  // A report without kernels_distinct and a full list (20) counts as cut too.
+  base["runs"][0].erase("kernels_distinct");
+  EXPECT_FALSE(diff_reports(base, now, DiffOptions{}).regression);
+  // The base's list complete: the kernel did not run there.
+  base["runs"][0]["kernels_distinct"] = 20;
+  d = diff_reports(base, now, DiffOptions{});
+  EXPECT_TRUE(d.regression) << diff_to_markdown(d, DiffOptions{});
+  bool appeared = false;
+  for (const MetricDiff& m : d.metrics) appeared |= m.metric == "op100_kernel_b" && m.verdict == "appeared" && m.gated;
+  EXPECT_TRUE(appeared) << diff_to_markdown(d, DiffOptions{});
+  // Left the new run's cut list: reported, never gated.
+  json cut_now = report("fp8", {5000, 5002, 4998}, ops);
+  cut_now["runs"][0]["kernels_distinct"] = 30;
+  json with_b = now;
+  d = diff_reports(with_b, cut_now, DiffOptions{});
+  EXPECT_FALSE(d.regression);
+  for (const MetricDiff& m : d.metrics)
+    if (m.metric == "op100_kernel_b") EXPECT_EQ(m.verdict, "left top list");
+}
