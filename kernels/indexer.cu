@@ -718,7 +718,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     // slice: 2C nbins remote accesses per pass in all, where every block reading all C histograms whole
     // was C^2 nbins, C/2 times more: ~2.5 -> 1.2 us per pass at C = 8). No block still reads `merged` of
     // the previous pass: it has passed the cluster barrier above.
-    const int slice = nbins / C_;  // nbins 1024 or 2048, C_ <= 16
+    const int slice = nbins / C_;  // nbins 1024 or 2048, C_ <= 8
     for (int i = tid; i < slice; i += kTopkThreads) {
       const int bin = rank * slice + i;
       unsigned part[C_];
@@ -916,7 +916,6 @@ namespace {
 using TopkKernel = void (*)(TopkParams, int);
 TopkKernel topk_kernel_for(int C) {  // the cluster-size instantiations topk_cuda picks from
   switch (C) {
-    case 16: return topk_kernel<16>;
     case 8: return topk_kernel<8>;
     case 4: return topk_kernel<4>;
     case 2: return topk_kernel<2>;
@@ -934,15 +933,17 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   // (a 1024-thread, 208 KiB block fills an SM) and >= 4096 positions per block, and that the GPU
   // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 32K and 128K: 8, B = 32: 2, B >= 67: 1.
   // (A one-block-per-request top-k, tried: 52 us at B 1 / 32K, 123 us streamed at 128K; a block's
-  // time grows ~1.2-1.6 ns per key it holds, so the keys are spread over up to 8 SMs instead.)
+  // time grows ~1.2-1.6 ns per key it holds, so the keys are spread over up to 8 SMs instead.
+  // A non-portable cluster of 16, tried in session 18 (S18a): slower everywhere, 23.3 vs 17.4 us chained at
+  // B 1 / 32K and 23.9 vs 22.6 at 128K: its 16 SMs start later and its merges cost more than the halved keys.
+  // 4 positions per thread instead of 8 when a block holds <= 4096 (S18b): -1.6 to -2.0 us at B 1 / 32K exactly,
+  // but a decode step's request holds 32K + 1 or more positions, so it never applied there; not kept.)
   const int sms = current_device_sm_count();
   int C = 1;
   while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
   if (p.cluster > 0) C = p.cluster;  // tuning override (still halved below if it cannot be co-scheduled)
   for (;; C /= 2) {
     CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    if (C > 8)  // sm_90 runs clusters of up to 16 blocks when the kernel opts in (not portable)
-      CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     if (C == 1) break;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(unsigned(p.B * C));

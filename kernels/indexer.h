@@ -54,13 +54,12 @@ struct TopkParams {
   int max_pages = 0;
   int32_t* out_slots;         // [B, k]
   int B = 0, k = 0;
-  int cluster = 0;            // GPU blocks per request: 0 = chosen by topk_cuda; 1, 2, 4, 8, 16 = forced (tuning;
-                              // 16 is a non-portable cluster size: halved when the GPU cannot co-schedule it)
+  int cluster = 0;            // GPU blocks per request: 0 = chosen by topk_cuda; 1, 2, 4, 8 = forced (tuning)
 };
 // Order: scores compare as floats with -0 == +0, ties to the lower position; NaN ranks above +inf
 // (positive NaN) or below -inf (negative NaN), the order of the float's sign-magnitude bits.
 // Throws glm5::Error on null pointers, B < 0, k < 1, max_pages < 1, score_stride < 1, cluster not
-// 0 / 1 / 2 / 4 / 8 / 16; the CPU twin
+// 0 / 1 / 2 / 4 / 8; the CPU twin
 // also on seq_len outside [0, min(score_stride, max_pages*64)] or a negative page id below seq_len
 // (the kernel clamps seq_len to that range and writes slot -1 for a negative page id).
 void validate_topk_params(const TopkParams& p);

@@ -79,8 +79,8 @@ void validate_topk_params(const TopkParams& p) {
   require(p.k >= 1, "topk: k = " + std::to_string(p.k) + ", expected >= 1");
   require(p.max_pages >= 1, "topk: max_pages = " + std::to_string(p.max_pages) + ", expected >= 1");
   require(p.score_stride >= 1, "topk: score_stride = " + std::to_string(p.score_stride) + ", expected >= 1");
-  require(p.cluster == 0 || p.cluster == 1 || p.cluster == 2 || p.cluster == 4 || p.cluster == 8 || p.cluster == 16,
-          "topk: cluster = " + std::to_string(p.cluster) + ", expected 0 (auto), 1, 2, 4, 8 or 16");
+  require(p.cluster == 0 || p.cluster == 1 || p.cluster == 2 || p.cluster == 4 || p.cluster == 8,
+          "topk: cluster = " + std::to_string(p.cluster) + ", expected 0 (auto), 1, 2, 4 or 8");
   if (p.B == 0) return;
   require(p.scores && p.seq_lens && p.block_table && p.out_slots,
           "topk: scores, seq_lens, block_table and out_slots must be non-null");

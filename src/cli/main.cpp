@@ -325,10 +325,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
-                   "0 | 1 | 2 | 4 | 8 | 16: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
+                   "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")
       ->capture_default_str()
-      ->check(CLI::IsMember({0, 1, 2, 4, 8, 16}));
+      ->check(CLI::IsMember({0, 1, 2, 4, 8}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")

@@ -1169,7 +1169,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         progress(r);
         out.push_back(r);
         // Tuning: every cluster size at B 1 (time vs blocks per request: fixed cost vs per-key cost).
-        for (int cl : B == 1 && !opt.quick && ctx >= 8192 ? std::vector<int>{1, 2, 4, 8, 16} : std::vector<int>{}) {
+        for (int cl : B == 1 && !opt.quick && ctx >= 8192 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{}) {
           tp.cluster = cl;
           std::vector<double> ust = timer.time([&] { topk_cuda(tp, stream); });
           KernelBenchRecord rt = make_record("topk", ust, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);

@@ -42,7 +42,6 @@ __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(1024) empty_kernel(i
 template <int C>
 void empty_floor(size_t smem, int* sink) {
   CUDA_CHECK(cudaFuncSetAttribute(empty_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  if (C > 8) CUDA_CHECK(cudaFuncSetAttribute(empty_kernel<C>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
   const float us = chained_us([&](int) { launch_kernel(empty_kernel<C>, C, 1024, smem, nullptr, sink); }, 200);
   std::printf("empty kernel  C %d  smem %6zu B: chained %.2f us\n", C, smem, us);
 }
@@ -63,7 +62,6 @@ int main() {
   empty_floor<4>(0, sink);
   empty_floor<4>(topk_smem_bytes(), sink);
   empty_floor<8>(topk_smem_bytes(), sink);
-  empty_floor<16>(topk_smem_bytes(), sink);
 
   std::mt19937_64 rng(std::random_device{}());
   const int k = 2048;
@@ -95,7 +93,7 @@ int main() {
     std::vector<int32_t> want(k), got(k);
     TopkParams p{s.data(), n, seq.data(), bt.data(), pages, want.data(), 1, k};
     topk_cpu(p);
-    for (int C : {0, 4, 8, 16}) {
+    for (int C : {0, 4, 8}) {
       TopkParams d{d_s, n, d_seq, d_bt, pages, d_out, 1, k, C};
       CUDA_CHECK(cudaMemset(d_out, 0xff, 4 * size_t(k)));
       topk_cuda(d, nullptr);
