@@ -11,6 +11,8 @@
 #  3. decode step batch 1 / 32768: --topk-per-thread 8 (A, the old kernel), auto (B, the new default: 4 here),
 #     --topk-cluster 4 (C: 8192 positions per block, width 8), A B C C B A;
 #  4. kernels_gpu_moe_grouped's PairDownMatchesPerTokenBitwise alone (not run in S18a).
+# Ran on a build of 21b0290's parent with TopkParams::per_thread / profile --topk-per-thread added (uncommitted: the
+# width was measured, then not kept, and removed before 21b0290; kernels/indexer.cu's topk_cuda comment has the numbers).
 # Usage: tools/device_pack.sh build-lead glm5prof topk_probe kernels_gpu_indexer kernels_gpu_topk_paths engine_gpu_graph
 #        engine_gpu_golden kernels_gpu_moe_grouped; .device/shared as in S18a; run `bash THIS`, carry [".device"]
 set -u
