@@ -30,6 +30,12 @@ struct RunView {
   std::map<std::string, double> hotspots; // "kind: what" -> us per step
 };
 
+std::string fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
 // The finite number `key` of `j`, at least `lo` (times: 0; a layer index: -1, "not a layer").
 double number(const json& j, const char* key, const std::string& where, double lo = 0) {
   auto it = j.find(key);
@@ -37,7 +43,7 @@ double number(const json& j, const char* key, const std::string& where, double l
     throw Error(where + ": field '" + key + "' missing or not a number");
   double v = it->get<double>();
   if (!std::isfinite(v)) throw Error(where + ": field '" + key + "' is not finite");
-  if (v < lo) throw Error(where + ": field '" + key + "' is below " + std::to_string(int(lo)) + " (" + std::to_string(v) + ")");
+  if (v < lo) throw Error(where + ": field '" + key + "' is below " + std::to_string(int(lo)) + " (" + fmt("%.6g", v) + ")");
   return v;
 }
 
@@ -48,6 +54,20 @@ std::string text(const json& j, const char* key, const std::string& def, const s
   if (it == j.end()) return def;
   if (!it->is_string()) throw Error(where + ": field '" + key + "' must be a string, got " + json_excerpt(*it, 40));
   return it->get<std::string>();
+}
+
+// The string field `key` of `j`, required and not empty (a name things are matched by).
+std::string name_field(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string() || it->get<std::string>().empty())
+    throw Error(where + ": field '" + key + "' missing or not a non-empty string" +
+                (it == j.end() ? std::string() : ", got " + json_excerpt(*it, 40)));
+  return it->get<std::string>();
+}
+
+// Adds `v` under `name`; a name seen before in the same list is bad input (a report lists each once).
+void add_unique(std::map<std::string, double>& m, const std::string& name, double v, const std::string& where) {
+  if (!m.emplace(name, v).second) throw Error(where + ": '" + name + "' is listed twice");
 }
 
 const json& array(const json& j, const char* key, const std::string& where) {
@@ -66,6 +86,8 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     if (!r.is_object()) throw Error(where + ": expected an object");
     RunView v;
     v.name = text(r, "name", "run" + std::to_string(i), where);
+    for (const RunView& seen : out)
+      if (seen.name == v.name) throw Error(where + ": run name '" + v.name + "' is used twice in the report");
     auto st = r.find("steps");
     if (st == r.end() || !st->is_object()) throw Error(where + ": field 'steps' missing or not an object");
     v.step_median = number(*st, "median_us", where + ".steps");
@@ -75,7 +97,7 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     }
     for (const json& o : array(r, "ops", where)) {
       if (!o.is_object()) throw Error(where + ".ops: expected objects");
-      v.ops[text(o, "op", "", where + ".ops")] += number(o, "time_us", where + ".ops");
+      add_unique(v.ops, name_field(o, "op", where + ".ops"), number(o, "time_us", where + ".ops"), where + ".ops");
     }
     for (const json& c : array(r, "layer_ops", where)) {
       if (!c.is_object()) throw Error(where + ".layer_ops: expected objects");
@@ -89,13 +111,23 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     double nsteps = std::max<size_t>(1, v.step_samples.size());
     for (const json& k : array(r, "top_kernels", where)) {
       if (!k.is_object()) throw Error(where + ".top_kernels: expected objects");
-      v.kernels[text(k, "name", "", where + ".top_kernels")] += number(k, "total_us", where + ".top_kernels") / nsteps;
+      add_unique(v.kernels, name_field(k, "name", where + ".top_kernels"),
+                 number(k, "total_us", where + ".top_kernels") / nsteps, where + ".top_kernels");
     }
-    // The analysis keeps the 20 largest kernels; "kernels_distinct" says how many there were. A report
-    // without it (older) counts as cut when its list is full.
-    const size_t listed = r.at("top_kernels").size();
-    v.kernels_complete = r.contains("kernels_distinct") ? number(r, "kernels_distinct", where) <= double(listed)
-                                                        : listed < 20;
+    // The analysis keeps the 20 largest kernels; "kernels_distinct" says how many there were (an integer, at least
+    // the number listed). A report without it (older) counts as cut when its list is full.
+    const size_t listed = v.kernels.size();
+    if (r.contains("kernels_distinct")) {
+      const double kd = number(r, "kernels_distinct", where);
+      if (kd != std::floor(kd))
+        throw Error(where + ": field 'kernels_distinct' is not an integer (" + fmt("%.6g", kd) + ")");
+      if (kd < double(listed))
+        throw Error(where + ": field 'kernels_distinct' (" + fmt("%.0f", kd) + ") is below the " +
+                    std::to_string(listed) + " kernels listed in 'top_kernels'");
+      v.kernels_complete = kd == double(listed);
+    } else {
+      v.kernels_complete = listed < 20;
+    }
     if (r.contains("hotspots") && !r["hotspots"].is_null()) {
       const std::string hw = where + ".hotspots";
       for (const json& h : array(r, "hotspots", where)) {
@@ -155,11 +187,6 @@ void compare_maps(const DiffOptions& o, const std::string& run, const std::strin
   }
 }
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, f, v);
-  return b;
-}
 
 }  // namespace
 

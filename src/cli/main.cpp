@@ -328,6 +328,7 @@ int main(int argc, char** argv) {
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")
       ->capture_default_str()
+      ->check(CLI::Range(0, 8))  // (IsMember alone let an empty value through as the default)
       ->check(CLI::IsMember({0, 1, 2, 4, 8}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);

@@ -565,7 +565,26 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                          {"tp", o.tp},
                          {"rank", o.rank < 0 ? json("all") : json(o.rank)},
                          {"collectives", comms.empty() ? "none" : comms[0]->kind()},
-                         {"activations", cuda ? "bf16 (cuBLASLt BF16 x BF16 -> FP32)" : "fp32"}};
+                         {"activations", cuda ? "bf16 (cuBLASLt BF16 x BF16 -> FP32)" : "fp32"},
+                         // The engine's tuning options as given (defaults included), so two reports can be told
+                         // apart by what was set, not only by their numbers (bad-input review, session 18).
+                         {"tuning", json{{"fp8_gemv", o.fp8_gemv},
+                                         {"overlap", o.overlap},
+                                         {"o_proj_l2_prefetch", o.o_proj_l2_prefetch},
+                                         {"q_up_l2_prefetch", o.q_up_l2_prefetch},
+                                         {"l2_prefetch_period", o.l2_prefetch_period},
+                                         {"l2_prefetch_evict_last", o.l2_prefetch_evict_last},
+                                         {"l2_persist_mib", o.l2_persist_mib},
+                                         {"l2_prefetch_join", o.l2_prefetch_join},
+                                         {"fp8_mma_max_m", o.fp8_mma_max_m},
+                                         {"fp8_large_m", o.fp8_large_m},
+                                         {"mma_pdl", o.mma_pdl},
+                                         {"o_proj_pdl", o.o_proj_pdl},
+                                         {"absorb_tc", o.absorb_tc},
+                                         {"moe_down_early", o.moe_down_early},
+                                         {"moe_fused", o.moe_fused},
+                                         {"moe_combine_norm", o.moe_combine_norm},
+                                         {"topk_cluster", o.topk_cluster}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
   report.memory_fit = json{{"weights_bytes", weight_bytes},

@@ -190,6 +190,7 @@ std::string report_to_markdown(const ReportInput& in) {
   json_lines(o, "device", in.device);
   json_lines(o, "model", in.model);
   json_lines(o, "run", in.run_spec);
+  if (in.run_spec.is_object() && in.run_spec.contains("tuning")) json_lines(o, "tuning", in.run_spec["tuning"]);
   json_lines(o, "memory", in.memory_fit);
 
   if (in.comparison && !in.comparison->paths.empty()) {

@@ -73,15 +73,33 @@ AtomicOutputs::~AtomicOutputs() {
     if (!tmp.empty()) std::remove(tmp.c_str());
 }
 
-void AtomicOutputs::stage(const std::string& path, const std::string& content) {
+void AtomicOutputs::stage(const std::string& user_path, const std::string& content) {
+  std::error_code ec;
+  // A symbolic link is written through: its target gets the new content and the link stays a link (a rename onto
+  // the link's own path would replace the link by a regular file). Resolved before any check.
+  // Followed link by link (read_symlink), so a link to a file not yet created resolves too; a chain longer than
+  // 40 links (the kernel's ELOOP limit) is refused.
+  fs::path link = fs::absolute(user_path, ec);
+  for (int hops = 0; !ec && fs::is_symlink(fs::symlink_status(link, ec)); ++hops) {
+    const fs::path to = fs::read_symlink(link, ec);
+    if (hops == 40 || ec) throw Error("cannot write '" + user_path + "': its symbolic link cannot be resolved");
+    link = to.is_absolute() ? to : link.parent_path() / to;
+  }
+  const std::string path = link == fs::absolute(user_path, ec) ? user_path : link.lexically_normal().string();
   const std::string dir = parent_of(path);
   require_writable_dir(dir);
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) throw Error("cannot write '" + path + "': it is a folder");
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_directory(st)) throw Error("cannot write '" + user_path + "': it is a folder");
+  // A device, FIFO or socket is refused: the rename would replace it by a regular file (run as root, --md
+  // /dev/null replaced the machine's /dev/null; bad-input review, session 18), and writing into it directly is not
+  // atomic and can block (a FIFO without a reader).
+  if (fs::exists(st) && !fs::is_regular_file(st))
+    throw Error("cannot write '" + user_path + "': not a regular file (a device, FIFO or socket); outputs are written "
+                "to a temp file beside their target and renamed over it");
   const fs::path canon = fs::weakly_canonical(fs::absolute(path, ec), ec);
   for (const auto& [tmp, staged] : staged_)
     if (fs::weakly_canonical(fs::absolute(staged, ec), ec) == canon)
-      throw Error("cannot write '" + path + "': it is named twice among this run's outputs");
+      throw Error("cannot write '" + user_path + "': it is named twice among this run's outputs");
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));

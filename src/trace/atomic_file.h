@@ -12,7 +12,8 @@ namespace glm5 {
 void write_file_atomic(const std::string& path, const std::string& content);
 
 // Several outputs of one run written as one: stage() writes a content to a temp file beside its target (the
-// target must not be a folder); commit() renames every staged file into place. Nothing is renamed before all
+// target must not be a folder, device, FIFO or socket; a symbolic link is followed, so its target is replaced
+// and the link kept); commit() renames every staged file into place. Nothing is renamed before all
 // were staged, so a full disk or a bad target (a folder, a path named twice) fails the run with no new file. If a
 // rename fails part way (the checks passed, so rarely), the targets renamed so far are put back as they were
 // (the old file restored from a hard link taken before its rename, a new one removed).

@@ -417,7 +417,7 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   const std::string name_int = variant("name_int", [](json& j) { j["runs"][0]["name"] = 3; });
   expect_failure("diff_name_int", {"diff", base, name_int}, 2, {name_int, "runs[0]", "'name' must be a string"});
   const std::string kernel_null = variant("kernel_null", [](json& j) { j["runs"][0]["top_kernels"][0]["name"] = nullptr; });
-  expect_failure("diff_kernel_null", {"diff", base, kernel_null}, 2, {"top_kernels", "'name' must be a string, got null"});
+  expect_failure("diff_kernel_null", {"diff", base, kernel_null}, 2, {"top_kernels", "'name' missing or not a non-empty string, got null"});
   const std::string hot_time = variant("hot_time", [](json& j) {
     j["runs"][0]["hotspots"] = json::array({{{"kind", "x"}, {"what", "y"}, {"time_us", "fast"}}});
   });

@@ -216,3 +216,38 @@ TEST(Diff, KernelMissingFromACutListIsNotAppeared) {
   for (const MetricDiff& m : d.metrics)
     if (m.metric == "op100_kernel_b") EXPECT_EQ(m.verdict, "left top list");
 }
+
+// What the top-kernel completeness rests on is checked: kernels_distinct an integer no smaller than the list; a
+// kernel or op without a name, or listed twice, and a run name used twice, are bad input, not silently merged.
+TEST(Diff, MalformedListsAreBadInput) {
+  const json good = report("fp8", {1000, 1001, 999}, {{"attn.mla", 300}, {"moe.experts", 600}});
+  auto expect_error = [&](json bad, const std::string& words) {
+    try {
+      diff_reports(bad, good, DiffOptions{}, "base.json", "new.json");
+      ADD_FAILURE() << "expected an error naming: " << words;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("base.json"), std::string::npos) << e.what();
+    }
+  };
+  json b = good;
+  b["runs"][0]["kernels_distinct"] = 1;  // 2 listed
+  expect_error(b, "'kernels_distinct' (1) is below the 2 kernels listed");
+  b["runs"][0]["kernels_distinct"] = 2.5;
+  expect_error(b, "'kernels_distinct' is not an integer (2.5)");
+  b = good;
+  b["runs"][0]["top_kernels"].push_back(b["runs"][0]["top_kernels"][0]);
+  expect_error(b, "'attn.mla_kernel' is listed twice");
+  b = good;
+  b["runs"][0]["top_kernels"][0].erase("name");
+  expect_error(b, "field 'name' missing");
+  b = good;
+  b["runs"][0]["ops"][1]["op"] = "";
+  expect_error(b, "field 'op' missing or not a non-empty string");
+  b = good;
+  b["runs"].push_back(b["runs"][0]);
+  expect_error(b, "run name 'fp8' is used twice");
+  b = good;
+  b["runs"][0]["kernels_distinct"] = 2;  // consistent: accepted
+  EXPECT_FALSE(diff_reports(b, good, DiffOptions{}).regression);
+}

@@ -207,5 +207,45 @@ TEST(AtomicOutputs, AllOrNone) {
   fs::remove_all(dir);
 }
 
+// A symbolic link is written through (the link stays, its target gets the content); a FIFO (like a device) is
+// refused with one line and left as it was: the rename would replace it by a regular file (session 18: --md
+// /dev/null, run as root, replaced /dev/null), and opening it to write would block without a reader.
+TEST(AtomicOutputs, SymlinksAreFollowedAndSpecialFilesRefused) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("glm5_atomic_special_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "real");
+  std::ofstream(dir / "real" / "report.md") << "old";
+  fs::create_symlink(dir / "real" / "report.md", dir / "link.md");
+  fs::create_symlink(dir / "real" / "new.md", dir / "dangling.md");  // the target does not exist yet
+  write_file_atomic((dir / "link.md").string(), "new");
+  write_file_atomic((dir / "dangling.md").string(), "made");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir / "link.md")));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir / "dangling.md")));
+  std::ifstream a(dir / "real" / "report.md"), b(dir / "real" / "new.md");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(a)), {}), "new");
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(b)), {}), "made");
+  // A FIFO, directly and through a link.
+  ASSERT_EQ(mkfifo((dir / "fifo").c_str(), 0644), 0);
+  fs::create_symlink(dir / "fifo", dir / "fifo_link");
+  for (const char* name : {"fifo", "fifo_link"}) {
+    try {
+      write_file_atomic((dir / name).string(), "x");
+      FAIL() << "expected an error for " << name;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(name), std::string::npos) << m;
+      EXPECT_NE(m.find("not a regular file"), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(fs::status(dir / "fifo")));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dir / "fifo_link")));
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"dangling.md", "fifo", "fifo_link", "link.md", "real"}));  // no temp file
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace glm5
