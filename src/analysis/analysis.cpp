@@ -166,6 +166,28 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
     for (const Range& r : t.ranges)
       if (r.kind == RangeKind::user_annotation && parse_step_name(r.name) >= 0)
         step_range[parse_step_name(r.name)] = r.end_ns - r.start_ns;
+  // Idle time per step: the span minus the union of the step's device work over all streams (a gap in which the
+  // device waited for the host). Not for the CPU backend, whose "device work" is host-timed ops.
+  std::map<int, int64_t> idle;
+  if (t.source != "host-clock") {
+    std::map<int, std::vector<std::pair<int64_t, int64_t>>> spans_of;
+    for (const Activity* a : work) spans_of[any_step ? a->step : -1].push_back({a->start_ns, a->end_ns});
+    for (auto& [s, v] : spans_of) {
+      std::sort(v.begin(), v.end());
+      int64_t covered = 0, lo = v[0].first, hi = v[0].second;
+      for (const auto& [b, e] : v) {
+        if (b > hi) {
+          covered += hi - lo;
+          lo = b;
+          hi = e;
+        } else {
+          hi = std::max(hi, e);
+        }
+      }
+      covered += hi - lo;
+      idle[s] = std::max<int64_t>(0, (span[s].second - span[s].first) - covered);
+    }
+  }
   std::vector<double> times;
   for (const auto& [s, se] : span) {
     StepSample sample;
@@ -174,6 +196,8 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
     const int64_t ns = r != step_range.end() ? r->second : se.second - se.first;
     sample.time_us = ns / kNsPerUs;
     sample.kernel_us = busy[s] / kNsPerUs;
+    sample.idle_us = idle.count(s) ? idle[s] / kNsPerUs : 0.0;
+    out.gpu_idle_us += sample.idle_us;
     times.push_back(sample.time_us);
     out.steps.push_back(sample);
   }
@@ -181,6 +205,9 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   out.step_min_us = *std::min_element(times.begin(), times.end());
   out.step_max_us = *std::max_element(times.begin(), times.end());
   const double n_steps = static_cast<double>(out.steps.size());
+  out.gpu_idle_us /= n_steps;
+  for (const Activity* a : work) out.kernels_per_step += a->kind == ActivityKind::kernel;
+  out.kernels_per_step /= n_steps;
 
   // Per (layer, op) cells. Declared bytes/FLOPs belong to the op instance (external id), not to each
   // of its kernels: count them once per instance.

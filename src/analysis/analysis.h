@@ -21,6 +21,9 @@ struct StepSample {
   int step = -1;           // -1: the whole timeline when it carries no step attribution
   double time_us = 0;      // GPU: span first kernel start .. last kernel end of the step; CPU: the step range
   double kernel_us = 0;    // sum of the step's kernel durations
+  // GPU: time within time_us when no kernel, copy or memset ran on any stream (the span minus the union of the
+  // step's device work); CPU (host-clock): 0.
+  double idle_us = 0;
 };
 
 // One (layer, op) cell, averaged per step (sum over measured steps / number of steps).
@@ -59,7 +62,7 @@ struct KernelStat {
 };
 
 struct Hotspot {
-  std::string kind;        // "kv_dtype_cast" | "op_share" | "latency_bound"
+  std::string kind;        // "kv_dtype_cast" | "op_share" | "latency_bound" | "gpu_idle"
   std::string what;        // op or kernel group, e.g. "attn.kv_cast" or "aten::copy_ (cast kernels)"
   double time_us = 0;      // per step [us]
   double share_of_step = 0;     // 0..1 of the median step time
@@ -92,6 +95,8 @@ struct Analysis {
   double attention_us = 0;       // per step, ops "attn.*"
   double cast_us = 0;            // per step, the KV dtype cast (ops or matched cast kernels)
   double total_kernel_us = 0;    // per step, all kernels
+  double gpu_idle_us = 0;        // per step (mean of StepSample::idle_us): the device ran nothing
+  double kernels_per_step = 0;   // kernel activities per measured step
 };
 
 // Canonical op order for tables: the order in which a decoder layer runs them.

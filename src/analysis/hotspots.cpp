@@ -35,6 +35,11 @@ constexpr double kOpShareThreshold = 0.30;
 constexpr double kLatencyKernelUs = 10.0;
 constexpr double kLatencyRooflineFraction = 0.25;
 constexpr double kLatencyShareThreshold = 0.10;
+// GPU idle: reported when the device ran nothing for at least this share of the step's span.
+constexpr double kIdleShareThreshold = 0.10;
+// Kernels launched at least this often (us per kernel, step / kernels) with the device idle: launch-bound. An eager
+// GLM-5 batch-1 step on the H200 launches one every 5.3 us (S18c).
+constexpr double kLaunchBoundUsPerKernel = 20.0;
 
 }  // namespace
 
@@ -217,6 +222,36 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
                        "hide only part of it. Fusing these ops into their neighbours (a norm into the next "
                        "projection, a combine into its producer) or one persistent kernel per layer would save up "
                        "to " + fmt("%.1f", h.est_saving_us) + " us per step (their time above their roofline floor).";
+    out.push_back(h);
+  }
+
+  // 4. The device idle within the step: its work waited on the host (launch-bound). Measured on the device's own
+  // timeline (a CPU-backend run has none).
+  if (a.source != "host-clock" && a.step_median_us > 0 && a.gpu_idle_us >= kIdleShareThreshold * a.step_median_us) {
+    Hotspot h;
+    h.kind = "gpu_idle";
+    h.what = "no device work";
+    h.time_us = a.gpu_idle_us;
+    h.share_of_step = a.gpu_idle_us / a.step_median_us;
+    h.est_saving_us = a.gpu_idle_us;  // upper bound: the gaps closed, nothing else faster
+    const double every_us = a.kernels_per_step > 0 ? a.step_median_us / a.kernels_per_step : 0;
+    const std::string gaps = "The device ran no kernel, copy or memset for " + fmt("%.1f", h.time_us) + " us per step (" +
+                             fmt("%.1f", 100 * h.share_of_step) + "% of the step, its first kernel to its last); " +
+                             fmt("%.0f", a.kernels_per_step) + " kernels per step, one every " + fmt("%.1f", every_us) +
+                             " us. ";
+    // Launch-bound when the kernels come faster than a launch path keeps up with (a few us per launch, more with a
+    // tracer attached); with long stretches between kernels the host is doing something else.
+    if (every_us > 0 && every_us <= kLaunchBoundUsPerKernel)
+      h.recommendation =
+          gaps + "At that rate the host's launches set the pace (launch-bound). Launch the step as one CUDA graph "
+          "(glm5prof --graph; PyTorch CUDA graphs or torch.compile mode=\"reduce-overhead\"; the serving engine's "
+          "CUDA-graph decode) or fewer, larger kernels: up to " + fmt("%.1f", h.est_saving_us) +
+          " us per step. A tracer's own per-launch work adds to the host's: compare with the untraced step time.";
+    else
+      h.recommendation =
+          gaps + "Kernels this far apart are not launch overhead: in the gaps the host waits on something else "
+          "(synchronization, a copy to the host, data loading, CPU-side ops, another rank). Look at the host "
+          "timeline in those gaps: up to " + fmt("%.1f", h.est_saving_us) + " us per step.";
     out.push_back(h);
   }
   return out;

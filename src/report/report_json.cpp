@@ -9,7 +9,7 @@ using nlohmann::json;
 json to_json(const Analysis& a) {
   json samples = json::array();
   for (const StepSample& s : a.steps)
-    samples.push_back({{"step", s.step}, {"time_us", s.time_us}, {"kernel_us", s.kernel_us}});
+    samples.push_back({{"step", s.step}, {"time_us", s.time_us}, {"kernel_us", s.kernel_us}, {"idle_us", s.idle_us}});
   json ops = json::array();
   for (const OpSummary& o : a.ops)
     ops.push_back({{"op", o.op}, {"time_us", o.time_us}, {"share", o.share}, {"bytes", o.bytes},
@@ -46,6 +46,8 @@ json to_json(const Analysis& a) {
           {"attention_us", a.attention_us},
           {"cast_us", a.cast_us},
           {"total_kernel_us", a.total_kernel_us},
+          {"gpu_idle_us", a.gpu_idle_us},
+          {"kernels_per_step", a.kernels_per_step},
           {"ops", ops},
           {"layer_ops", cells},
           {"top_kernels", kernels},

@@ -253,6 +253,56 @@ TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
   for (const Hotspot& h : analyze(u, Peaks{0, 0}).hotspots) EXPECT_NE(h.kind, "latency_bound");
 }
 
+// Gaps in which no stream of the device runs anything are idle time (the device waited for the host): per step,
+// the span minus the union over all streams; a hotspot when they reach 10% of the step; none for back-to-back kernels
+// or for the CPU backend's host-timed ops.
+TEST(Analysis, DeviceIdleBetweenLaunchesIsMeasuredAndReported) {
+  auto at = [](int step, int64_t start_us, int64_t end_us, int64_t stream) {
+    Activity a = kernel_on(start_us * 1000, end_us * 1000, stream, "attn.mla");
+    a.step = step;
+    return a;
+  };
+  Timeline t;
+  t.source = "cupti";
+  // Step 0: [0, 10] and [20, 30] on stream 7, [5, 15] on stream 9: busy 25 of 30 us. Step 1: 20 of 60 us.
+  t.activities = {at(0, 0, 10, 7), at(0, 20, 30, 7), at(0, 5, 15, 9), at(1, 100, 110, 7), at(1, 150, 160, 7)};
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  ASSERT_EQ(a.steps.size(), 2u);
+  EXPECT_DOUBLE_EQ(a.steps[0].idle_us, 5);
+  EXPECT_DOUBLE_EQ(a.steps[1].idle_us, 40);
+  EXPECT_DOUBLE_EQ(a.gpu_idle_us, 22.5);
+  EXPECT_DOUBLE_EQ(a.kernels_per_step, 2.5);
+  const Hotspot* idle = nullptr;
+  for (const Hotspot& h : a.hotspots)
+    if (h.kind == "gpu_idle") idle = &h;
+  ASSERT_NE(idle, nullptr);
+  EXPECT_DOUBLE_EQ(idle->time_us, 22.5);
+  EXPECT_DOUBLE_EQ(idle->share_of_step, 22.5 / a.step_median_us);
+  EXPECT_NE(idle->recommendation.find("launch-bound"), std::string::npos) << idle->recommendation;  // 18 us per kernel
+  // The same gaps ten times wider: one kernel every 180 us is not launch overhead.
+  Timeline wide = t;
+  for (Activity& x : wide.activities) {
+    x.start_ns *= 10;
+    x.end_ns *= 10;
+  }
+  bool named_other = false;
+  for (const Hotspot& h : analyze(wide, Peaks{4000, 900}).hotspots)
+    if (h.kind == "gpu_idle") {
+      EXPECT_DOUBLE_EQ(h.time_us, 225);
+      named_other = h.recommendation.find("not launch overhead") != std::string::npos;
+    }
+  EXPECT_TRUE(named_other);
+  // Back to back (decode_run): no idle time, no hotspot.
+  const Analysis b = analyze(test::decode_run(3, 100, 30), Peaks{4000, 900});
+  EXPECT_DOUBLE_EQ(b.gpu_idle_us, 0);
+  for (const Hotspot& h : b.hotspots) EXPECT_NE(h.kind, "gpu_idle");
+  // The CPU backend's ops are timed on the host: never called device idle.
+  t.source = "host-clock";
+  const Analysis c = analyze(t, Peaks{4000, 900});
+  EXPECT_DOUBLE_EQ(c.gpu_idle_us, 0);
+  for (const Hotspot& h : c.hotspots) EXPECT_NE(h.kind, "gpu_idle");
+}
+
 TEST(Analysis, PyTorchCastKernelsAreKvCasts) {
   Activity a;
   a.kind = ActivityKind::kernel;
