@@ -126,6 +126,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // A foreign trace file has no launch count (its kernels_recorded is the number of kernel events).
   out.launches_counted = t.source != "file" || t.kernels_launched > 0;
   out.trace_messages = t.messages;
+  out.graph_replayed = t.graph_kernels > 0;
   out.complete = t.complete && t.records_dropped == 0 &&
                  (!out.launches_counted || t.kernels_launched == t.kernels_recorded);
 

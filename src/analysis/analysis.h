@@ -97,6 +97,7 @@ struct Analysis {
   double total_kernel_us = 0;    // per step, all kernels
   double gpu_idle_us = 0;        // per step (mean of StepSample::idle_us): the device ran nothing
   double kernels_per_step = 0;   // kernel activities per measured step
+  bool graph_replayed = false;   // Timeline.graph_kernels > 0: the kernels came from CUDA graph replays
 };
 
 // Canonical op order for tables: the order in which a decoder layer runs them.

@@ -241,7 +241,12 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
                              " us. ";
     // Launch-bound when the kernels come faster than a launch path keeps up with (a few us per launch, more with a
     // tracer attached); with long stretches between kernels the host is doing something else.
-    if (every_us > 0 && every_us <= kLaunchBoundUsPerKernel)
+    if (a.graph_replayed)
+      h.recommendation =
+          gaps + "The kernels were replayed from a CUDA graph, so the gaps are not the host launching them: with "
+          "node-level graph tracing each kernel node's CUPTI record adds some (compare the graph-level step time, "
+          "glm5prof --graph-trace graph), else the graph's own dependencies (event waits, host nodes, memcpy nodes).";
+    else if (every_us > 0 && every_us <= kLaunchBoundUsPerKernel)
       h.recommendation =
           gaps + "At that rate the host's launches set the pace (launch-bound). Launch the step as one CUDA graph "
           "(glm5prof --graph; PyTorch CUDA graphs or torch.compile mode=\"reduce-overhead\"; the serving engine's "

@@ -122,6 +122,7 @@ Timeline merge_timelines(const std::vector<Timeline>& parts) {
     m.records_dropped += t.records_dropped;
     m.kernels_launched += t.kernels_launched;
     m.kernels_recorded += t.kernels_recorded;
+    m.graph_kernels += t.graph_kernels;
     m.complete = m.complete && t.complete;
     m.messages.insert(m.messages.end(), t.messages.begin(), t.messages.end());
     offset = max_id + 1;

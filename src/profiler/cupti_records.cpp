@@ -157,6 +157,7 @@ void attribute_graph_replays(Timeline& t, const std::vector<PendingGraphWork>& p
                            " captured kernel nodes and unknown node ids: its kernels keep only their step");
     }
   }
+  t.graph_kernels += by_node + by_order + unattributed;
   t.messages.push_back("CUDA graph replays: " + std::to_string(by_node) + " records attributed by graph node id, " +
                        std::to_string(by_order) + " by launch order, " + std::to_string(unattributed) +
                        " unattributed");

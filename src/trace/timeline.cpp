@@ -144,6 +144,7 @@ Timeline timeline_window(const Timeline& t, const RunWindow& w) {
   out.devices = t.devices;
   out.base_time_ns = t.base_time_ns;
   out.records_dropped = t.records_dropped;
+  out.graph_kernels = t.graph_kernels;
   out.complete = t.complete;
   out.messages = t.messages;
   auto inside = [&](int64_t start) { return start >= w.start_ns && start <= w.end_ns; };

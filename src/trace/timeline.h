@@ -104,6 +104,7 @@ struct Timeline {
   uint64_t records_dropped = 0;    // CUPTI activity records lost (buffer full)
   uint64_t kernels_launched = 0;   // kernel launch API calls seen (runtime records)
   uint64_t kernels_recorded = 0;   // kernel activity records received
+  uint64_t graph_kernels = 0;      // kernel records of CUDA graph replays (node-level tracing; any window)
   bool complete = true;            // false if the source degraded (CUPTI error, dropped records)
   std::vector<std::string> messages;  // why it is incomplete, warnings, in order
   std::vector<RunWindow> runs;     // several runs in one trace (empty: one run); see RunWindow

@@ -292,6 +292,13 @@ TEST(Analysis, DeviceIdleBetweenLaunchesIsMeasuredAndReported) {
       named_other = h.recommendation.find("not launch overhead") != std::string::npos;
     }
   EXPECT_TRUE(named_other);
+  // Replayed from a CUDA graph: not the host launching.
+  Timeline replayed = t;
+  replayed.graph_kernels = 5;
+  bool named_graph = false;
+  for (const Hotspot& h : analyze(replayed, Peaks{4000, 900}).hotspots)
+    if (h.kind == "gpu_idle") named_graph = h.recommendation.find("replayed from a CUDA graph") != std::string::npos;
+  EXPECT_TRUE(named_graph);
   // Back to back (decode_run): no idle time, no hotspot.
   const Analysis b = analyze(test::decode_run(3, 100, 30), Peaks{4000, 900});
   EXPECT_DOUBLE_EQ(b.gpu_idle_us, 0);
