@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 18, call S18d: what CUPTI tracing costs at batch 1 without CUDA graphs. S18c measured the traced step
 # +25.0% over the untraced one (FP8 weights; BF16 +16.3%), against -0.3% with graphs and +0.9% at batch 8 eager:
-# at batch 1 eager the host's launch loop (~3400 kernels in ~18 ms, ~5 us each) is the step's pace, so every
+# at batch 1 eager the host's launch loop (~1700 kernels in ~18 ms, ~10.6 us each; S18f) is the step's pace, so every
 # per-API-call cost of the tracing lands on the step. Which part: each variant leaves one part out
 # (GLM5_CUPTI_OFF, src/profiler/cupti_tracer.cpp): driver / runtime API records, NVTX marker records, the per-op
 # NVTX ranges. Two rounds, the second in reverse order.
