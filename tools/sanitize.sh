@@ -11,13 +11,10 @@ build=${GLM5_ASAN_BUILD:-build-asan}
 mkdir -p "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM5_SANITIZE=ON > "$build/cmake.log" 2>&1 \
   || { cat "$build/cmake.log"; exit 1; }
-targets=(glm5prof)
-for f in tests/*/test_*.cpp tests/*/test_*.cu; do
-  [ -e "$f" ] || continue
-  c=$(basename "$(dirname "$f")"); n=$(basename "$f"); n=${n%.*}
-  targets+=("${c}_${n}")
-done
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
+# glm5prof (the CLI tests run it), then every CPU test executable as one target (glm5_cpu_tests, CMakeLists.txt): one
+# make each, so -j applies across the test sources (several --target goals were built one after the other).
+cmake --build "$build" -j"$(nproc)" --target glm5prof
+cmake --build "$build" -j"$(nproc)" --target glm5_cpu_tests
 # protect_shadow_gap=0: the CUDA driver maps memory where ASan's shadow gap would be.
 # Leaks are findings too; tools/lsan.supp names the CUDA libraries whose own allocations are not ours.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-protect_shadow_gap=0:halt_on_error=1:detect_stack_use_after_return=1:strict_string_checks=1}
