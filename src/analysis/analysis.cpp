@@ -52,6 +52,17 @@ double median(std::vector<double> v) {
 
 constexpr double kNsPerUs = 1e3;
 
+// The union of intervals [first, second) as sorted, disjoint intervals.
+std::vector<std::pair<int64_t, int64_t>> merge_spans(std::vector<std::pair<int64_t, int64_t>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<int64_t, int64_t>> m;
+  for (const auto& x : v) {
+    if (!m.empty() && x.first <= m.back().second) m.back().second = std::max(m.back().second, x.second);
+    else m.push_back(x);
+  }
+  return m;
+}
+
 }  // namespace
 
 std::vector<int64_t> exclusive_durations_ns(const std::vector<const Activity*>& work) {
@@ -83,15 +94,6 @@ std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>&
     const Activity& a = *work[i];
     if (a.stream >= 0 && exclusive_ns[i] > 0) spans[{a.device, a.stream}].push_back({a.end_ns - exclusive_ns[i], a.end_ns});
   }
-  auto merged = [](std::vector<Span> v) {
-    std::sort(v.begin(), v.end());
-    std::vector<Span> m;
-    for (const Span& x : v) {
-      if (!m.empty() && x.first <= m.back().second) m.back().second = std::max(m.back().second, x.second);
-      else m.push_back(x);
-    }
-    return m;
-  };
   std::map<std::pair<int, int64_t>, std::vector<Span>> others;  // (device, stream) -> union of the other streams
   std::vector<int64_t> out(work.size(), 0);
   for (size_t i = 0; i < work.size(); ++i) {
@@ -102,7 +104,7 @@ std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>&
       std::vector<Span> v;
       for (const auto& [key, sp] : spans)
         if (key.first == a.device && key.second != a.stream) v.insert(v.end(), sp.begin(), sp.end());
-      it = others.emplace(std::make_pair(a.device, a.stream), merged(std::move(v))).first;
+      it = others.emplace(std::make_pair(a.device, a.stream), merge_spans(std::move(v))).first;
     }
     const int64_t lo = a.end_ns - exclusive_ns[i], hi = a.end_ns;  // the exclusive interval
     const std::vector<Span>& m = it->second;
@@ -152,6 +154,10 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   // Per-step samples.
   std::map<int, std::pair<int64_t, int64_t>> span;  // step -> (first start, last end)
   std::map<int, int64_t> busy;                       // step -> sum of exclusive durations
+  // step -> the step's device work as intervals, for its idle time (not for the CPU backend, whose "device work"
+  // is host-timed ops)
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> intervals;
+  const bool device_clock = t.source != "host-clock";
   for (size_t i = 0; i < work.size(); ++i) {
     const Activity* a = work[i];
     const int s = any_step ? a->step : -1;
@@ -161,6 +167,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
       it->second.second = std::max(it->second.second, a->end_ns);
     }
     busy[s] += excl[i];
+    if (device_clock) intervals[s].push_back({a->start_ns, a->end_ns});
   }
   std::map<int, int64_t> step_range;  // host-clock: the step range's own duration
   if (t.source == "host-clock")
@@ -168,26 +175,12 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
       if (r.kind == RangeKind::user_annotation && parse_step_name(r.name) >= 0)
         step_range[parse_step_name(r.name)] = r.end_ns - r.start_ns;
   // Idle time per step: the span minus the union of the step's device work over all streams (a gap in which the
-  // device waited for the host). Not for the CPU backend, whose "device work" is host-timed ops.
+  // device waited for the host).
   std::map<int, int64_t> idle;
-  if (t.source != "host-clock") {
-    std::map<int, std::vector<std::pair<int64_t, int64_t>>> spans_of;
-    for (const Activity* a : work) spans_of[any_step ? a->step : -1].push_back({a->start_ns, a->end_ns});
-    for (auto& [s, v] : spans_of) {
-      std::sort(v.begin(), v.end());
-      int64_t covered = 0, lo = v[0].first, hi = v[0].second;
-      for (const auto& [b, e] : v) {
-        if (b > hi) {
-          covered += hi - lo;
-          lo = b;
-          hi = e;
-        } else {
-          hi = std::max(hi, e);
-        }
-      }
-      covered += hi - lo;
-      idle[s] = std::max<int64_t>(0, (span[s].second - span[s].first) - covered);
-    }
+  for (auto& [s, v] : intervals) {
+    int64_t covered = 0;
+    for (const auto& [lo, hi] : merge_spans(std::move(v))) covered += hi - lo;
+    idle[s] = std::max<int64_t>(0, (span[s].second - span[s].first) - covered);
   }
   std::vector<double> times;
   for (const auto& [s, se] : span) {

@@ -187,7 +187,6 @@ void compare_maps(const DiffOptions& o, const std::string& run, const std::strin
   }
 }
 
-
 }  // namespace
 
 double mann_whitney_greater_p(const std::vector<double>& a, const std::vector<double>& b) {

@@ -226,8 +226,8 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   }
 
   // 4. The device idle within the step: its work waited on the host (launch-bound). Measured on the device's own
-  // timeline (a CPU-backend run has none).
-  if (a.source != "host-clock" && a.step_median_us > 0 && a.gpu_idle_us >= kIdleShareThreshold * a.step_median_us) {
+  // timeline (a CPU-backend run has none: its gpu_idle_us is 0).
+  if (a.step_median_us > 0 && a.gpu_idle_us >= kIdleShareThreshold * a.step_median_us) {
     Hotspot h;
     h.kind = "gpu_idle";
     h.what = "no device work";

@@ -79,13 +79,14 @@ void AtomicOutputs::stage(const std::string& user_path, const std::string& conte
   // the link's own path would replace the link by a regular file). Resolved before any check.
   // Followed link by link (read_symlink), so a link to a file not yet created resolves too; a chain longer than
   // 40 links (the kernel's ELOOP limit) is refused.
-  fs::path link = fs::absolute(user_path, ec);
+  const fs::path given = fs::absolute(user_path, ec);
+  fs::path link = given;
   for (int hops = 0; !ec && fs::is_symlink(fs::symlink_status(link, ec)); ++hops) {
     const fs::path to = fs::read_symlink(link, ec);
     if (hops == 40 || ec) throw Error("cannot write '" + user_path + "': its symbolic link cannot be resolved");
     link = to.is_absolute() ? to : link.parent_path() / to;
   }
-  const std::string path = link == fs::absolute(user_path, ec) ? user_path : link.lexically_normal().string();
+  const std::string path = link == given ? user_path : link.lexically_normal().string();
   const std::string dir = parent_of(path);
   require_writable_dir(dir);
   const fs::file_status st = fs::status(path, ec);
