@@ -279,9 +279,18 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
   return g.count >= 2 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 
+bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx) {
+  return g.norm.weight && reinterpret_cast<uintptr_t>(g.norm.weight) % 16 == 0 && g.count >= 1 && linear_fp8_gemv_group_supported(g) &&
+         fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
+}
+
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
   validate_linear_group(g, "linear_group_cuda", false);
-  if (!linear_group_fused(g, ctx)) {
+  if (g.norm.weight)
+    require(linear_group_norm_fused(g, ctx),
+            "linear_group_cuda: LinearGroupParams.norm is set but the group does not run as one FP8 GEMV (every "
+            "projection F8_E4M3 on the GEMV path at this m, sharing x, m and k, the norm weight 16-byte aligned)");
+  if (!g.norm.weight && !linear_group_fused(g, ctx)) {
     for (int s = 0; s < g.count; ++s) linear_cuda(g.p[s], ctx, stream);
     return;
   }

@@ -101,22 +101,39 @@ void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream)
 // SGLang fuse the first two as fused_qkv_a_proj_with_mqa). Each p[s] is a full LinearParams with its
 // own weight, scales, y and accumulate flag.
 constexpr int kMaxLinearGroup = 4;
+// An RMSNorm of the activations folded into the projections that read them (HF GlmMoeDsaRMSNorm, norm.h):
+// with `weight` set, every projection of the group computes
+//   y[t, n] = inv_rms[t] * sum_k W[n, k] * (weight[k] * x[t, k]),  inv_rms[t] = 1 / sqrt(mean_k x[t, k]^2 + eps),
+// i.e. rmsnorm(x) W^T with x the un-normalized rows (the scalar inv_rms of a token factors out of its dot
+// products). The same value as rmsnorm_cuda then the projection up to fp32 rounding order (the product is not
+// rounded to fp32 per element before the sum). GPU: the FP8 GEMV only (linear_group_norm_fused); each CTA sums
+// x^2 over the columns it already reads, so the norm costs no launch and no extra pass over x.
+struct InputRmsNorm {
+  const float* weight = nullptr;  // [k] fp32, 16-byte aligned; null: no norm
+  float eps = 1e-6f;
+};
 struct LinearGroupParams {
   int count = 0;
   LinearParams p[kMaxLinearGroup] = {};
+  InputRmsNorm norm;  // optional: normalize the shared x first (every p[s].x must be the same rows)
 };
 // Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup and each used p[s] passes
 // validate_linear_params(p[s], op, allow_f32_weight).
 void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight);
-// linear_cpu on each projection.
+// linear_cpu on each projection (with g.norm: rmsnorm_cpu of x into a temporary first, then linear_cpu on it).
 void linear_group_cpu(const LinearGroupParams& g);
 // Whether linear_group_cuda runs the group as ONE launch: at least two projections, all where
 // linear_cuda alone would run the FP8 GEMV (m <= fp8_gemv_max_m, below the tensor-core range), sharing
 // x, m and k (linear_fp8_gemv_group_supported). Small GEMVs at batch 1 (q_a 2048, kv_a 576, wk 128
 // rows) are launch- and latency-bound alone; as one grid they fill the GPU once.
 bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx);
+// Whether linear_group_cuda can run g with g.norm set (its weight non-null): one FP8 GEMV launch (count >= 1, every
+// projection on the GEMV path at this m, sharing x, m and k, the norm weight 16-byte aligned). Callers that get
+// false run the norm as its own kernel and the group without it.
+bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx);
 // Fused: linear_fp8_gemv_group_cuda (each output row the same arithmetic as the GEMV alone, the split
-// count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda.
+// count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda, and when
+// g.norm is set and linear_group_norm_fused(g, ctx) is false.
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream);
 
 }  // namespace glm5

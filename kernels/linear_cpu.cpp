@@ -1,8 +1,11 @@
 // CPU twin of the projection y = x W^T (nn.Linear without bias): plain loops, double accumulators.
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "kernels/linear.h"
+#include "kernels/norm.h"
 
 namespace glm5 {
 
@@ -57,11 +60,28 @@ void validate_linear_group(const LinearGroupParams& g, const char* op, bool allo
                                                           std::to_string(g.count) + ", expected 1.." +
                                                           std::to_string(kMaxLinearGroup));
   for (int s = 0; s < g.count; ++s) validate_linear_params(g.p[s], op, allow_f32_weight);
+  if (!g.norm.weight) return;
+  require(g.norm.eps >= 0.f && std::isfinite(g.norm.eps),
+          std::string(op) + ": LinearGroupParams.norm.eps = " + std::to_string(g.norm.eps) + ", expected finite >= 0");
+  for (int s = 1; s < g.count; ++s)
+    require(g.p[s].x == g.p[0].x && g.p[s].m == g.p[0].m && g.p[s].k == g.p[0].k,
+            std::string(op) + ": LinearGroupParams.norm needs every projection to read the same x (same pointer, m, k)");
 }
 
 void linear_group_cpu(const LinearGroupParams& g) {
   validate_linear_group(g, "linear_group_cpu", true);
-  for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
+  if (!g.norm.weight) {
+    for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
+    return;
+  }
+  const int m = g.p[0].m, k = g.p[0].k;
+  std::vector<float> xn(size_t(m) * k);
+  rmsnorm_cpu(NormParams{g.p[0].x, g.norm.weight, nullptr, xn.data(), m, k, k, k, g.norm.eps});
+  for (int s = 0; s < g.count; ++s) {
+    LinearParams p = g.p[s];
+    p.x = xn.data();
+    linear_cpu(p);
+  }
 }
 
 }  // namespace glm5

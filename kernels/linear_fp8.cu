@@ -47,14 +47,21 @@ constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM
 // One grid may hold up to kMaxLinearGroup projections of the same x (linear_fp8_gemv_group_cuda):
 // projection s owns the row blocks [first[s], first[s + 1]) of gridDim.y and its partial sums part[s]
 // (null: no split); the tile counters are indexed by the grid's (x, y), so they stay distinct.
+// With norm.weight (LinearGroupParams::norm, the NORM instances): each lane also sums x^2 over the columns it reads
+// and multiplies x by the norm weight before the dot products; without a split a warp's lanes cover all k columns,
+// so inv_rms comes from its own sum. With a split each CTA leaves its split's sum of squares in
+// norm_ss[(tile * S + z) * MT + t] (tile = the counters' index; warp 0 writes it, all warps hold the same value)
+// before counting itself done, and the tile's last CTA adds them in split order (no separate reduce kernel: the
+// NORM instances run a split only with counters).
 struct GemvGroup : LinearGroupParams {
   float* part[kMaxLinearGroup] = {};
   int first[kMaxLinearGroup + 1] = {};
+  float* norm_ss = nullptr;
 };
 
 // MT 1: at most 80 registers (6 CTAs per SM), as before the GEMV became PDL-aware and grouped (ptxas
 // then gave 95: 5 CTAs per SM, and o_proj at m = 1 lost its one-wave split-K).
-template <int MT>
+template <int MT, bool NORM>
 __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 1) linear_fp8_gemv_vec_kernel(GemvGroup g, int per_split, int* counters) {
   int seg = 0;
   while (seg + 1 < g.count && int(blockIdx.y) >= g.first[seg + 1]) ++seg;
@@ -91,6 +98,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   if (base < c_hi) load(base);
   pdl_begin();
   float acc[kRows][MT] = {};
+  float ssq[MT] = {};  // NORM: this lane's sum of x^2 over its columns
   for (; base < c_hi; base += 32 * 16 * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -100,17 +108,44 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
       for (int t = 0; t < MT; ++t) {
         if (t >= mt) break;
         const float* xr = p.x + size_t(t0 + t) * p.k + c;
+        if constexpr (NORM) {
+          // fp8_dot16's sums with the loops swapped (4 activations at a time for all rows: the same order per row,
+          // 8 registers instead of 16 for the scaled x; the MT 1 instance stays within its 80 registers).
+          float d[kRows] = {};
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
+          for (int q = 0; q < 4; ++q) {
+            const float4 a = *reinterpret_cast<const float4*>(xr + 4 * q);
+            const float4 nw = __ldg(reinterpret_cast<const float4*>(g.norm.weight + c + 4 * q));
+            ssq[t] = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ssq[t]))));
+            const float4 xq = make_float4(nw.x * a.x, nw.y * a.y, nw.z * a.z, nw.w * a.w);
+#pragma unroll
+            for (int r = 0; r < kRows; ++r) {
+              const uint32_t wq = q == 0 ? codes[u][r].x : q == 1 ? codes[u][r].y : q == 2 ? codes[u][r].z : codes[u][r].w;
+              const float2 lo = e4m3x2_to_float2(uint16_t(wq & 0xffffu)), hi = e4m3x2_to_float2(uint16_t(wq >> 16));
+              d[r] = fmaf(hi.y, xq.w, fmaf(hi.x, xq.z, fmaf(lo.y, xq.y, fmaf(lo.x, xq.x, d[r]))));
+            }
+          }
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], d[r], acc[r][t]);
+        } else {
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
+        }
       }
     }
     if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
+  }
+  float inv_rms[MT];  // NORM without a split: 1 / rms of each token's row, from the warp's own columns (all of k)
+#pragma unroll
+  for (int t = 0; t < MT; ++t) {
+    if constexpr (NORM) ssq[t] = warp_sum(ssq[t]);
+    inv_rms[t] = NORM && !part ? 1.0f / sqrtf(ssq[t] / p.k + g.norm.eps) : 1.f;
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float s = warp_sum(acc[r][t]);
+      const float s = NORM && !part ? warp_sum(acc[r][t]) * inv_rms[t] : warp_sum(acc[r][t]);
       if (lane == 0 && t < mt && r0 + r < p.n) {
         if (part) {
           part[(size_t(blockIdx.z) * p.m + t0 + t) * p.n + r0 + r] = s;
@@ -121,11 +156,17 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
       }
     }
   if (!counters) return;
+  const int tile = blockIdx.x * gridDim.y + blockIdx.y;
+  if constexpr (NORM) {
+    if (warp == 0 && lane == 0)
+#pragma unroll
+      for (int t = 0; t < MT; ++t) g.norm_ss[(size_t(tile) * gridDim.z + blockIdx.z) * MT + t] = ssq[t];
+  }
   __shared__ int last;
   __threadfence();  // this CTA's partials reach L2 before its count
   __syncthreads();
   if (threadIdx.x == 0) {
-    int* c = counters + blockIdx.x * gridDim.y + blockIdx.y;
+    int* c = counters + tile;
     last = atomicAdd(c, 1) == int(gridDim.z) - 1;
     if (last) *c = 0;
   }
@@ -139,6 +180,11 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     if (row >= p.n) continue;
     float s = 0.f;
     for (int z = 0; z < int(gridDim.z); ++z) s += __ldcg(part + (size_t(z) * p.m + t0 + t) * p.n + row);
+    if constexpr (NORM) {
+      float q = 0.f;
+      for (int z = 0; z < int(gridDim.z); ++z) q += __ldcg(g.norm_ss + (size_t(tile) * gridDim.z + z) * MT + t);
+      s *= 1.0f / sqrtf(q / p.k + g.norm.eps);
+    }
     float* y = p.y + size_t(t0 + t) * p.n + row;
     *y = p.accumulate ? *y + s : s;
   }
@@ -378,7 +424,12 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
 template <int MT>
 void launch_vec(const GemvGroup& g, int S, int per_split, int* counters, cudaStream_t stream) {
   const dim3 grid((g.p[0].m + MT - 1) / MT, g.first[g.count], S);
-  launch_kernel(linear_fp8_gemv_vec_kernel<MT>, grid, 32 * kWarps, 0, stream, g, per_split, S > 1 ? counters : nullptr);
+  if (g.norm.weight)
+    launch_kernel(linear_fp8_gemv_vec_kernel<MT, true>, grid, 32 * kWarps, 0, stream, g, per_split,
+                  S > 1 ? counters : nullptr);
+  else
+    launch_kernel(linear_fp8_gemv_vec_kernel<MT, false>, grid, 32 * kWarps, 0, stream, g, per_split,
+                  S > 1 ? counters : nullptr);
 }
 
 }  // namespace
@@ -387,13 +438,17 @@ namespace {
 
 // GEMV blocks (MT tokens) resident on the whole GPU at once: SMs x occupancy (kGemvTargetBlocks if a
 // query fails).
-int64_t gemv_resident_blocks(int mt) {
-  const void* k = mt == 1   ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<1>)
-                  : mt == 2 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<2>)
-                  : mt == 4 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<4>)
-                  : mt == 8 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<8>)
-                            : reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<16>);
-  return resident_blocks(k, 32 * kWarps, kGemvTargetBlocks);
+template <bool NORM>
+const void* gemv_kernel_for(int mt) {
+  return mt == 1   ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<1, NORM>)
+         : mt == 2 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<2, NORM>)
+         : mt == 4 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<4, NORM>)
+         : mt == 8 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<8, NORM>)
+                   : reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<16, NORM>);
+}
+int64_t gemv_resident_blocks(int mt, bool norm) {
+  return resident_blocks(norm ? gemv_kernel_for<true>(mt) : gemv_kernel_for<false>(mt), 32 * kWarps,
+                         kGemvTargetBlocks);
 }
 
 }  // namespace
@@ -405,10 +460,16 @@ namespace {
 int gemv_mt(int m) { return m <= 2 ? m : m <= 4 ? 4 : m <= 8 ? 8 : 16; }
 int64_t gemv_row_blocks(int n) { return (n + kWarps * kRows - 1) / (kWarps * kRows); }
 // Splits for a grid of `row_blocks` row blocks (all projections of a group) at (m, k).
-int gemv_splits(int m, int64_t row_blocks, int k) {
+int gemv_splits(int m, int64_t row_blocks, int k, bool norm = false) {
   const int mt = gemv_mt(m);
-  const int64_t want = gemv_resident_blocks(mt) / (int64_t((m + mt - 1) / mt) * row_blocks);
+  const int64_t want = gemv_resident_blocks(mt, norm) / (int64_t((m + mt - 1) / mt) * row_blocks);
   return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, k / 1024))));
+}
+// Floats a split group needs after its partial sums for the NORM sums of squares (GemvGroup::norm_ss).
+size_t gemv_norm_ss_elems(const LinearGroupParams& g, int64_t row_blocks, int S) {
+  if (!g.norm.weight || S <= 1) return 0;
+  const int m = g.p[0].m, mt = gemv_mt(m);
+  return size_t((m + mt - 1) / mt) * size_t(row_blocks) * size_t(S) * size_t(mt);
 }
 }  // namespace
 
@@ -435,8 +496,14 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
     g.first[s + 1] = g.first[s] + int(gemv_row_blocks(g.p[s].n));
     rows += size_t(g.p[s].n);
   }
-  int S = gemv_splits(m, g.first[g.count], k);
-  if (partial == nullptr || partial_elems < size_t(S) * m * rows) S = 1;
+  const bool norm = g.norm.weight != nullptr;
+  const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
+  int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
+  int S = gemv_splits(m, g.first[g.count], k, norm);
+  // A NORM split needs the counters (its last CTA per tile applies inv_rms; there is no NORM reduce kernel).
+  if (partial == nullptr || partial_elems < size_t(S) * m * rows + gemv_norm_ss_elems(g, g.first[g.count], S) ||
+      (norm && !ctr))
+    S = 1;
   const int per_split = ((k + S - 1) / S + 511) / 512 * 512;
   S = (k + per_split - 1) / per_split;
   size_t off = 0;
@@ -444,8 +511,7 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
     g.part[s] = S > 1 ? partial + off : nullptr;
     off += size_t(S) * m * g.p[s].n;
   }
-  const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
-  int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
+  g.norm_ss = norm && S > 1 ? partial + off : nullptr;
   if (m == 1) launch_vec<1>(g, S, per_split, ctr, stream);
   else if (m == 2) launch_vec<2>(g, S, per_split, ctr, stream);
   else if (m <= 4) launch_vec<4>(g, S, per_split, ctr, stream);
@@ -494,7 +560,8 @@ bool linear_fp8_gemv_group_supported(const LinearGroupParams& g) {
 size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g) {
   int64_t blocks = 0, rows = 0;
   for (int s = 0; s < g.count; ++s) blocks += gemv_row_blocks(g.p[s].n), rows += g.p[s].n;
-  return size_t(gemv_splits(g.p[0].m, blocks, g.p[0].k)) * g.p[0].m * rows;
+  const int S = gemv_splits(g.p[0].m, blocks, g.p[0].k, g.norm.weight != nullptr);
+  return size_t(S) * g.p[0].m * rows + gemv_norm_ss_elems(g, blocks, S);
 }
 
 size_t linear_fp8_gemv_group_counters(const LinearGroupParams& g) {

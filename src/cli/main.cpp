@@ -314,6 +314,11 @@ int main(int argc, char** argv) {
                    "RMSNorm (op attn.norm then has no launch of its own). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--gemv-norm", po.gemv_norm,
+                   "on | off: at batch 1 (the FP8 GEMV), attn.norm and attn.q_a_norm folded into the projections that "
+                   "read them (two launches fewer per layer on the main chain). Tuning; equal up to fp32 rounding order")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,
                    "on | off: the batch < 4 FP8 MoE gate/up and down projections of the routed experts as one "
                    "persistent launch. Tuning; the same results")

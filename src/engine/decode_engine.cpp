@@ -536,15 +536,36 @@ LinearParams DecodeEngine::linear_params(const float* x, const Mat& w, float* y,
   return p;
 }
 
-void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m) {
+LinearGroupParams DecodeEngine::group_params(const float* x, const std::vector<Proj>& projs, int m) const {
   LinearGroupParams g;
   g.count = int(projs.size());
+  for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) g.p[i] = linear_params(x, *projs[i].w, projs[i].y, m, false);
+  return g;
+}
+
+bool DecodeEngine::group_norm_fusable(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm& norm) {
+  if (!cuda_ || !side_ || !opt_.gemv_norm || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || !norm.weight)
+    return false;
+  LinearGroupParams g = group_params(x, projs, m);
+  g.norm = norm;
+  return linear_group_norm_fused(g, launch_ctx());
+}
+
+void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
+                                const InputRmsNorm* norm) {
+  LinearGroupParams g = group_params(x, projs, m);
   double bytes = 0, flops = 0;
   for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
     const Mat& w = *projs[i].w;
-    g.p[i] = linear_params(x, w, projs[i].y, m, false);
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
+  }
+  if (norm) {  // the caller checked group_norm_fusable; one launch even for a single projection
+    g.norm = *norm;
+    const int k = projs[0].w->k;
+    OpScope s(*tracer_, desc(fused_op, layer, bytes + double(m) * k * 4 + double(k) * 4, flops + 4.0 * m * k));
+    linear_group_cuda(g, launch_ctx(), launch_);
+    return;
   }
   if (!cuda_ || g.count > kMaxLinearGroup || !linear_group_fused(g, launch_ctx())) {
     for (const Proj& pr : projs) linear(pr.op, layer, x, *pr.w, pr.y, m, false);
@@ -669,12 +690,24 @@ void DecodeEngine::attention(int l) {
   const int qk = c.qk_head_dim(), kvw = Lr + R;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
-  if (xn_ready_) {  // the previous layer's MoE combine wrote this norm (EngineOptions::moe_combine_norm)
-    xn_ready_ = false;
-  } else {
+  const LatentLayout& lay = pool_->latent_layout();
+  const bool run_indexer = L.has_indexer && !L.indexer_shared;
+  const int Hi = c.index_n_heads, D = c.index_head_dim;
+  std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
+  if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
+  // EngineOptions::gemv_norm: attn.norm inside attn.qkv_a_proj; it then runs on the side stream only for the
+  // indexer's weights_proj (side segment 0, off the main chain).
+  const InputRmsNorm in_norm{L.input_norm, c.rms_norm_eps};
+  const bool fuse_in_norm = !xn_ready_ && group_norm_fusable(x, qkv_a, B, in_norm);
+  auto run_attn_norm = [&] {
     OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
     GLM5_RUN(rmsnorm, p);
+  };
+  if (xn_ready_) {  // the previous layer's MoE combine wrote this norm (EngineOptions::moe_combine_norm)
+    xn_ready_ = false;
+  } else if (!fuse_in_norm) {
+    run_attn_norm();
   }
   // The three projections of the normalized hidden state (and the indexer's key and head weights),
   // then one fused launch for the per-token work before the up projections (attn_prologue.h: the
@@ -683,11 +716,6 @@ void DecodeEngine::attention(int l) {
   // launch for the query heads and the indexer's query heads.
   // q_a, kv_a and the indexer's wk read the same xn: one launch where the FP8 GEMV runs them
   // (attn.qkv_a_proj; linear_group_fused), else one op each.
-  const LatentLayout& lay = pool_->latent_layout();
-  const bool run_indexer = L.has_indexer && !L.indexer_shared;
-  const int Hi = c.index_n_heads, D = c.index_head_dim;
-  std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
-  if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
   if (run_indexer || (side_ && opt_.q_up_l2_prefetch > 0)) {  // side segment 0: first needed by attn.indexer.score
     side_begin();
     if (opt_.q_up_l2_prefetch > 0) {  // EngineOptions::q_up_l2_prefetch: ahead of attn.q_up_proj's weights
@@ -695,10 +723,22 @@ void DecodeEngine::attention(int l) {
       if (run_indexer) mats.push_back(&L.idx_wq_b);
       l2_prefetch("attn.q_up_proj.l2_prefetch", l, mats, opt_.q_up_l2_prefetch);
     }
-    if (run_indexer) linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+    if (run_indexer) {
+      if (fuse_in_norm) run_attn_norm();
+      linear("attn.indexer.weights_proj", l, xn, L.idx_wproj, idx_w_.as<float>(), B, false);
+    }
     side_end(0);
   }
-  linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
+  if (fuse_in_norm)
+    linear_group("attn.qkv_a_proj", l, x, qkv_a, B, &in_norm);
+  else
+    linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
+  // EngineOptions::gemv_norm: attn.q_a_norm inside attn.q_up_proj (only with the side stream, where the q part
+  // of the prologue is its own launch; q_a_ then stays un-normalized: the q_up group is its only reader).
+  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
+  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
+  const InputRmsNorm q_norm{L.q_a_norm, c.mla_norm_eps};
+  const bool fuse_q_norm = group_norm_fusable(qa_.as<float>(), q_up, B, q_norm);
   {
     AttnPrologueParams p;
     p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
@@ -730,17 +770,20 @@ void DecodeEngine::attention(int l) {
         GLM5_RUN(attn_prologue, rest);
       }
       side_end(0);
-      OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));
-      GLM5_RUN(rmsnorm, p.q_a_norm);
+      if (!fuse_q_norm) {
+        OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));
+        GLM5_RUN(rmsnorm, p.q_a_norm);
+      }
     } else {
       OpScope s(*tracer_, desc("attn.prologue", l, bytes, 4.0 * B * (c.q_lora_rank + Lr) + 6.0 * B * R));
       GLM5_RUN(attn_prologue, p);
     }
   }
   // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
-  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
-  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
-  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
+  if (fuse_q_norm)
+    linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, &q_norm);
+  else
+    linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
   // needed by attn.mla.
   side_begin();

@@ -200,6 +200,100 @@ TEST(GpuLinearFp8, GroupOfProjectionsMatchesCpu) {
   EXPECT_THROW(linear_fp8_gemv_group_cuda(bad, nullptr, 0, nullptr), Error);
 }
 
+// LinearGroupParams::norm on the FP8 GEMV (linear_group_norm_fused): the RMSNorm of x folded into the projections,
+// against RMSNorm then the product in double (rel 1e-5 of sum |xn w|, the GEMV's bound) and against the separate
+// rmsnorm_cuda + the group without the norm (the same within fp32 order). Groups that split k (q_a + kv_a + wk, and kv_a
+// alone at k 6144: the last CTA of each tile applies inv_rms from the splits' sums of squares) and that do not (q_b +
+// wq_b at k 2048); m = 1, 2, 5 (MT 1 / 2 / 8 instances; tensor-core path off for m > 1), tokens of different scales,
+// run twice (the tile counters are reset: the second call's bits equal the first's). A group the GEMV does not run
+// (the tensor-core range, a misaligned norm weight) is not fusable and linear_group_cuda throws for it.
+TEST(GpuLinearFp8, GroupWithInputNormMatchesNormThenProduct) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Fp8Weight q_a(2048, 6144, 51), kv_a(576, 6144, 52), wk(128, 6144, 53), q_b(16384, 2048, 54), wq_b(4096, 2048, 55);
+  const std::vector<std::vector<const Fp8Weight*>> groups = {{&q_a, &kv_a, &wk}, {&q_b, &wq_b}, {&kv_a}};
+  const uint64_t seed = fresh_seed();
+  for (int m : {1, 2, 5}) {
+    LinearContext ctx;
+    ctx.fp8_mma_max_m = m == 1 ? 64 : 0;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const auto& ws = groups[gi];
+      const int k = ws[0]->K;
+      std::vector<float> x(size_t(m) * k), nw(k), xn(size_t(m) * k);
+      for (int t = 0; t < m; ++t)
+        for (int c = 0; c < k; ++c) x[size_t(t) * k + c] = rng_normal(seed, 61 + t, c) * float(1 + 2 * t);
+      for (int c = 0; c < k; ++c) nw[c] = 0.5f + rng_uniform(seed, 62, c);
+      const float eps = 1e-6f;
+      for (int t = 0; t < m; ++t) {
+        double ss = 0;
+        for (int c = 0; c < k; ++c) ss += double(x[size_t(t) * k + c]) * x[size_t(t) * k + c];
+        const double inv = 1.0 / std::sqrt(ss / k + eps);
+        for (int c = 0; c < k; ++c) xn[size_t(t) * k + c] = float(double(nw[c]) * x[size_t(t) * k + c] * inv);
+      }
+      Buffer dx(Where::Device, x.size() * 4, "x"), dnw(Where::Device, nw.size() * 4, "norm weight"),
+          dxn(Where::Device, x.size() * 4, "xn");
+      dx.upload(x.data(), dx.bytes());
+      dnw.upload(nw.data(), dnw.bytes());
+      LinearGroupParams g;
+      g.count = int(ws.size());
+      std::vector<Buffer> ys, refs;
+      for (int s = 0; s < g.count; ++s) {
+        ys.emplace_back(Where::Device, size_t(m) * ws[s]->n * 4, "y");
+        refs.emplace_back(Where::Device, size_t(m) * ws[s]->n * 4, "y ref");
+        CUDA_CHECK(cudaMemset(ys.back().data(), 0xff, ys.back().bytes()));  // NaN: unwritten rows fail
+        g.p[s] = LinearParams{dx.as<float>(), ws[s]->dcodes.data(), DType::F8_E4M3, ys.back().as<float>(), m, ws[s]->n, k,
+                              false, false};
+        g.p[s].w_scale = ws[s]->dscales.as<float>();
+      }
+      g.norm = {dnw.as<float>(), eps};
+      ASSERT_TRUE(linear_group_norm_fused(g, ctx)) << "m=" << m << " group " << gi;
+      linear_group_cuda(g, ctx, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<std::vector<float>> first;
+      for (int s = 0; s < g.count; ++s) {
+        first.emplace_back(size_t(m) * ws[s]->n);
+        ys[s].download(first.back().data(), ys[s].bytes());
+      }
+      linear_group_cuda(g, ctx, nullptr);  // again: same bits (counters back at zero, deterministic split order)
+      // The unfused form: rmsnorm_cuda into xn, then the group on xn.
+      rmsnorm_cuda(NormParams{dx.as<float>(), dnw.as<float>(), nullptr, dxn.as<float>(), m, k, k, k, eps}, nullptr);
+      LinearGroupParams u = g;
+      u.norm = {};
+      for (int s = 0; s < g.count; ++s) u.p[s].x = dxn.as<float>(), u.p[s].y = refs[s].as<float>();
+      linear_group_cuda(u, ctx, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      for (int s = 0; s < g.count; ++s) {
+        std::vector<float> got(size_t(m) * ws[s]->n), ref(got.size());
+        ys[s].download(got.data(), ys[s].bytes());
+        refs[s].download(ref.data(), refs[s].bytes());
+        EXPECT_EQ(std::memcmp(got.data(), first[s].data(), got.size() * 4), 0) << "m=" << m << " group " << gi;
+        const double e = max_rel_err(*ws[s], xn, m, k, 0, nullptr, got);
+        const double e_ref = max_rel_err(*ws[s], xn, m, k, 0, nullptr, ref);
+        double max_diff = 0, max_ref = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+          max_diff = std::max(max_diff, double(std::fabs(got[i] - ref[i]))), max_ref = std::max(max_ref, double(std::fabs(ref[i])));
+        std::printf("fp8 group + input norm m=%d group %zu projection %d n=%d k=%d: max rel err %.3g (separate norm %.3g), "
+                    "max |fused - separate| %.3g of max |y| %.3g\n", m, gi, s, ws[s]->n, k, e, e_ref, max_diff, max_ref);
+        EXPECT_LT(e, 1e-5) << "m=" << m << " group " << gi << " projection " << s;
+        EXPECT_LT(max_diff, 1e-4 * max_ref) << "m=" << m << " group " << gi << " projection " << s;
+        EXPECT_GT(max_ref, 0.0);
+      }
+      if (gi == 0 && m == 1) {  // GLM-5's qkv_a group at batch 1 splits k: the norm's split path ran
+        EXPECT_GT(linear_fp8_gemv_group_partial(g), size_t(m) * (2048 + 576 + 128));
+      }
+      // Not fusable: a misaligned norm weight; the tensor-core range (m >= 2 with it on).
+      LinearGroupParams bad = g;
+      bad.norm.weight = dnw.as<float>() + 1;
+      EXPECT_FALSE(linear_group_norm_fused(bad, ctx));
+      EXPECT_THROW(linear_group_cuda(bad, ctx, nullptr), Error);
+      if (m > 1) {
+        LinearContext mma_ctx;
+        EXPECT_FALSE(linear_group_norm_fused(g, mma_ctx));
+        EXPECT_THROW(linear_group_cuda(g, mma_ctx, nullptr), Error);
+      }
+    }
+  }
+}
+
 // cuBLASLt's block-scaled FP8 GEMM (opt-in: LinearContext::Fp8LargeM::BlockScaled) for m > 16: x is
 // quantized to e4m3 per token and 128 columns, so the bound is FP8's (rel 4e-2 of sum |x w|). Both orders
 // of x's VEC128 scales are tried; the one cuBLASLt means matches, the other does not (printed: the

@@ -90,5 +90,48 @@ TEST(LinearCpu, GroupIsEachProjection) {
   EXPECT_THROW(linear_group_cpu(g), Error);
 }
 
+// linear_group_cpu with LinearGroupParams::norm: each projection of RMSNorm(x) = w * x / sqrt(mean(x^2) + eps),
+// against the formula evaluated here in double (tokens of different scales, so a per-token inv_rms shows); bad
+// norm parameters throw naming the field.
+TEST(LinearCpu, GroupWithInputNormIsProjectionOfNormalizedRows) {
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> ud(0.5f, 1.5f);
+  const int m = 3, k = 40, n = 6;
+  const float eps = 1e-5f;
+  std::vector<float> x(size_t(m) * k), w(size_t(n) * k), nw(k), y(size_t(m) * n);
+  for (int t = 0; t < m; ++t)
+    for (int c = 0; c < k; ++c) x[size_t(t) * k + c] = nd(rng) * float(1 + 3 * t);
+  for (float& e : w) e = nd(rng);
+  for (float& e : nw) e = ud(rng);
+  LinearGroupParams g;
+  g.count = 1;
+  g.p[0] = LinearParams{x.data(), w.data(), DType::F32, y.data(), m, n, k, false};
+  g.norm = {nw.data(), eps};
+  linear_group_cpu(g);
+  for (int t = 0; t < m; ++t) {
+    double ss = 0;
+    for (int c = 0; c < k; ++c) ss += double(x[size_t(t) * k + c]) * x[size_t(t) * k + c];
+    const double inv = 1.0 / std::sqrt(ss / k + eps);
+    for (int r = 0; r < n; ++r) {
+      double want = 0, mag = 0;
+      for (int c = 0; c < k; ++c) {
+        const double v = double(w[size_t(r) * k + c]) * nw[c] * x[size_t(t) * k + c] * inv;
+        want += v;
+        mag += std::fabs(v);
+      }
+      EXPECT_NEAR(y[size_t(t) * n + r], want, 1e-6 * mag) << "token " << t << " row " << r;
+    }
+  }
+  g.norm.eps = std::nanf("");
+  EXPECT_THROW(linear_group_cpu(g), Error);
+  g.norm.eps = eps;
+  std::vector<float> x2(x);
+  g.count = 2;
+  g.p[1] = g.p[0];
+  g.p[1].x = x2.data();
+  EXPECT_THROW(linear_group_cpu(g), Error);  // the norm needs one shared x
+}
+
 }  // namespace
 }  // namespace glm5
