@@ -45,7 +45,7 @@ struct RunOut {
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
-           bool moe_combine_norm = false) {
+           bool moe_combine_norm = false, bool gemv_norm = true) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -60,6 +60,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.moe_down_early = moe_down_early;
   eo.moe_fused = moe_fused;
   eo.moe_combine_norm = moe_combine_norm;
+  eo.gemv_norm = gemv_norm;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -305,7 +306,9 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   const ModelConfig cfg = small_glm5();
   const Weights w = fp8_device_weights(cfg, 6);
   for (bool overlap : {false, true}) {
-    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false);
+    // gemv_norm off: the combine's norm form leaves attn.norm unfused where the default would fold it into the
+    // qkv_a GEMV (a different fp32 order), and this test is about bits.
+    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false, false, false);
     auto kernels_of = [](const RunOut& r, const char* op) {
       int n = 0;
       for (const Activity& a : r.timeline.activities) n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op;
@@ -315,7 +318,7 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
     EXPECT_EQ(kernels_of(base, "final_norm"), 3);
     for (int form : {1, 2, 3})
       for (bool graph : {false, true}) {
-        const RunOut other = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true, form == 2, form == 3);
+        const RunOut other = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, 1, true, form == 2, form == 3, false);
         const char* name = form == 1 ? "early loads" : form == 2 ? "fused" : "combine + next norm";
         ASSERT_EQ(base.logits.size(), other.logits.size());
         for (size_t s = 0; s < base.logits.size(); ++s) {
@@ -328,6 +331,53 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
           EXPECT_EQ(kernels_of(other, "final_norm"), 0) << (graph ? "graph" : "eager");
         }
       }
+  }
+}
+
+// EngineOptions::gemv_norm (the default): at batch 1 with FP8 weights and the side stream, attn.norm and
+// attn.q_a_norm fold into the qkv_a / q_up GEMVs (LinearGroupParams::norm). The logits equal the separate norms'
+// within fp32 order (1e-4 relative; a norm left out or applied twice moves them by O(1)), eagerly and from the graph
+// (graph = eager bitwise); attn.q_a_norm launches nothing, attn.norm one kernel per layer that runs its own indexer
+// (on the side stream, for weights_proj) and none elsewhere, and the fused ops' kernels stay attributed to attn.qkv_a_proj / attn.q_up_proj.
+TEST(GraphGpu, GemvNormFoldedMatchesSeparateNorms) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = fp8_device_weights(cfg, 6);
+  auto kernels_of = [](const RunOut& r, const char* op) {
+    int n = 0;
+    for (const Activity& a : r.timeline.activities) n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op;
+    return n;
+  };
+  int indexer_layers = 0;  // layers that run their own indexer: there attn.norm still runs (for weights_proj)
+  for (int l = 0; l < cfg.num_hidden_layers; ++l)
+    indexer_layers += cfg.has_indexer && !(l < int(cfg.indexer_shared.size()) && cfg.indexer_shared[l]);
+  const RunOut sep = run(cfg, w, KvPath::Fp8, false, false, 3, true, 1, true, false, false, false);
+  EXPECT_EQ(kernels_of(sep, "attn.q_a_norm"), 3 * 3);  // 3 steps x 3 layers
+  std::vector<std::vector<float>> eager_logits;
+  for (bool graph : {false, true}) {
+    const RunOut fused = run(cfg, w, KvPath::Fp8, graph, graph, 3, true, 1, true, false, false, true);
+    const char* form = graph ? "graph" : "eager";
+    if (!graph) eager_logits = fused.logits;
+    ASSERT_EQ(eager_logits.size(), fused.logits.size());
+    for (size_t s = 0; s < fused.logits.size(); ++s)
+      EXPECT_EQ(std::memcmp(eager_logits[s].data(), fused.logits[s].data(), fused.logits[s].size() * 4), 0)
+          << form << " step " << s << ": the graph's logits differ from the eager run's";
+    EXPECT_EQ(kernels_of(fused, "attn.q_a_norm"), 0) << form;
+    EXPECT_EQ(kernels_of(fused, "attn.norm"), 3 * indexer_layers) << form;
+    EXPECT_EQ(kernels_of(fused, "attn.qkv_a_proj"), kernels_of(sep, "attn.qkv_a_proj")) << form;
+    EXPECT_EQ(kernels_of(fused, "attn.q_up_proj"), kernels_of(sep, "attn.q_up_proj")) << form;
+    ASSERT_EQ(sep.logits.size(), fused.logits.size());
+    for (size_t s = 0; s < sep.logits.size(); ++s) {
+      ASSERT_EQ(sep.logits[s].size(), fused.logits[s].size());
+      double max_rel = 0;
+      for (size_t i = 0; i < sep.logits[s].size(); ++i)
+        max_rel = std::max(max_rel, std::abs(double(sep.logits[s][i]) - fused.logits[s][i]) /
+                                        std::max(1e-3, std::abs(double(sep.logits[s][i]))));
+      std::printf("gemv_norm on (%s) vs off, step %zu: max relative logit difference %.3g\n", form, s, max_rel);
+      EXPECT_LE(max_rel, 1e-4) << form << " step " << s;
+      EXPECT_GT(max_rel, 0.0) << form << " step " << s << ": bitwise equal, so the fused path did not run";
+    }
   }
 }
 
