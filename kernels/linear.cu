@@ -280,7 +280,7 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
 }
 
 bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx) {
-  return g.norm.weight && reinterpret_cast<uintptr_t>(g.norm.weight) % 16 == 0 && g.count >= 1 && linear_fp8_gemv_group_supported(g) &&
+  return g.norm.weight && g.count >= 1 && linear_fp8_gemv_norm_supported(g) &&
          fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 

@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t0 = blockIdx.x * MT, mt = min(MT, p.m - t0);
   const int r0 = (by * kWarps + warp) * kRows;
-  if (r0 >= p.n && !counters) {  // (with counters every thread reaches the barriers below)
+  if (r0 >= p.n && !counters && !NORM) {  // (with counters or NORM every thread reaches the barriers below)
     pdl_wait();
     return;
   }
@@ -98,7 +98,37 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   if (base < c_hi) load(base);
   pdl_begin();
   float acc[kRows][MT] = {};
-  float ssq[MT] = {};  // NORM: this lane's sum of x^2 over its columns
+  // NORM: the CTA stages x * norm weight of its column range [c_lo, c_end) for its tokens in shared memory (one
+  // read of x and of the weight per CTA; the main loop then reads shared memory as the plain kernel reads x through
+  // L1) and sums x^2 over the range, per token, in a fixed order (each thread over its float4s, then the warps'
+  // sums in warp order): every thread ends with the CTA's sums. (Session 19's first form scaled x per chunk in each
+  // warp and loaded the weight beside x: the step got slower, the GEMVs reading 1.5x the L1 bytes.)
+  extern __shared__ float4 norm_xs4[];  // NORM: [MT][per_split / 4]
+  float ssq[MT] = {};
+  if constexpr (NORM) {
+    __shared__ float warp_ssq[kWarps][MT];
+    const int c_end = min(p.k, c_lo + per_split), n4 = (c_end - c_lo) / 4;  // (k % 16 == 0: whole float4s)
+    const float4* nw4 = reinterpret_cast<const float4*>(g.norm.weight + c_lo);
+#pragma unroll
+    for (int t = 0; t < MT; ++t) {
+      float part = 0.f;
+      if (t < mt) {
+        const float4* x4 = reinterpret_cast<const float4*>(p.x + size_t(t0 + t) * p.k + c_lo);
+        for (int i = threadIdx.x; i < n4; i += 32 * kWarps) {
+          const float4 a = x4[i], nw = __ldg(nw4 + i);
+          part = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, part))));
+          norm_xs4[t * (per_split / 4) + i] = make_float4(nw.x * a.x, nw.y * a.y, nw.z * a.z, nw.w * a.w);
+        }
+      }
+      part = warp_sum(part);
+      if (lane == 0) warp_ssq[warp][t] = part;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int t = 0; t < MT; ++t)
+#pragma unroll
+      for (int v = 0; v < kWarps; ++v) ssq[t] += warp_ssq[v][t];
+  }
   for (; base < c_hi; base += 32 * 16 * U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -107,27 +137,13 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
 #pragma unroll
       for (int t = 0; t < MT; ++t) {
         if (t >= mt) break;
-        const float* xr = p.x + size_t(t0 + t) * p.k + c;
         if constexpr (NORM) {
-          // fp8_dot16's sums with the loops swapped (4 activations at a time for all rows: the same order per row,
-          // 8 registers instead of 16 for the scaled x; the MT 1 instance stays within its 80 registers).
-          float d[kRows] = {};
+          const float4* xs = norm_xs4 + t * (per_split / 4) + (c - c_lo) / 4;
+          const float4 xv[4] = {xs[0], xs[1], xs[2], xs[3]};
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const float4 a = *reinterpret_cast<const float4*>(xr + 4 * q);
-            const float4 nw = __ldg(reinterpret_cast<const float4*>(g.norm.weight + c + 4 * q));
-            ssq[t] = fmaf(a.w, a.w, fmaf(a.z, a.z, fmaf(a.y, a.y, fmaf(a.x, a.x, ssq[t]))));
-            const float4 xq = make_float4(nw.x * a.x, nw.y * a.y, nw.z * a.z, nw.w * a.w);
-#pragma unroll
-            for (int r = 0; r < kRows; ++r) {
-              const uint32_t wq = q == 0 ? codes[u][r].x : q == 1 ? codes[u][r].y : q == 2 ? codes[u][r].z : codes[u][r].w;
-              const float2 lo = e4m3x2_to_float2(uint16_t(wq & 0xffffu)), hi = e4m3x2_to_float2(uint16_t(wq >> 16));
-              d[r] = fmaf(hi.y, xq.w, fmaf(hi.x, xq.z, fmaf(lo.y, xq.y, fmaf(lo.x, xq.x, d[r]))));
-            }
-          }
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], d[r], acc[r][t]);
+          for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xv), acc[r][t]);
         } else {
+          const float* xr = p.x + size_t(t0 + t) * p.k + c;
 #pragma unroll
           for (int r = 0; r < kRows; ++r) acc[r][t] = fmaf(sc[u][r], fp8_dot16(codes[u][r], xr), acc[r][t]);
         }
@@ -135,12 +151,9 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     }
     if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
   }
-  float inv_rms[MT];  // NORM without a split: 1 / rms of each token's row, from the warp's own columns (all of k)
+  float inv_rms[MT];  // NORM without a split: 1 / rms of each token's row (the CTA's range is all of k)
 #pragma unroll
-  for (int t = 0; t < MT; ++t) {
-    if constexpr (NORM) ssq[t] = warp_sum(ssq[t]);
-    inv_rms[t] = NORM && !part ? 1.0f / sqrtf(ssq[t] / p.k + g.norm.eps) : 1.f;
-  }
+  for (int t = 0; t < MT; ++t) inv_rms[t] = NORM && !part ? 1.0f / sqrtf(ssq[t] / p.k + g.norm.eps) : 1.f;
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -379,21 +392,22 @@ const void* mma_kernel_for(int mt, int m, bool pf) {
   return reinterpret_cast<const void*>(linear_fp8_mma_kernel<2, 8, false>);
 }
 
-// Blocks of `kernel` (`threads` per block, no dynamic shared memory) resident on the whole GPU at once:
+// Blocks of `kernel` (`threads` per block, `smem` bytes of dynamic shared memory) resident on the whole GPU at once:
 // SMs x occupancy, or `fallback` if a query fails. Memoized per host thread and (kernel, device,
 // threads): the answer is fixed for the process, and linear_cuda asks twice per FP8 projection
 // (~1,100 times per eager batch-1 GLM-5 step), where the occupancy query's host time would count.
-int64_t resident_blocks(const void* kernel, int threads, int64_t fallback) {
-  static thread_local std::map<std::tuple<const void*, int, int>, int64_t> memo;
+int64_t resident_blocks(const void* kernel, int threads, int64_t fallback, size_t smem = 0) {
+  static thread_local std::map<std::tuple<const void*, int, int, size_t>, int64_t> memo;
   int dev = 0, sms = 0, per_sm = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) {
     cudaGetLastError();
     return fallback;
   }
-  const auto key = std::make_tuple(kernel, dev, threads);
+  const auto key = std::make_tuple(kernel, dev, threads, smem);
   if (const auto it = memo.find(key); it != memo.end()) return it->second;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || sms <= 0 || per_sm <= 0) {
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess || sms <= 0 ||
+      per_sm <= 0) {
     cudaGetLastError();  // clear a failed query (not memoized)
     return fallback;
   }
@@ -421,12 +435,16 @@ void launch_mma_any(int mt, bool pf, const LinearParams& p, float* part, int S, 
 }
 
 
+// Dynamic shared memory of a NORM instance: x * norm weight of MT tokens over one split's columns.
+constexpr int kGemvNormSmemMax = 48 * 1024;  // the default limit (no cudaFuncSetAttribute)
+size_t gemv_norm_smem(int mt, int per_split) { return size_t(mt) * per_split * 4; }
+
 template <int MT>
 void launch_vec(const GemvGroup& g, int S, int per_split, int* counters, cudaStream_t stream) {
   const dim3 grid((g.p[0].m + MT - 1) / MT, g.first[g.count], S);
   if (g.norm.weight)
-    launch_kernel(linear_fp8_gemv_vec_kernel<MT, true>, grid, 32 * kWarps, 0, stream, g, per_split,
-                  S > 1 ? counters : nullptr);
+    launch_kernel(linear_fp8_gemv_vec_kernel<MT, true>, grid, 32 * kWarps, gemv_norm_smem(MT, per_split), stream, g,
+                  per_split, S > 1 ? counters : nullptr);
   else
     launch_kernel(linear_fp8_gemv_vec_kernel<MT, false>, grid, 32 * kWarps, 0, stream, g, per_split,
                   S > 1 ? counters : nullptr);
@@ -446,9 +464,10 @@ const void* gemv_kernel_for(int mt) {
          : mt == 8 ? reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<8, NORM>)
                    : reinterpret_cast<const void*>(linear_fp8_gemv_vec_kernel<16, NORM>);
 }
-int64_t gemv_resident_blocks(int mt, bool norm) {
-  return resident_blocks(norm ? gemv_kernel_for<true>(mt) : gemv_kernel_for<false>(mt), 32 * kWarps,
-                         kGemvTargetBlocks);
+// norm_k: NORM instances, occupancy with the shared memory of all k columns (an upper bound on one split's).
+int64_t gemv_resident_blocks(int mt, int norm_k = 0) {
+  return norm_k > 0 ? resident_blocks(gemv_kernel_for<true>(mt), 32 * kWarps, kGemvTargetBlocks, gemv_norm_smem(mt, norm_k))
+                    : resident_blocks(gemv_kernel_for<false>(mt), 32 * kWarps, kGemvTargetBlocks);
 }
 
 }  // namespace
@@ -462,7 +481,7 @@ int64_t gemv_row_blocks(int n) { return (n + kWarps * kRows - 1) / (kWarps * kRo
 // Splits for a grid of `row_blocks` row blocks (all projections of a group) at (m, k).
 int gemv_splits(int m, int64_t row_blocks, int k, bool norm = false) {
   const int mt = gemv_mt(m);
-  const int64_t want = gemv_resident_blocks(mt, norm) / (int64_t((m + mt - 1) / mt) * row_blocks);
+  const int64_t want = gemv_resident_blocks(mt, norm ? k : 0) / (int64_t((m + mt - 1) / mt) * row_blocks);
   return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, k / 1024))));
 }
 // Floats a split group needs after its partial sums for the NORM sums of squares (GemvGroup::norm_ss).
@@ -497,6 +516,9 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
     rows += size_t(g.p[s].n);
   }
   const bool norm = g.norm.weight != nullptr;
+  require(!norm || linear_fp8_gemv_norm_supported(g),
+          "linear_fp8_gemv_group_cuda: LinearGroupParams.norm needs a 16-byte aligned weight and MT x k x 4 bytes of "
+          "x within 48 KiB of shared memory (k = " + std::to_string(k) + ", m = " + std::to_string(m) + ")");
   const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
   int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
   int S = gemv_splits(m, g.first[g.count], k, norm);
@@ -555,6 +577,13 @@ bool linear_fp8_gemv_group_supported(const LinearGroupParams& g) {
       return false;
   }
   return true;
+}
+
+bool linear_fp8_gemv_norm_supported(const LinearGroupParams& g) {
+  if (!g.norm.weight || reinterpret_cast<uintptr_t>(g.norm.weight) % 16 != 0 || !linear_fp8_gemv_group_supported(g))
+    return false;
+  const int k512 = (g.p[0].k + 511) / 512 * 512;  // the largest per_split run_gemv_group picks
+  return gemv_norm_smem(gemv_mt(g.p[0].m), k512) <= size_t(kGemvNormSmemMax);
 }
 
 size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g) {

@@ -36,6 +36,11 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
 // linear_fp8_gemv_group_counters(g) ints (same contract as linear_fp8_gemv_cuda's). Throws
 // glm5::Error when not supported or on bad params.
 bool linear_fp8_gemv_group_supported(const LinearGroupParams& g);
+// With g.norm (LinearGroupParams::norm): the group is supported, the norm weight is 16-byte aligned, and the CTA's
+// staged x * norm weight (its tokens x its split's columns, fp32) fits 48 KiB of shared memory (GLM-5: k 6144 at
+// m <= 2, k 2048 at m <= 4). The kernel then sums x^2 per CTA (shared memory, fixed order) and applies inv_rms to
+// its sums (no split) or leaves the split's sum of squares for the tile's last CTA (a split needs `counters`).
+bool linear_fp8_gemv_norm_supported(const LinearGroupParams& g);
 size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g);
 size_t linear_fp8_gemv_group_counters(const LinearGroupParams& g);
 void linear_fp8_gemv_group_cuda(const LinearGroupParams& g, float* partial, size_t partial_elems, cudaStream_t stream,
