@@ -44,9 +44,13 @@ TEST(Fp8WeightsGpu, MatchesCpuEngineWithSameWeights) {
 }
 
 // EngineOptions::gemv_norm on the golden checkpoint with FP8 projections (batch 1, side stream, the FP8 GEMV):
-// attn.norm and attn.q_a_norm folded into the qkv_a / q_up GEMVs give the logits of the separate norms within fp32
-// order (relative L2 <= 1e-5 at every step of the prompt and the teacher-forced decode; a norm left out or applied
-// twice moves them by O(1)), and not bitwise (so the folded path ran).
+// attn.norm and attn.q_a_norm folded into the qkv_a / q_up GEMVs give the logits of the separate norms (relative L2
+// <= 1e-3 at every step of the prompt and the teacher-forced decode; a norm left out or applied twice moves them by
+// O(1)), and not bitwise at every step (so the folded path ran). Why not 1e-5: the two forms differ by fp32 order
+// (~1e-7 per projection output), and the KV cache's rounding (e4m3 steps of 2^-3, BF16 of 2^-8) turns the few
+// latent values that sit at a rounding boundary into whole-step differences; measured on the H200 (S19b, FP8 KV):
+// 0 at the first step (one cached token, q irrelevant), 4e-6 .. 2.4e-4 after. Fp8WeightsGpu.MatchesCpuEngineWithSameWeights above
+// runs with the folded norms (the default) against the CPU engine's separate ones.
 TEST(Fp8WeightsGpu, FoldedInputNormMatchesSeparateNorms) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   test::Golden g = test::load_golden();
@@ -58,28 +62,30 @@ TEST(Fp8WeightsGpu, FoldedInputNormMatchesSeparateNorms) {
   Weights wd = load_weights(cfg, test::golden_dir(), dev);
   std::vector<int32_t> feed = g.prompt;
   feed.insert(feed.end(), g.generated.begin(), g.generated.end());
-  std::vector<std::vector<float>> logits[2];
-  for (int folded : {1, 0}) {
-    EngineOptions opt;
-    opt.backend = Backend::Cuda;
-    opt.kv_path = KvPath::Fp8;
-    opt.batch = 1;
-    opt.max_seq_len = int(feed.size()) + 1;
-    opt.gemv_norm = folded == 1;
-    OpTracer none;
-    DecodeEngine e(cfg, wd, opt, none);
-    for (int32_t t : feed) {
-      std::vector<float> l;
-      e.step({t}, &l);
-      logits[folded].push_back(std::move(l));
+  for (KvPath path : {KvPath::Bf16, KvPath::Fp8}) {
+    std::vector<std::vector<float>> logits[2];
+    for (int folded : {1, 0}) {
+      EngineOptions opt;
+      opt.backend = Backend::Cuda;
+      opt.kv_path = path;
+      opt.batch = 1;
+      opt.max_seq_len = int(feed.size()) + 1;
+      opt.gemv_norm = folded == 1;
+      OpTracer none;
+      DecodeEngine e(cfg, wd, opt, none);
+      for (int32_t t : feed) {
+        std::vector<float> l;
+        e.step({t}, &l);
+        logits[folded].push_back(std::move(l));
+      }
     }
+    size_t bitwise_equal = 0;
+    for (size_t k = 0; k < feed.size(); ++k) {
+      const double d = relative_error(logits[1][k], logits[0][k]);
+      bitwise_equal += std::memcmp(logits[1][k].data(), logits[0][k].data(), logits[0][k].size() * 4) == 0;
+      std::printf("gemv_norm on vs off, %s KV, step %zu: relative error %.3g\n", kv_path_name(path).c_str(), k, d);
+      EXPECT_LE(d, 1e-3) << kv_path_name(path) << " KV, step " << k;
+    }
+    EXPECT_LT(bitwise_equal, feed.size()) << "every step bitwise equal: the folded norms did not run";
   }
-  size_t bitwise_equal = 0;
-  for (size_t k = 0; k < feed.size(); ++k) {
-    const double d = relative_error(logits[1][k], logits[0][k]);
-    bitwise_equal += std::memcmp(logits[1][k].data(), logits[0][k].data(), logits[0][k].size() * 4) == 0;
-    std::printf("gemv_norm on vs off, step %zu: relative error %.3g\n", k, d);
-    EXPECT_LE(d, 1e-5) << "step " << k;
-  }
-  EXPECT_LT(bitwise_equal, feed.size()) << "every step bitwise equal: the folded norms did not run";
 }
