@@ -3,8 +3,8 @@
 # default: EngineOptions::gemv_norm; only batch 1 with FP8 weights runs the FP8 GEMV they fold into):
 # `BATCHES=1 WEIGHTS=fp8 GRAPHS="1 0" tools/decode_step_bench.sh`. (2) Where the eager batch-1 tracing overhead comes
 # from (S18: bimodal per process, +0.4..1.6% or +5.9..39.9%, host-bound, not what CUPTI records): the machine's CPU
-# and NUMA layout and the GPU's CPU affinity, then the eager batch-1 step four times unpinned and four times with
-# the process pinned to the GPU's NUMA node's cores (taskset from nvidia-smi topo's "CPU Affinity").
+# and NUMA layout and the GPU's CPU affinity, then the eager batch-1 step three times each: unpinned, pinned to the
+# GPU's NUMA node's cores (taskset from nvidia-smi topo's "CPU Affinity"), pinned to two cores (4, 5).
 # Usage: tools/device_pack.sh build-lead glm5prof; .device/shared as in S19a; run `bash THIS`, carry [".device"]
 set -u
 . tools/device_round_lib.sh
@@ -32,8 +32,9 @@ PY
 )"
   rm -f "$d/trace.json"
 }
-for i in 1 2 3 4; do
+for i in 1 2 3; do
   run_one eager-free-$i env
-  if [ -n "$aff" ]; then run_one eager-pinned-$i taskset -c "$aff"; fi
+  if [ -n "$aff" ]; then run_one eager-node-$i taskset -c "$aff"; fi
+  run_one eager-2cores-$i taskset -c 4,5
 done
 device_round_pack
