@@ -279,6 +279,10 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
   return g.count >= 2 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 
+bool linear_group_gemv(const LinearGroupParams& g, const LinearContext& ctx) {
+  return g.count >= 1 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
+}
+
 bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx) {
   return g.norm.weight && g.count >= 1 && linear_fp8_gemv_norm_supported(g) &&
          fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
@@ -286,11 +290,16 @@ bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ct
 
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
   validate_linear_group(g, "linear_group_cuda", false);
+  bool rope = false;
+  for (int s = 0; s < g.count; ++s) rope = rope || g.rope[s].positions != nullptr;
+  if (rope)
+    require(linear_group_gemv(g, ctx), "linear_group_cuda: LinearGroupParams.rope is set but the group does not run as "
+                                       "one FP8 GEMV (every projection F8_E4M3 on the GEMV path at this m, sharing x, m and k)");
   if (g.norm.weight)
     require(linear_group_norm_fused(g, ctx),
             "linear_group_cuda: LinearGroupParams.norm is set but the group does not run as one FP8 GEMV (every "
             "projection F8_E4M3 on the GEMV path at this m, sharing x, m and k, the norm weight 16-byte aligned)");
-  if (!g.norm.weight && !linear_group_fused(g, ctx)) {
+  if (!g.norm.weight && !rope && !linear_group_fused(g, ctx)) {
     for (int s = 0; s < g.count; ++s) linear_cuda(g.p[s], ctx, stream);
     return;
   }

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/dtype.h"
+#include "kernels/rope.h"
 
 namespace glm5 {
 
@@ -116,11 +117,18 @@ struct LinearGroupParams {
   int count = 0;
   LinearParams p[kMaxLinearGroup] = {};
   InputRmsNorm norm;  // optional: normalize the shared x first (every p[s].x must be the same rows)
+  // Optional per projection (rope[s].positions non-null): RoPE (rope.h) of projection s's output rows, applied to
+  // y after the product, exactly as rope_cuda(rope[s]) would apply it then (the same arithmetic, rope_dev::rope_pair).
+  // rope[s].x must be p[s].y, rows = m, row_stride = n, heads * head_stride = n, interleave (rotated pairs are
+  // adjacent columns), offset and head_stride even, p[s].accumulate false. GPU: the FP8 GEMV without a k split
+  // (linear_group_gemv); at GLM-5 batch 1 the query heads' and the indexer's query heads' RoPE in attn.q_up_proj.
+  RopeParams rope[kMaxLinearGroup] = {};
 };
 // Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup and each used p[s] passes
 // validate_linear_params(p[s], op, allow_f32_weight).
 void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight);
-// linear_cpu on each projection (with g.norm: rmsnorm_cpu of x into a temporary first, then linear_cpu on it).
+// linear_cpu on each projection (with g.norm: rmsnorm_cpu of x into a temporary first, then linear_cpu on it;
+// with g.rope[s]: rope_cpu(g.rope[s]) on its output after).
 void linear_group_cpu(const LinearGroupParams& g);
 // Whether linear_group_cuda runs the group as ONE launch: at least two projections, all where
 // linear_cuda alone would run the FP8 GEMV (m <= fp8_gemv_max_m, below the tensor-core range), sharing
@@ -131,9 +139,12 @@ bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx);
 // projection on the GEMV path at this m, sharing x, m and k, the norm weight 16-byte aligned). Callers that get
 // false run the norm as its own kernel and the group without it.
 bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx);
+// Whether linear_group_cuda runs g (count >= 1) as one FP8 GEMV launch: every projection F8_E4M3 on the GEMV path
+// at this m, sharing x, m and k (what g.rope needs; with g.norm also linear_group_norm_fused).
+bool linear_group_gemv(const LinearGroupParams& g, const LinearContext& ctx);
 // Fused: linear_fp8_gemv_group_cuda (each output row the same arithmetic as the GEMV alone, the split
 // count chosen for the whole grid); otherwise linear_cuda per projection. Throws as linear_cuda, and when
-// g.norm is set and linear_group_norm_fused(g, ctx) is false.
+// g.norm is set and linear_group_norm_fused(g, ctx) is false, or a g.rope is set and linear_group_gemv is false.
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream);
 
 }  // namespace glm5

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "kernels/linear.h"
 #include "kernels/norm.h"
+#include "kernels/rope.h"
 
 namespace glm5 {
 
@@ -60,6 +61,16 @@ void validate_linear_group(const LinearGroupParams& g, const char* op, bool allo
                                                           std::to_string(g.count) + ", expected 1.." +
                                                           std::to_string(kMaxLinearGroup));
   for (int s = 0; s < g.count; ++s) validate_linear_params(g.p[s], op, allow_f32_weight);
+  for (int s = 0; s < g.count; ++s) {
+    const RopeParams& r = g.rope[s];
+    if (!r.positions) continue;
+    const std::string where = std::string(op) + ": LinearGroupParams.rope[" + std::to_string(s) + "]";
+    validate_rope_params(r, where.c_str());
+    require(r.x == g.p[s].y && r.rows == g.p[s].m && r.row_stride == g.p[s].n && int64_t(r.heads) * r.head_stride == g.p[s].n,
+            where + ": expected x = the projection's y, rows = m, row_stride = n and heads * head_stride = n");
+    require(r.interleave && r.offset % 2 == 0 && r.head_stride % 2 == 0 && !g.p[s].accumulate,
+            where + ": expected interleaved pairs, an even offset and head_stride, and accumulate off");
+  }
   if (!g.norm.weight) return;
   require(g.norm.eps >= 0.f && std::isfinite(g.norm.eps),
           std::string(op) + ": LinearGroupParams.norm.eps = " + std::to_string(g.norm.eps) + ", expected finite >= 0");
@@ -70,17 +81,17 @@ void validate_linear_group(const LinearGroupParams& g, const char* op, bool allo
 
 void linear_group_cpu(const LinearGroupParams& g) {
   validate_linear_group(g, "linear_group_cpu", true);
-  if (!g.norm.weight) {
-    for (int s = 0; s < g.count; ++s) linear_cpu(g.p[s]);
-    return;
+  std::vector<float> xn;
+  if (g.norm.weight) {
+    const int m = g.p[0].m, k = g.p[0].k;
+    xn.resize(size_t(m) * k);
+    rmsnorm_cpu(NormParams{g.p[0].x, g.norm.weight, nullptr, xn.data(), m, k, k, k, g.norm.eps});
   }
-  const int m = g.p[0].m, k = g.p[0].k;
-  std::vector<float> xn(size_t(m) * k);
-  rmsnorm_cpu(NormParams{g.p[0].x, g.norm.weight, nullptr, xn.data(), m, k, k, k, g.norm.eps});
   for (int s = 0; s < g.count; ++s) {
     LinearParams p = g.p[s];
-    p.x = xn.data();
+    if (g.norm.weight) p.x = xn.data();
     linear_cpu(p);
+    if (g.rope[s].positions) rope_cpu(g.rope[s]);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_mma.cuh"
 #include "kernels/launch.cuh"
+#include "kernels/rope.cuh"
 
 namespace glm5 {
 
@@ -157,8 +158,28 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
 #pragma unroll
   for (int r = 0; r < kRows; ++r)
 #pragma unroll
+    for (int t = 0; t < MT; ++t) acc[r][t] = NORM && !part ? warp_sum(acc[r][t]) * inv_rms[t] : warp_sum(acc[r][t]);
+  // LinearGroupParams::rope (launched without a split): the warp's rows pair up as (r0, r0 + 1), (r0 + 2, r0 + 3)
+  // (r0 % 4 == 0, even offset and head size); rotate the pairs that fall in a head's rope columns.
+  if (const RopeParams& rp = g.rope[seg]; rp.positions && !part) {
+#pragma unroll
+    for (int r = 0; r < kRows; r += 2) {
+      const int d = (r0 + r) % rp.head_stride - rp.offset;
+      if (r0 + r < p.n && d >= 0 && d < rp.rope_dim) {
+        const float inv_freq = __ldg(rp.inv_freq + d / 2);
+#pragma unroll
+        for (int t = 0; t < MT; ++t)
+          if (t < mt)
+            rope_dev::rope_pair(acc[r][t], acc[r + 1][t], float(__ldg(rp.positions + t0 + t)), inv_freq,
+                                rp.attention_scaling);
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kRows; ++r)
+#pragma unroll
     for (int t = 0; t < MT; ++t) {
-      const float s = NORM && !part ? warp_sum(acc[r][t]) * inv_rms[t] : warp_sum(acc[r][t]);
+      const float s = acc[r][t];
       if (lane == 0 && t < mt && r0 + r < p.n) {
         if (part) {
           part[(size_t(blockIdx.z) * p.m + t0 + t) * p.n + r0 + r] = s;
@@ -521,7 +542,9 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
           "x within 48 KiB of shared memory (k = " + std::to_string(k) + ", m = " + std::to_string(m) + ")");
   const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
   int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
-  int S = gemv_splits(m, g.first[g.count], k, norm);
+  bool rope = false;  // LinearGroupParams::rope is applied by the CTA that computes a row: no split
+  for (int s = 0; s < g.count; ++s) rope = rope || g.rope[s].positions != nullptr;
+  int S = rope ? 1 : gemv_splits(m, g.first[g.count], k, norm);
   // A NORM split needs the counters (its last CTA per tile applies inv_rms; there is no NORM reduce kernel).
   if (partial == nullptr || partial_elems < size_t(S) * m * rows + gemv_norm_ss_elems(g, g.first[g.count], S) ||
       (norm && !ctr))

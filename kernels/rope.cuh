@@ -8,19 +8,28 @@
 namespace glm5 {
 namespace rope_dev {
 
+// One rotated pair (a, b) of a token at `position`, pair frequency `inv_freq`: rope_head's arithmetic, for kernels
+// that hold the pair in registers (the FP8 GEMV's output RoPE, linear.h LinearGroupParams::rope).
+__device__ __forceinline__ void rope_pair(float& a, float& b, float position, float inv_freq, float scaling) {
+  const float angle = __fmul_rn(position, inv_freq);
+  const float c = __fmul_rn(cosf(angle), scaling);
+  const float s = __fmul_rn(sinf(angle), scaling);
+  const float a0 = a, b0 = b;
+  a = __fsub_rn(__fmul_rn(a0, c), __fmul_rn(b0, s));
+  b = __fadd_rn(__fmul_rn(b0, c), __fmul_rn(a0, s));
+}
+
 __device__ __forceinline__ void rope_head(const RopeParams& p, int r, int h) {
   const int half = p.rope_dim / 2;
   float* x = p.x + size_t(r) * p.row_stride + size_t(h) * p.head_stride + p.offset;
   const float position = float(p.positions[r]);
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float angle = __fmul_rn(position, p.inv_freq[i]);
-    const float c = __fmul_rn(cosf(angle), p.attention_scaling);
-    const float s = __fmul_rn(sinf(angle), p.attention_scaling);
     const int ia = p.interleave ? 2 * i : i;
     const int ib = p.interleave ? 2 * i + 1 : i + half;
-    const float a = x[ia], b = x[ib];
-    x[ia] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
-    x[ib] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    float a = x[ia], b = x[ib];
+    rope_pair(a, b, position, p.inv_freq[i], p.attention_scaling);
+    x[ia] = a;
+    x[ib] = b;
   }
 }
 

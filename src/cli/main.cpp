@@ -314,9 +314,10 @@ int main(int argc, char** argv) {
                    "RMSNorm (op attn.norm then has no launch of its own). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
-  prof->add_option("--gemv-norm", po.gemv_norm,
+  prof->add_option("--gemv-fold", po.gemv_fold,
                    "on | off: at batch 1 (the FP8 GEMV), attn.norm and attn.q_a_norm folded into the projections that "
-                   "read them (two launches fewer per layer on the main chain). Tuning; equal up to fp32 rounding order")
+                   "read them and attn.rope into attn.q_up_proj (three launches fewer per layer on the main chain). "
+                   "Tuning; equal up to fp32 rounding order")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,

@@ -544,15 +544,28 @@ LinearGroupParams DecodeEngine::group_params(const float* x, const std::vector<P
 }
 
 bool DecodeEngine::group_norm_fusable(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm& norm) {
-  if (!cuda_ || !side_ || !opt_.gemv_norm || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || !norm.weight)
+  if (!cuda_ || !side_ || !opt_.gemv_fold || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || !norm.weight)
     return false;
   LinearGroupParams g = group_params(x, projs, m);
   g.norm = norm;
   return linear_group_norm_fused(g, launch_ctx());
 }
 
+bool DecodeEngine::group_rope_fusable(const float* x, const std::vector<Proj>& projs, int m,
+                                      const std::vector<RopeParams>& ropes) {
+  if (!cuda_ || !opt_.gemv_fold || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || ropes.size() != projs.size())
+    return false;
+  LinearGroupParams g = group_params(x, projs, m);
+  for (size_t i = 0; i < ropes.size(); ++i) {
+    const RopeParams& r = ropes[i];
+    if (r.positions && (!r.interleave || r.offset % 2 != 0 || r.head_stride % 2 != 0)) return false;
+    g.rope[i] = r;
+  }
+  return linear_group_gemv(g, launch_ctx());
+}
+
 void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                                const InputRmsNorm* norm) {
+                                const InputRmsNorm* norm, const std::vector<RopeParams>* ropes) {
   LinearGroupParams g = group_params(x, projs, m);
   double bytes = 0, flops = 0;
   for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
@@ -560,10 +573,19 @@ void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x,
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
   }
-  if (norm) {  // the caller checked group_norm_fusable; one launch even for a single projection
-    g.norm = *norm;
+  if (norm || ropes) {  // the caller checked group_norm_fusable / group_rope_fusable; one launch even for one projection
     const int k = projs[0].w->k;
-    OpScope s(*tracer_, desc(fused_op, layer, bytes + double(m) * k * 4 + double(k) * 4, flops + 4.0 * m * k));
+    bytes += double(m) * k * 4;
+    if (norm) {
+      g.norm = *norm;
+      bytes += double(k) * 4;
+      flops += 4.0 * m * k;
+    }
+    for (size_t i = 0; ropes && i < ropes->size() && i < size_t(kMaxLinearGroup); ++i) {
+      g.rope[i] = (*ropes)[i];
+      if (g.rope[i].positions) flops += 6.0 * m * g.rope[i].heads * g.rope[i].rope_dim;  // as attn.rope counts
+    }
+    OpScope s(*tracer_, desc(fused_op, layer, bytes, flops));
     linear_group_cuda(g, launch_ctx(), launch_);
     return;
   }
@@ -695,7 +717,7 @@ void DecodeEngine::attention(int l) {
   const int Hi = c.index_n_heads, D = c.index_head_dim;
   std::vector<Proj> qkv_a = {{"attn.q_a_proj", &L.q_a, qa_.as<float>()}, {"attn.kv_a_proj", &L.kv_a, kva_.as<float>()}};
   if (run_indexer) qkv_a.push_back({"attn.indexer.wk", &L.idx_wk, idx_k_.as<float>()});
-  // EngineOptions::gemv_norm: attn.norm inside attn.qkv_a_proj; it then runs on the side stream only for the
+  // EngineOptions::gemv_fold: attn.norm inside attn.qkv_a_proj; it then runs on the side stream only for the
   // indexer's weights_proj (side segment 0, off the main chain).
   const InputRmsNorm in_norm{L.input_norm, c.rms_norm_eps};
   const bool fuse_in_norm = !xn_ready_ && group_norm_fusable(x, qkv_a, B, in_norm);
@@ -733,7 +755,7 @@ void DecodeEngine::attention(int l) {
     linear_group("attn.qkv_a_proj", l, x, qkv_a, B, &in_norm);
   else
     linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
-  // EngineOptions::gemv_norm: attn.q_a_norm inside attn.q_up_proj (only with the side stream, where the q part
+  // EngineOptions::gemv_fold: attn.q_a_norm inside attn.q_up_proj (only with the side stream, where the q part
   // of the prologue is its own launch; q_a_ then stays un-normalized: the q_up group is its only reader).
   std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
   if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
@@ -780,10 +802,17 @@ void DecodeEngine::attention(int l) {
     }
   }
   // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
-  if (fuse_q_norm)
-    linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, &q_norm);
-  else
-    linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B);
+  // EngineOptions::gemv_fold: the query heads' RoPE (and the indexer's) inside attn.q_up_proj where it runs as one
+  // GEMV (batch 1) and the RoPE is interleaved (GLM-5); attn.rope then launches nothing.
+  const RopeParams q_rope{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk,
+                          c.qk_nope_head_dim, R, c.rope_interleave, 1.f};
+  std::vector<RopeParams> q_ropes = {q_rope};
+  if (run_indexer)
+    q_ropes.push_back({idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
+                       c.indexer_rope_interleave, 1.f});
+  const bool fuse_rope = group_rope_fusable(qa_.as<float>(), q_up, B, q_ropes);
+  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr,
+               fuse_rope ? &q_ropes : nullptr);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
   // needed by attn.mla.
   side_begin();
@@ -808,17 +837,14 @@ void DecodeEngine::attention(int l) {
     side_end(2);
     prefetch_unjoined_ = true;
   }
-  {
+  if (!fuse_rope) {
     const double heads = H + (run_indexer ? Hi : 0);
     OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));
-    RopeParams q{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk, c.qk_nope_head_dim, R,
-                 c.rope_interleave, 1.f};
     if (run_indexer) {
-      Rope2Params p{q, {idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
-                        c.indexer_rope_interleave, 1.f}};
+      Rope2Params p{q_ropes[0], q_ropes[1]};
       GLM5_RUN(rope2, p);
     } else {
-      GLM5_RUN(rope, q);
+      GLM5_RUN(rope, q_ropes[0]);
     }
   }
   const int score_stride = pool_->max_pages() * kPageSize;

@@ -93,12 +93,15 @@ struct EngineOptions {
   // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
   // (session 17; A/B). The same bits either way.
   bool moe_combine_norm = false;
-  // CUDA with a side stream (overlap), where the FP8 GEMV runs the projection group (batch 1: linear_group_norm_fused):
-  // attn.norm folded into attn.qkv_a_proj and attn.q_a_norm into attn.q_up_proj (LinearGroupParams::norm: the
-  // GEMV sums x^2 over the columns it reads and scales its sums by inv_rms), two latency-bound launches fewer on
-  // the main chain per layer (session 19). attn.norm still runs on the side stream for the indexer's weights_proj.
-  // Equal to the separate norm up to fp32 rounding order (not bitwise). false: the norms as their own kernels.
-  bool gemv_norm = true;
+  // CUDA, where the FP8 GEMV runs the projection group (batch 1): ops folded into the GEMVs, three latency-bound
+  // launches fewer on the main chain per layer (session 19). false: each as its own kernel.
+  //  - with a side stream (overlap; linear_group_norm_fused): attn.norm into attn.qkv_a_proj and attn.q_a_norm into
+  //    attn.q_up_proj (LinearGroupParams::norm: each CTA stages x * norm weight and sums x^2, its sums scaled by
+  //    inv_rms). Equal to the separate norms up to fp32 rounding order (not bitwise). attn.norm still runs on the
+  //    side stream for the indexer's weights_proj.
+  //  - interleaved RoPE (linear_group_gemv): attn.rope into attn.q_up_proj (LinearGroupParams::rope: the CTA that
+  //    computes a query head's rope columns rotates them; bitwise the GEMV then the rope kernel).
+  bool gemv_fold = true;
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
@@ -195,11 +198,15 @@ class DecodeEngine {
   };
   // With `norm` (must then satisfy linear_group_norm_fused, see group_norm_fusable): x un-normalized, the RMSNorm
   // folded into the GEMV (LinearGroupParams::norm).
+  // With `ropes` (one RopeParams per projection, positions null where none; must satisfy linear_group_gemv): the
+  // RoPE of each projection's output folded in (LinearGroupParams::rope).
   void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                    const InputRmsNorm* norm = nullptr);
+                    const InputRmsNorm* norm = nullptr, const std::vector<RopeParams>* ropes = nullptr);
   LinearGroupParams group_params(const float* x, const std::vector<Proj>& projs, int m) const;
-  // EngineOptions::gemv_norm: whether linear_group can fold `norm` into this group (CUDA, side stream, GEMV path).
+  // EngineOptions::gemv_fold: whether linear_group can fold `norm` into this group (CUDA, side stream, GEMV path).
   bool group_norm_fusable(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm& norm);
+  // EngineOptions::gemv_fold: whether linear_group can fold these RoPEs into this group (CUDA, the GEMV path).
+  bool group_rope_fusable(const float* x, const std::vector<Proj>& projs, int m, const std::vector<RopeParams>& ropes);
   static double linear_weight_bytes(const Mat& w);
   // On the side stream (call between side_begin / side_end): op `op` asks L2 for `fraction` of each matrix's
   // weight bytes (kernels/l2_prefetch.h). Returns false, launching nothing, without a side stream, at fraction 0,

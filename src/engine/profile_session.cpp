@@ -486,7 +486,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_down_early = o.moe_down_early == "on";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
-  eo.gemv_norm = o.gemv_norm == "on";
+  eo.gemv_fold = o.gemv_fold == "on";
   eo.topk_cluster = o.topk_cluster;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
@@ -586,7 +586,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"moe_down_early", o.moe_down_early},
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
-                                         {"gemv_norm", o.gemv_norm},
+                                         {"gemv_fold", o.gemv_fold},
                                          {"topk_cluster", o.topk_cluster}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);

@@ -43,15 +43,16 @@ TEST(Fp8WeightsGpu, MatchesCpuEngineWithSameWeights) {
   }
 }
 
-// EngineOptions::gemv_norm on the golden checkpoint with FP8 projections (batch 1, side stream, the FP8 GEMV):
-// attn.norm and attn.q_a_norm folded into the qkv_a / q_up GEMVs give the logits of the separate norms (relative L2
+// EngineOptions::gemv_fold on the golden checkpoint with FP8 projections (batch 1, side stream, the FP8 GEMV):
+// attn.norm and attn.q_a_norm folded into the qkv_a / q_up GEMVs (and attn.rope into q_up: bitwise, so it adds no
+// difference) give the logits of the separate kernels (relative L2
 // <= 1e-3 at every step of the prompt and the teacher-forced decode; a norm left out or applied twice moves them by
 // O(1)), and not bitwise at every step (so the folded path ran). Why not 1e-5: the two forms differ by fp32 order
 // (~1e-7 per projection output), and the KV cache's rounding (e4m3 steps of 2^-3, BF16 of 2^-8) turns the few
 // latent values that sit at a rounding boundary into whole-step differences; measured on the H200 (S19b, FP8 KV):
 // 0 at the first step (one cached token, q irrelevant), 4e-6 .. 2.4e-4 after. Fp8WeightsGpu.MatchesCpuEngineWithSameWeights above
 // runs with the folded norms (the default) against the CPU engine's separate ones.
-TEST(Fp8WeightsGpu, FoldedInputNormMatchesSeparateNorms) {
+TEST(Fp8WeightsGpu, FoldedOpsMatchSeparateKernels) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   test::Golden g = test::load_golden();
   ModelConfig cfg = load_model_config(test::golden_dir() + "/config.json");
@@ -70,7 +71,7 @@ TEST(Fp8WeightsGpu, FoldedInputNormMatchesSeparateNorms) {
       opt.kv_path = path;
       opt.batch = 1;
       opt.max_seq_len = int(feed.size()) + 1;
-      opt.gemv_norm = folded == 1;
+      opt.gemv_fold = folded == 1;
       OpTracer none;
       DecodeEngine e(cfg, wd, opt, none);
       for (int32_t t : feed) {
@@ -83,7 +84,7 @@ TEST(Fp8WeightsGpu, FoldedInputNormMatchesSeparateNorms) {
     for (size_t k = 0; k < feed.size(); ++k) {
       const double d = relative_error(logits[1][k], logits[0][k]);
       bitwise_equal += std::memcmp(logits[1][k].data(), logits[0][k].data(), logits[0][k].size() * 4) == 0;
-      std::printf("gemv_norm on vs off, %s KV, step %zu: relative error %.3g\n", kv_path_name(path).c_str(), k, d);
+      std::printf("gemv_fold on vs off, %s KV, step %zu: relative error %.3g\n", kv_path_name(path).c_str(), k, d);
       EXPECT_LE(d, 1e-3) << kv_path_name(path) << " KV, step " << k;
     }
     EXPECT_LT(bitwise_equal, feed.size()) << "every step bitwise equal: the folded norms did not run";

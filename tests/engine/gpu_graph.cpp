@@ -45,7 +45,7 @@ struct RunOut {
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
-           bool moe_combine_norm = false, bool gemv_norm = true) {
+           bool moe_combine_norm = false, bool gemv_fold = true) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -60,7 +60,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.moe_down_early = moe_down_early;
   eo.moe_fused = moe_fused;
   eo.moe_combine_norm = moe_combine_norm;
-  eo.gemv_norm = gemv_norm;
+  eo.gemv_fold = gemv_fold;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -265,7 +265,7 @@ TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
   const Weights w = fp8_device_weights(cfg, 5);
-  // gemv_norm off in both: it folds the norms only with the side stream (another fp32 order than the one-stream run).
+  // gemv_fold off in both: it folds the norms only with the side stream (another fp32 order than the one-stream run).
   const RunOut serial = run(cfg, w, KvPath::Fp8, false, false, 2, false, 1, true, false, false, false);
   for (bool graph : {false, true}) {
     const RunOut side = run(cfg, w, KvPath::Fp8, graph, graph, 2, true, 1, true, false, false, false);
@@ -307,7 +307,7 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   const ModelConfig cfg = small_glm5();
   const Weights w = fp8_device_weights(cfg, 6);
   for (bool overlap : {false, true}) {
-    // gemv_norm off: the combine's norm form leaves attn.norm unfused where the default would fold it into the
+    // gemv_fold off: the combine's norm form leaves attn.norm unfused where the default would fold it into the
     // qkv_a GEMV (a different fp32 order), and this test is about bits.
     const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false, false, false);
     auto kernels_of = [](const RunOut& r, const char* op) {
@@ -335,14 +335,14 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   }
 }
 
-// EngineOptions::gemv_norm (the default): at batch 1 with FP8 weights and the side stream, attn.norm and
-// attn.q_a_norm fold into the qkv_a / q_up GEMVs (LinearGroupParams::norm). The graph replays the eager run's bits;
-// attn.q_a_norm launches nothing, attn.norm one kernel per layer that runs its own indexer (on the side stream, for
+// EngineOptions::gemv_fold (the default): at batch 1 with FP8 weights and the side stream, attn.norm and
+// attn.q_a_norm fold into the qkv_a / q_up GEMVs (LinearGroupParams::norm) and attn.rope into q_up
+// (LinearGroupParams::rope). The graph replays the eager run's bits; attn.q_a_norm and attn.rope launch nothing, attn.norm one kernel per layer that runs its own indexer (on the side stream, for
 // weights_proj) and none elsewhere, and the fused ops keep their kernels (attributed to attn.qkv_a_proj /
 // attn.q_up_proj). The logits differ from the separate norms' run (fp32 order), and on these random synthetic
 // weights the top-k and expert choices amplify that to O(1) (measured: 0.65-0.96 relative): the numbers are checked
-// on the golden checkpoint instead (Fp8WeightsGpu.FoldedInputNormMatchesSeparateNorms).
-TEST(GraphGpu, GemvNormFoldedMatchesSeparateNorms) {
+// on the golden checkpoint instead (Fp8WeightsGpu.FoldedOpsMatchSeparateKernels).
+TEST(GraphGpu, GemvFoldLeavesNormsAndRopeWithoutLaunches) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
@@ -357,6 +357,7 @@ TEST(GraphGpu, GemvNormFoldedMatchesSeparateNorms) {
     indexer_layers += cfg.has_indexer && !(l < int(cfg.indexer_shared.size()) && cfg.indexer_shared[l]);
   const RunOut sep = run(cfg, w, KvPath::Fp8, false, false, 3, true, 1, true, false, false, false);
   EXPECT_EQ(kernels_of(sep, "attn.q_a_norm"), 3 * 3);  // 3 steps x 3 layers
+  EXPECT_EQ(kernels_of(sep, "attn.rope"), 3 * 3);
   std::vector<std::vector<float>> eager_logits;
   for (bool graph : {false, true}) {
     const RunOut fused = run(cfg, w, KvPath::Fp8, graph, graph, 3, true, 1, true, false, false, true);
@@ -367,6 +368,7 @@ TEST(GraphGpu, GemvNormFoldedMatchesSeparateNorms) {
       EXPECT_EQ(std::memcmp(eager_logits[s].data(), fused.logits[s].data(), fused.logits[s].size() * 4), 0)
           << form << " step " << s << ": the graph's logits differ from the eager run's";
     EXPECT_EQ(kernels_of(fused, "attn.q_a_norm"), 0) << form;
+    EXPECT_EQ(kernels_of(fused, "attn.rope"), 0) << form;
     EXPECT_EQ(kernels_of(fused, "attn.norm"), 3 * indexer_layers) << form;
     EXPECT_EQ(kernels_of(fused, "attn.qkv_a_proj"), kernels_of(sep, "attn.qkv_a_proj")) << form;
     EXPECT_EQ(kernels_of(fused, "attn.q_up_proj"), kernels_of(sep, "attn.q_up_proj")) << form;
@@ -377,7 +379,7 @@ TEST(GraphGpu, GemvNormFoldedMatchesSeparateNorms) {
       for (size_t i = 0; i < sep.logits[s].size(); ++i)
         max_rel = std::max(max_rel, std::abs(double(sep.logits[s][i]) - fused.logits[s][i]) /
                                         std::max(1e-3, std::abs(double(sep.logits[s][i]))));
-      std::printf("gemv_norm on (%s) vs off, step %zu: max relative logit difference %.3g\n", form, s, max_rel);
+      std::printf("gemv_fold on (%s) vs off, step %zu: max relative logit difference %.3g\n", form, s, max_rel);
       EXPECT_GT(max_rel, 0.0) << form << " step " << s << ": bitwise equal, so the fused path did not run";
     }
   }

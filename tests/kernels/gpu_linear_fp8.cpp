@@ -27,6 +27,7 @@
 #include "kernels/linear_fp8_tma.h"
 #include "kernels/moe.h"
 #include "kernels/norm.h"
+#include "kernels/rope.h"
 
 namespace glm5 {
 namespace {
@@ -296,6 +297,87 @@ TEST(GpuLinearFp8, GroupWithInputNormMatchesNormThenProduct) {
       EXPECT_FALSE(linear_group_norm_fused(wide, ctx));
     }
   }
+}
+
+// LinearGroupParams::rope on the FP8 GEMV (GLM-5's attn.q_up_proj at batch 1: q_b's 64 heads of 256 with the rope
+// in columns 192..255, the indexer's wq_b 32 heads of 128 with it in columns 0..63, interleaved), with and without
+// the folded input norm, m = 1 and 2 (two tokens at different positions, up to 2^17): bitwise the same group without
+// the rope followed by rope_cuda on each output. A rope that cannot fold (not interleaved, an odd offset, y not its
+// x) is rejected naming the field.
+TEST(GpuLinearFp8, GroupWithOutputRopeIsGemvThenRopeBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  Fp8Weight q_b(16384, 2048, 71), wq_b(4096, 2048, 72);
+  const uint64_t seed = fresh_seed();
+  const int k = 2048, R = 64;
+  std::vector<float> inv_freq(R / 2), nw(k);
+  for (int i = 0; i < R / 2; ++i) inv_freq[i] = float(std::pow(1e6, -2.0 * i / R));
+  for (int c = 0; c < k; ++c) nw[c] = 0.5f + rng_uniform(seed, 73, c);
+  Buffer dfreq(Where::Device, inv_freq.size() * 4, "inv_freq"), dnw(Where::Device, nw.size() * 4, "norm weight");
+  dfreq.upload(inv_freq.data(), dfreq.bytes());
+  dnw.upload(nw.data(), dnw.bytes());
+  for (int m : {1, 2})
+    for (bool norm : {false, true}) {
+      LinearContext ctx;
+      ctx.fp8_mma_max_m = m == 1 ? 64 : 0;
+      std::vector<float> x(size_t(m) * k);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 74 + m, i);
+      std::vector<int32_t> pos(m);
+      for (int t = 0; t < m; ++t) pos[t] = int32_t(splitmix64(seed + t) % 131072);
+      Buffer dx(Where::Device, x.size() * 4, "x"), dpos(Where::Device, pos.size() * 4, "positions");
+      dx.upload(x.data(), dx.bytes());
+      dpos.upload(pos.data(), dpos.bytes());
+      const Fp8Weight* ws[2] = {&q_b, &wq_b};
+      const int heads[2] = {64, 32}, head_dim[2] = {256, 128}, offset[2] = {192, 0};
+      LinearGroupParams g;
+      g.count = 2;
+      std::vector<Buffer> ys, refs;
+      for (int s = 0; s < 2; ++s) {
+        ys.emplace_back(Where::Device, size_t(m) * ws[s]->n * 4, "y");
+        refs.emplace_back(Where::Device, size_t(m) * ws[s]->n * 4, "y ref");
+        g.p[s] = LinearParams{dx.as<float>(), ws[s]->dcodes.data(), DType::F8_E4M3, ys[s].as<float>(), m, ws[s]->n, k,
+                              false, false};
+        g.p[s].w_scale = ws[s]->dscales.as<float>();
+        g.rope[s] = RopeParams{ys[s].as<float>(), dpos.as<int32_t>(), dfreq.as<float>(), m, heads[s],
+                               heads[s] * head_dim[s], head_dim[s], offset[s], R, true, 1.f};
+      }
+      if (norm) g.norm = {dnw.as<float>(), 1e-6f};
+      ASSERT_TRUE(linear_group_gemv(g, ctx)) << "m=" << m;
+      linear_group_cuda(g, ctx, nullptr);
+      LinearGroupParams u = g;  // the reference: the same GEMV without the rope, then the rope kernel
+      for (int s = 0; s < 2; ++s) {
+        u.p[s].y = refs[s].as<float>();
+        u.rope[s] = {};
+      }
+      linear_group_cuda(u, ctx, nullptr);
+      for (int s = 0; s < 2; ++s) {
+        RopeParams r = g.rope[s];
+        r.x = refs[s].as<float>();
+        rope_cuda(r, nullptr);
+      }
+      CUDA_CHECK(cudaDeviceSynchronize());
+      for (int s = 0; s < 2; ++s) {
+        std::vector<float> got(size_t(m) * ws[s]->n), ref(got.size());
+        ys[s].download(got.data(), ys[s].bytes());
+        refs[s].download(ref.data(), refs[s].bytes());
+        size_t differ = 0, rotated = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &ref[i], 4) != 0;
+        for (int t = 0; t < m; ++t)  // the rope columns moved (a rope that did nothing would pass the bitwise check)
+          for (int h = 0; h < heads[s]; ++h)
+            for (int d = offset[s]; d < offset[s] + R; ++d) rotated += got[size_t(t) * ws[s]->n + h * head_dim[s] + d] != 0.f;
+        std::printf("fp8 group + output rope m=%d norm=%d projection %d: %zu of %zu outputs differ from GEMV then rope_cuda\n",
+                    m, int(norm), s, differ, got.size());
+        EXPECT_EQ(differ, 0u) << "m=" << m << " norm=" << norm << " projection " << s;
+        EXPECT_GT(rotated, size_t(m) * heads[s] * R / 2);
+      }
+      // Not foldable: a rope that is not interleaved, an odd offset, x not the projection's output.
+      for (int bad = 0; bad < 3; ++bad) {
+        LinearGroupParams b = g;
+        if (bad == 0) b.rope[0].interleave = false;
+        if (bad == 1) b.rope[0].offset = 191;
+        if (bad == 2) b.rope[1].x = refs[1].as<float>();
+        EXPECT_THROW(linear_group_cuda(b, ctx, nullptr), Error) << "case " << bad;
+      }
+    }
 }
 
 // cuBLASLt's block-scaled FP8 GEMM (opt-in: LinearContext::Fp8LargeM::BlockScaled) for m > 16: x is

@@ -9,6 +9,7 @@
 #include "common/dtype.h"
 #include "common/error.h"
 #include "kernels/linear.h"
+#include "kernels/rope.h"
 
 namespace glm5 {
 namespace {
@@ -126,6 +127,26 @@ TEST(LinearCpu, GroupWithInputNormIsProjectionOfNormalizedRows) {
   g.norm.eps = std::nanf("");
   EXPECT_THROW(linear_group_cpu(g), Error);
   g.norm.eps = eps;
+  // With a RoPE of the output (LinearGroupParams::rope): the same product, then rope_cpu on it.
+  std::vector<float> y_rope(y.size()), y_ref(y.size());
+  std::vector<int32_t> pos(m);
+  std::vector<float> inv_freq = {1.f, 0.1f};
+  for (int t = 0; t < m; ++t) pos[t] = 7 + 1000 * t;
+  LinearGroupParams gr = g;
+  gr.p[0].y = y_rope.data();
+  gr.rope[0] = RopeParams{y_rope.data(), pos.data(), inv_freq.data(), m, 1, n, n, 2, 4, true, 1.f};
+  linear_group_cpu(gr);
+  gr.p[0].y = y_ref.data();
+  gr.rope[0] = {};
+  linear_group_cpu(gr);
+  rope_cpu(RopeParams{y_ref.data(), pos.data(), inv_freq.data(), m, 1, n, n, 2, 4, true, 1.f});
+  EXPECT_EQ(y_rope, y_ref);
+  EXPECT_NE(y_rope, y);  // the rope moved columns 2..5
+  gr.p[0].y = y_rope.data();
+  gr.rope[0] = RopeParams{y_rope.data(), pos.data(), inv_freq.data(), m, 1, n, n, 2, 4, false, 1.f};
+  EXPECT_THROW(linear_group_cpu(gr), Error);  // not interleaved
+  gr.rope[0] = RopeParams{y_ref.data(), pos.data(), inv_freq.data(), m, 1, n, n, 2, 4, true, 1.f};
+  EXPECT_THROW(linear_group_cpu(gr), Error);  // x is not the projection's y
   std::vector<float> x2(x);
   g.count = 2;
   g.p[1] = g.p[0];
