@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Session 19, call S19e: kernel timelines of one batch-1 step (GLM-5, FP8 weights, fp8 path, graphs, 32K context),
+# --gemv-fold on and off, traces kept (gzip) to see where the main chain waits after the fold (S19d: the fold saved
+# 0.18 ms per step of ~0.9 ms of launches; attn.indexer.score's op time grew by 394 us per step).
+# Usage: tools/device_pack.sh build-lead glm5prof; .device/shared as in S19a; run `bash THIS`, carry [".device"]
+set -u
+. tools/device_round_lib.sh
+device_round_begin s19e
+for f in on off; do
+  d=$W/b1-fold-$f; mkdir -p "$d"
+  timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
+    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph --gemv-fold $f --out "$d" > "$d/log" 2>&1
+  echo "fold $f rc=$? untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
+  gzip -9 "$d/trace.json"
+done
+(cd "$OUT" && tar czf "$TAG.tar.gz" "$TAG" && rm -rf "$TAG")
