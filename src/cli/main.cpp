@@ -314,6 +314,11 @@ int main(int argc, char** argv) {
                    "RMSNorm (op attn.norm then has no launch of its own). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--side-priority", po.side_priority,
+                   "on | off: the side stream (--overlap on) at the device's highest stream priority, so its small "
+                   "kernels are scheduled ahead of a main-stream kernel's pending CTAs. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--gemv-fold", po.gemv_fold,
                    "on | off: at batch 1 (the FP8 GEMV), attn.norm and attn.q_a_norm folded into the projections that "
                    "read them and attn.rope into attn.q_up_proj (three launches fewer per layer on the main chain). "

@@ -69,6 +69,12 @@ struct EngineOptions {
   // (attn.q_absorb, needed first by attn.mla) beside attn.rope .. attn.indexer.topk. At batch 1 these are two
   // latency-bound launches of 4-9 us each per layer (S13a). false: every op on the main stream, in order.
   bool overlap = true;
+  // The side stream at the device's highest stream priority (cudaStreamCreateWithPriority; captured into the graph's
+  // kernel nodes): when a main-stream kernel has more CTAs than fit (attn.q_up_proj at batch 1: 1280 CTAs, ~800
+  // resident), the side stream's small kernels are scheduled before its pending CTAs instead of after them.
+  // Session 19's trace (S19e, batch 1 with gemv_fold): attn.indexer.weights_proj waited 16 us behind q_up's CTAs,
+  // the KV prologue after it, and attn.indexer.score for both. false: the default priority (tuning, A/B).
+  bool side_priority = true;
   // attn.o_proj on the FP8 tensor-core path (batch 2..64) launched with PDL (kernels/launch.cuh). Off by default:
   // with PDL its CTAs are scheduled while attn.v_unabsorb still holds the SMs, and the grid, sized to one wave of
   // resident blocks (linear_fp8_mma_cuda's split-K), then runs part of itself as a second wave. Measured on the

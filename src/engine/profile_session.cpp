@@ -487,6 +487,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
   eo.gemv_fold = o.gemv_fold == "on";
+  eo.side_priority = o.side_priority == "on";
   eo.topk_cluster = o.topk_cluster;
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
@@ -587,6 +588,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},
+                                         {"side_priority", o.side_priority},
                                          {"topk_cluster", o.topk_cluster}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);

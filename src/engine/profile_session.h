@@ -56,6 +56,7 @@ struct ProfileOptions {
   std::string moe_down_early = "on";           // EngineOptions::moe_down_early: "on" / "off"
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
   std::string moe_combine_norm = "off";        // EngineOptions::moe_combine_norm: "on" / "off"
+  std::string side_priority = "on";            // EngineOptions::side_priority: "on" / "off"
   std::string gemv_fold = "on";                // EngineOptions::gemv_fold: "on" / "off"
   int topk_cluster = 0;                        // EngineOptions::topk_cluster
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
