@@ -97,7 +97,12 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   // kernel (kernels/launch.cuh): under PDL their DRAM round trip overlaps its tail.
   int base = c_lo + lane * 16;
   if (base < c_hi) load(base);
-  pdl_begin();
+  // NORM (the batch-1 GEMV fold): the next grid's CTAs are let in only after this CTA's main loop (below), not here.
+  // Let in at once, attn.q_up_proj's 1280 CTAs parked in their PDL wait on every SM while attn.qkv_a_proj ran, and
+  // the side stream's attn.indexer.weights_proj and KV prologue (which attn.indexer.score waits for) found no room
+  // until q_up's first CTAs retired, 16 us later (S19e / S19f traces; a higher side-stream priority did not help).
+  if constexpr (NORM) pdl_wait();
+  else pdl_begin();
   float acc[kRows][MT] = {};
   // NORM: the CTA stages x * norm weight of its column range [c_lo, c_end) for its tokens in shared memory (one
   // read of x and of the weight per CTA; the main loop then reads shared memory as the plain kernel reads x through
@@ -152,6 +157,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     }
     if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
   }
+  if constexpr (NORM) pdl_launch_dependents();
   float inv_rms[MT];  // NORM without a split: 1 / rms of each token's row (the CTA's range is all of k)
 #pragma unroll
   for (int t = 0; t < MT; ++t) inv_rms[t] = NORM && !part ? 1.0f / sqrtf(ssq[t] / p.k + g.norm.eps) : 1.f;
