@@ -9,6 +9,12 @@
 #                            one `glm5prof profile` of GLM-5 (FP8 weights, fp8 KV path, graphs; 2 warm-up, 3 untraced,
 #                            2 traced steps; the pool sized for the batch, at least 495,000 tokens) into $W/TAG, with ARGS
 #                            appended: prints the untraced step time and the op-table rows whose op matches the regex OPS
+#   device_round_ab OPS ORDER ARGS_A ARGS_B
+#                            device_round_profile at batch 1 / 32768 tokens once per letter of ORDER ("A B B A"), with
+#                            ARGS_A or ARGS_B (one string each, split on spaces), tagged b1-<n>-<letter>
+#   device_round_trace TAG ARGS...
+#                            one batch-1 `glm5prof profile` (graphs, 2 traced steps) into $W/TAG with ARGS, its
+#                            trace.json kept gzipped
 #   device_round_gpu_tests   every GPU test executable in $BIN, 4 at a time under 240 s each (tools/device_tests.sh),
 #                            kernels_gpu_moe_grouped set aside for device_round_moe_grouped_alone; prints failures
 #                            and the table
@@ -70,4 +76,20 @@ device_round_gpu_tests() {
 device_round_moe_grouped_alone() {
   timeout 240 $W/alone/kernels_gpu_moe_grouped --gtest_filter=GpuMoeGrouped.PairDownMatchesPerTokenBitwise > $W/moe_grouped.log 2>&1
   echo "moe_grouped PairDown rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe_grouped.log | tr '\n' ' ')"
+}
+device_round_ab() {
+  local ops=$1 order=$2 a=$3 b=$4 r=0 x
+  for x in $order; do
+    r=$((r + 1))
+    # shellcheck disable=SC2086  # ARGS_A / ARGS_B are flag lists
+    if [ "$x" = A ]; then device_round_profile b1-$r-A 1 32768 "$ops" $a
+    else device_round_profile b1-$r-B 1 32768 "$ops" $b; fi
+  done
+}
+device_round_trace() {
+  local d=$W/$1; shift; mkdir -p "$d"
+  timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
+    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out "$d" > "$d/log" 2>&1
+  echo "trace $(basename "$d") rc=$? untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
+  gzip -9 "$d/trace.json"
 }

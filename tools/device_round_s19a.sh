@@ -11,12 +11,7 @@ set -u
 . tools/device_round_lib.sh
 device_round_begin s19a
 OPS="attn.norm|attn.q_a_norm|attn.qkv_a_proj|attn.q_up_proj|attn.prologue|attn.indexer.weights_proj"
-r=0
-for x in A B B A; do
-  r=$((r + 1))
-  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS" --gemv-fold on
-  else device_round_profile b1-$r-B 1 32768 "$OPS" --gemv-fold off; fi
-done
+device_round_ab "$OPS" "A B B A" "--gemv-fold on" "--gemv-fold off"
 device_round_gpu_tests
 grep -h -E "group \+ input norm|gemv_norm on" $W/tests/*.log 2>/dev/null | head -40
 device_round_pack

@@ -6,11 +6,5 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s19e
-for f in on off; do
-  d=$W/b1-fold-$f; mkdir -p "$d"
-  timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
-    --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph --gemv-fold $f --out "$d" > "$d/log" 2>&1
-  echo "fold $f rc=$? untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
-  gzip -9 "$d/trace.json"
-done
+for f in on off; do device_round_trace b1-fold-$f --gemv-fold $f; done
 (cd "$OUT" && tar czf "$TAG.tar.gz" "$TAG" && rm -rf "$TAG")

@@ -22,9 +22,6 @@ for x in A B C D D C B A; do
     D) device_round_profile b1-$r-D 1 32768 "$OPS" --gemv-fold off --side-priority off ;;
   esac
 done
-d=$W/b1-trace-A; mkdir -p $d
-timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
-  --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph --out "$d" > "$d/log" 2>&1; echo "trace rc=$?"
-gzip -9 $d/trace.json
+device_round_trace b1-trace-A
 device_round_gpu_tests
 device_round_pack

@@ -12,15 +12,7 @@ set -u
 . tools/device_round_lib.sh
 device_round_begin s19g
 OPS="attn.qkv_a_proj|attn.q_up_proj|attn.indexer.weights_proj|attn.prologue|attn.indexer.score"
-r=0
-for x in A B B A; do
-  r=$((r + 1))
-  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS" --gemv-fold on
-  else device_round_profile b1-$r-B 1 32768 "$OPS" --gemv-fold off; fi
-done
-d=$W/b1-trace-A; mkdir -p $d
-timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
-  --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph --out "$d" > "$d/log" 2>&1; echo "trace rc=$?"
-gzip -9 $d/trace.json
+device_round_ab "$OPS" "A B B A" "--gemv-fold on" "--gemv-fold off"
+device_round_trace b1-trace-A
 device_round_gpu_tests
 device_round_pack

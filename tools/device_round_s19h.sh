@@ -8,10 +8,5 @@ set -u
 . tools/device_round_lib.sh
 device_round_begin s19h
 OPS="attn.qkv_a_proj|attn.q_up_proj|attn.indexer.score|attn.norm|attn.q_a_norm|attn.rope"
-r=0
-for x in A B B A A B B A; do
-  r=$((r + 1))
-  if [ $x = A ]; then device_round_profile b1-$r-A 1 32768 "$OPS" --gemv-fold on
-  else device_round_profile b1-$r-B 1 32768 "$OPS" --gemv-fold off; fi
-done
+device_round_ab "$OPS" "A B B A A B B A" "--gemv-fold on" "--gemv-fold off"
 device_round_pack

@@ -17,18 +17,24 @@
 
 using namespace glm5;
 
+namespace {
+// The golden checkpoint with its projections quantized to FP8 per 128x128 block on load (WeightOptions::fp8_linear);
+// on the device the other matrices as BF16.
+Weights fp8_weights(const ModelConfig& cfg, Where where) {
+  WeightOptions wo;
+  wo.where = where;
+  if (where == Where::Device) wo.matrix_dtype = DType::BF16;
+  wo.fp8_linear = true;
+  return load_weights(cfg, test::golden_dir(), wo);
+}
+}  // namespace
+
 TEST(Fp8WeightsGpu, MatchesCpuEngineWithSameWeights) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   test::Golden g = test::load_golden();
   ModelConfig cfg = load_model_config(test::golden_dir() + "/config.json");
-  WeightOptions dev;
-  dev.where = Where::Device;
-  dev.matrix_dtype = DType::BF16;
-  dev.fp8_linear = true;
-  Weights wd = load_weights(cfg, test::golden_dir(), dev);
-  WeightOptions host;
-  host.fp8_linear = true;
-  Weights wh = load_weights(cfg, test::golden_dir(), host);
+  Weights wd = fp8_weights(cfg, Where::Device);
+  Weights wh = fp8_weights(cfg, Where::Host);
   const int n = int(g.generated.size());
   for (KvPath path : {KvPath::Bf16, KvPath::Fp8}) {
     GreedyDecodeResult gpu = greedy_decode(cfg, wd, Backend::Cuda, path, g.prompt, n, g.generated);
@@ -56,11 +62,7 @@ TEST(Fp8WeightsGpu, FoldedOpsMatchSeparateKernels) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   test::Golden g = test::load_golden();
   ModelConfig cfg = load_model_config(test::golden_dir() + "/config.json");
-  WeightOptions dev;
-  dev.where = Where::Device;
-  dev.matrix_dtype = DType::BF16;
-  dev.fp8_linear = true;
-  Weights wd = load_weights(cfg, test::golden_dir(), dev);
+  Weights wd = fp8_weights(cfg, Where::Device);
   std::vector<int32_t> feed = g.prompt;
   feed.insert(feed.end(), g.generated.begin(), g.generated.end());
   for (KvPath path : {KvPath::Bf16, KvPath::Fp8}) {
