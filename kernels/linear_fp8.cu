@@ -53,7 +53,8 @@ constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM
 // so inv_rms comes from its own sum. With a split each CTA leaves its split's sum of squares in
 // norm_ss[(tile * S + z) * MT + t] (tile = the counters' index; warp 0 writes it, all warps hold the same value)
 // before counting itself done, and the tile's last CTA adds them in split order (no separate reduce kernel: the
-// NORM instances run a split only with counters).
+// NORM instances run a split only with counters). With a rope (LinearGroupParams::rope, any instance) the grid has
+// no split and each warp rotates its rows' pairs before it stores them.
 struct GemvGroup : LinearGroupParams {
   float* part[kMaxLinearGroup] = {};
   int first[kMaxLinearGroup + 1] = {};
@@ -421,7 +422,7 @@ const void* mma_kernel_for(int mt, int m, bool pf) {
 
 // Blocks of `kernel` (`threads` per block, `smem` bytes of dynamic shared memory) resident on the whole GPU at once:
 // SMs x occupancy, or `fallback` if a query fails. Memoized per host thread and (kernel, device,
-// threads): the answer is fixed for the process, and linear_cuda asks twice per FP8 projection
+// threads, smem): the answer is fixed for the process, and linear_cuda asks twice per FP8 projection
 // (~1,100 times per eager batch-1 GLM-5 step), where the occupancy query's host time would count.
 int64_t resident_blocks(const void* kernel, int threads, int64_t fallback, size_t smem = 0) {
   static thread_local std::map<std::tuple<const void*, int, int, size_t>, int64_t> memo;
