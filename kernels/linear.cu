@@ -275,23 +275,21 @@ Fp8Path fp8_path(const LinearParams& p, const LinearContext& ctx) {
 }
 }  // namespace
 
-bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
-  return g.count >= 2 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
-}
-
 bool linear_group_gemv(const LinearGroupParams& g, const LinearContext& ctx) {
   return g.count >= 1 && linear_fp8_gemv_group_supported(g) && fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
 }
 
+bool linear_group_fused(const LinearGroupParams& g, const LinearContext& ctx) {
+  return g.count >= 2 && linear_group_gemv(g, ctx);
+}
+
 bool linear_group_norm_fused(const LinearGroupParams& g, const LinearContext& ctx) {
-  return g.norm.weight && g.count >= 1 && linear_fp8_gemv_norm_supported(g) &&
-         fp8_path(g.p[0], ctx) == Fp8Path::Gemv;
+  return g.norm.weight && linear_group_gemv(g, ctx) && linear_fp8_gemv_norm_supported(g);
 }
 
 void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStream_t stream) {
   validate_linear_group(g, "linear_group_cuda", false);
-  bool rope = false;
-  for (int s = 0; s < g.count; ++s) rope = rope || g.rope[s].positions != nullptr;
+  const bool rope = linear_group_has_rope(g);
   if (rope)
     require(linear_group_gemv(g, ctx), "linear_group_cuda: LinearGroupParams.rope is set but the group does not run as "
                                        "one FP8 GEMV (every projection F8_E4M3 on the GEMV path at this m, sharing x, m and k)");

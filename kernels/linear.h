@@ -124,6 +124,11 @@ struct LinearGroupParams {
   // (linear_group_gemv); at GLM-5 batch 1 the query heads' and the indexer's query heads' RoPE in attn.q_up_proj.
   RopeParams rope[kMaxLinearGroup] = {};
 };
+// Whether `r` can be LinearGroupParams::rope of projection `p` (the shape and pairing rules above; r's own fields
+// are checked by validate_rope_params). The engine asks it before folding; validate_linear_group requires it.
+bool output_rope_foldable(const RopeParams& r, const LinearParams& p);
+// Whether any g.rope[s] is set (positions non-null).
+bool linear_group_has_rope(const LinearGroupParams& g);
 // Throws glm5::Error naming `op` unless 1 <= g.count <= kMaxLinearGroup and each used p[s] passes
 // validate_linear_params(p[s], op, allow_f32_weight).
 void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight);

@@ -56,6 +56,17 @@ void linear_cpu(const LinearParams& p) {
   }
 }
 
+bool output_rope_foldable(const RopeParams& r, const LinearParams& p) {
+  return r.x == p.y && r.rows == p.m && r.row_stride == p.n && int64_t(r.heads) * r.head_stride == p.n &&
+         r.interleave && r.offset % 2 == 0 && r.head_stride % 2 == 0 && !p.accumulate;
+}
+
+bool linear_group_has_rope(const LinearGroupParams& g) {
+  for (int s = 0; s < g.count && s < kMaxLinearGroup; ++s)
+    if (g.rope[s].positions) return true;
+  return false;
+}
+
 void validate_linear_group(const LinearGroupParams& g, const char* op, bool allow_f32_weight) {
   require(g.count >= 1 && g.count <= kMaxLinearGroup, std::string(op) + ": LinearGroupParams.count = " +
                                                           std::to_string(g.count) + ", expected 1.." +
@@ -66,10 +77,9 @@ void validate_linear_group(const LinearGroupParams& g, const char* op, bool allo
     if (!r.positions) continue;
     const std::string where = std::string(op) + ": LinearGroupParams.rope[" + std::to_string(s) + "]";
     validate_rope_params(r, where.c_str());
-    require(r.x == g.p[s].y && r.rows == g.p[s].m && r.row_stride == g.p[s].n && int64_t(r.heads) * r.head_stride == g.p[s].n,
-            where + ": expected x = the projection's y, rows = m, row_stride = n and heads * head_stride = n");
-    require(r.interleave && r.offset % 2 == 0 && r.head_stride % 2 == 0 && !g.p[s].accumulate,
-            where + ": expected interleaved pairs, an even offset and head_stride, and accumulate off");
+    require(output_rope_foldable(r, g.p[s]), where + ": expected x = the projection's y, rows = m, row_stride = n, "
+                                                     "heads * head_stride = n, interleaved pairs, an even offset and "
+                                                     "head_stride, and accumulate off");
   }
   if (!g.norm.weight) return;
   require(g.norm.eps >= 0.f && std::isfinite(g.norm.eps),

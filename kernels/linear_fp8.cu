@@ -48,18 +48,21 @@ constexpr int64_t kGemvTargetBlocks = 132 * 12;  // ~12 blocks of 4 warps per SM
 // One grid may hold up to kMaxLinearGroup projections of the same x (linear_fp8_gemv_group_cuda):
 // projection s owns the row blocks [first[s], first[s + 1]) of gridDim.y and its partial sums part[s]
 // (null: no split); the tile counters are indexed by the grid's (x, y), so they stay distinct.
-// With norm.weight (LinearGroupParams::norm, the NORM instances): each lane also sums x^2 over the columns it reads
-// and multiplies x by the norm weight before the dot products; without a split a warp's lanes cover all k columns,
-// so inv_rms comes from its own sum. With a split each CTA leaves its split's sum of squares in
-// norm_ss[(tile * S + z) * MT + t] (tile = the counters' index; warp 0 writes it, all warps hold the same value)
-// before counting itself done, and the tile's last CTA adds them in split order (no separate reduce kernel: the
-// NORM instances run a split only with counters). With a rope (LinearGroupParams::rope, any instance) the grid has
+// With norm.weight (LinearGroupParams::norm, the NORM instances): each CTA stages x * norm weight of its split's
+// columns in shared memory and sums x^2 there (in the kernel). Without a split that sum covers all k columns and
+// the CTA scales its sums by inv_rms; with a split each CTA leaves its split's sum of squares in
+// norm_ss[(tile * S + z) * MT + t] (tile = the counters' index) before counting itself done, and the tile's last
+// CTA adds them in split order (no separate reduce kernel: the NORM instances run a split only with counters).
+// With a rope (LinearGroupParams::rope, any instance) the grid has
 // no split and each warp rotates its rows' pairs before it stores them.
 struct GemvGroup : LinearGroupParams {
   float* part[kMaxLinearGroup] = {};
   int first[kMaxLinearGroup + 1] = {};
   float* norm_ss = nullptr;
 };
+
+// 1 / rms of a row of k columns whose squares sum to `ssq` (norm.cuh's rmsnorm arithmetic).
+__device__ __forceinline__ float gemv_inv_rms(float ssq, int k, float eps) { return 1.0f / sqrtf(ssq / k + eps); }
 
 // MT 1: at most 80 registers (6 CTAs per SM), as before the GEMV became PDL-aware and grouped (ptxas
 // then gave 95: 5 CTAs per SM, and o_proj at m = 1 lost its one-wave split-K).
@@ -159,13 +162,12 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
   }
   if constexpr (NORM) pdl_launch_dependents();
-  float inv_rms[MT];  // NORM without a split: 1 / rms of each token's row (the CTA's range is all of k)
 #pragma unroll
-  for (int t = 0; t < MT; ++t) inv_rms[t] = NORM && !part ? 1.0f / sqrtf(ssq[t] / p.k + g.norm.eps) : 1.f;
+  for (int t = 0; t < MT; ++t) {  // NORM without a split: scaled by 1 / rms of the token's row (the range is all of k)
+    const float scale = NORM && !part ? gemv_inv_rms(ssq[t], p.k, g.norm.eps) : 1.f;
 #pragma unroll
-  for (int r = 0; r < kRows; ++r)
-#pragma unroll
-    for (int t = 0; t < MT; ++t) acc[r][t] = NORM && !part ? warp_sum(acc[r][t]) * inv_rms[t] : warp_sum(acc[r][t]);
+    for (int r = 0; r < kRows; ++r) acc[r][t] = warp_sum(acc[r][t]) * scale;
+  }
   // LinearGroupParams::rope (launched without a split): the warp's rows pair up as (r0, r0 + 1), (r0 + 2, r0 + 3)
   // (r0 % 4 == 0, even offset and head size); rotate the pairs that fall in a head's rope columns.
   if (const RopeParams& rp = g.rope[seg]; rp.positions && !part) {
@@ -224,7 +226,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     if constexpr (NORM) {
       float q = 0.f;
       for (int z = 0; z < int(gridDim.z); ++z) q += __ldcg(g.norm_ss + (size_t(tile) * gridDim.z + z) * MT + t);
-      s *= 1.0f / sqrtf(q / p.k + g.norm.eps);
+      s *= gemv_inv_rms(q, p.k, g.norm.eps);
     }
     float* y = p.y + size_t(t0 + t) * p.n + row;
     *y = p.accumulate ? *y + s : s;
@@ -512,6 +514,13 @@ int gemv_splits(int m, int64_t row_blocks, int k, bool norm = false) {
   const int64_t want = gemv_resident_blocks(mt, norm ? k : 0) / (int64_t((m + mt - 1) / mt) * row_blocks);
   return int(std::max<int64_t>(1, std::min<int64_t>(want, std::max(1, k / 1024))));
 }
+// Columns per split: a multiple of 512 (whole warp steps).
+int gemv_per_split(int k, int S) { return ((k + S - 1) / S + 511) / 512 * 512; }
+// The split count of group g over `row_blocks` row blocks before the buffers are checked: 1 with a rope (it is
+// applied by the CTA that computes a row), else gemv_splits with the NORM instance's occupancy when g.norm is set.
+int gemv_group_splits(const LinearGroupParams& g, int64_t row_blocks) {
+  return linear_group_has_rope(g) ? 1 : gemv_splits(g.p[0].m, row_blocks, g.p[0].k, g.norm.weight != nullptr);
+}
 // Floats a split group needs after its partial sums for the NORM sums of squares (GemvGroup::norm_ss).
 size_t gemv_norm_ss_elems(const LinearGroupParams& g, int64_t row_blocks, int S) {
   if (!g.norm.weight || S <= 1) return 0;
@@ -549,14 +558,12 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
           "x within 48 KiB of shared memory (k = " + std::to_string(k) + ", m = " + std::to_string(m) + ")");
   const size_t tiles = size_t((m + mt - 1) / mt) * size_t(g.first[g.count]);
   int* ctr = counters && counter_elems >= tiles ? counters : nullptr;
-  bool rope = false;  // LinearGroupParams::rope is applied by the CTA that computes a row: no split
-  for (int s = 0; s < g.count; ++s) rope = rope || g.rope[s].positions != nullptr;
-  int S = rope ? 1 : gemv_splits(m, g.first[g.count], k, norm);
+  int S = gemv_group_splits(g, g.first[g.count]);
   // A NORM split needs the counters (its last CTA per tile applies inv_rms; there is no NORM reduce kernel).
   if (partial == nullptr || partial_elems < size_t(S) * m * rows + gemv_norm_ss_elems(g, g.first[g.count], S) ||
       (norm && !ctr))
     S = 1;
-  const int per_split = ((k + S - 1) / S + 511) / 512 * 512;
+  const int per_split = gemv_per_split(k, S);
   S = (k + per_split - 1) / per_split;
   size_t off = 0;
   for (int s = 0; s < g.count; ++s) {
@@ -612,14 +619,14 @@ bool linear_fp8_gemv_group_supported(const LinearGroupParams& g) {
 bool linear_fp8_gemv_norm_supported(const LinearGroupParams& g) {
   if (!g.norm.weight || reinterpret_cast<uintptr_t>(g.norm.weight) % 16 != 0 || !linear_fp8_gemv_group_supported(g))
     return false;
-  const int k512 = (g.p[0].k + 511) / 512 * 512;  // the largest per_split run_gemv_group picks
-  return gemv_norm_smem(gemv_mt(g.p[0].m), k512) <= size_t(kGemvNormSmemMax);
+  // The largest per_split run_gemv_group can pick: one split.
+  return gemv_norm_smem(gemv_mt(g.p[0].m), gemv_per_split(g.p[0].k, 1)) <= size_t(kGemvNormSmemMax);
 }
 
 size_t linear_fp8_gemv_group_partial(const LinearGroupParams& g) {
   int64_t blocks = 0, rows = 0;
   for (int s = 0; s < g.count; ++s) blocks += gemv_row_blocks(g.p[s].n), rows += g.p[s].n;
-  const int S = gemv_splits(g.p[0].m, blocks, g.p[0].k, g.norm.weight != nullptr);
+  const int S = gemv_group_splits(g, blocks);
   return size_t(S) * g.p[0].m * rows + gemv_norm_ss_elems(g, blocks, S);
 }
 

@@ -11,9 +11,8 @@ build=${GLM5_ASAN_BUILD:-build-asan}
 mkdir -p "$build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGLM5_SANITIZE=ON > "$build/cmake.log" 2>&1 \
   || { cat "$build/cmake.log"; exit 1; }
-# glm5prof (the CLI tests run it), then every CPU test executable as one target (glm5_cpu_tests, CMakeLists.txt): one
-# make each, so -j applies across the test sources (several --target goals were built one after the other).
-cmake --build "$build" -j"$(nproc)" --target glm5prof
+# Every CPU test executable and glm5prof as one target (glm5_cpu_tests, CMakeLists.txt): one make, so -j applies
+# across all their sources (several --target goals were built one after the other).
 cmake --build "$build" -j"$(nproc)" --target glm5_cpu_tests
 # protect_shadow_gap=0: the CUDA driver maps memory where ASan's shadow gap would be.
 # Leaks are findings too; tools/lsan.supp names the CUDA libraries whose own allocations are not ours.

@@ -545,25 +545,22 @@ LinearGroupParams DecodeEngine::group_params(const float* x, const std::vector<P
   return g;
 }
 
-bool DecodeEngine::group_norm_fusable(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm& norm) {
-  if (!cuda_ || !side_ || !opt_.gemv_fold || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || !norm.weight)
-    return false;
+DecodeEngine::GroupFold DecodeEngine::group_fold(const float* x, const std::vector<Proj>& projs, int m,
+                                                 const InputRmsNorm* norm, const std::vector<RopeParams>* ropes) {
+  GroupFold f;
+  if (!cuda_ || !opt_.gemv_fold || projs.empty() || projs.size() > size_t(kMaxLinearGroup)) return f;
   LinearGroupParams g = group_params(x, projs, m);
-  g.norm = norm;
-  return linear_group_norm_fused(g, launch_ctx());
-}
-
-bool DecodeEngine::group_rope_fusable(const float* x, const std::vector<Proj>& projs, int m,
-                                      const std::vector<RopeParams>& ropes) {
-  if (!cuda_ || !opt_.gemv_fold || projs.empty() || projs.size() > size_t(kMaxLinearGroup) || ropes.size() != projs.size())
-    return false;
-  LinearGroupParams g = group_params(x, projs, m);
-  for (size_t i = 0; i < ropes.size(); ++i) {
-    const RopeParams& r = ropes[i];
-    if (r.positions && (!r.interleave || r.offset % 2 != 0 || r.head_stride % 2 != 0)) return false;
-    g.rope[i] = r;
+  if (norm && norm->weight && side_) {
+    g.norm = *norm;
+    f.norm = linear_group_norm_fused(g, launch_ctx());
+    g.norm = {};
   }
-  return linear_group_gemv(g, launch_ctx());
+  if (ropes && ropes->size() == projs.size()) {
+    f.rope = linear_group_gemv(g, launch_ctx());
+    for (size_t i = 0; i < ropes->size(); ++i)
+      f.rope = f.rope && (!(*ropes)[i].positions || output_rope_foldable((*ropes)[i], g.p[i]));
+  }
+  return f;
 }
 
 void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
@@ -575,7 +572,7 @@ void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x,
     bytes += linear_weight_bytes(w) + double(m) * w.n * 4;
     flops += 2.0 * m * w.n * w.k;
   }
-  if (norm || ropes) {  // the caller checked group_norm_fusable / group_rope_fusable; one launch even for one projection
+  if (norm || ropes) {  // the caller checked group_fold; one launch even for one projection
     const int k = projs[0].w->k;
     bytes += double(m) * k * 4;
     if (norm) {
@@ -722,7 +719,7 @@ void DecodeEngine::attention(int l) {
   // EngineOptions::gemv_fold: attn.norm inside attn.qkv_a_proj; it then runs on the side stream only for the
   // indexer's weights_proj (side segment 0, off the main chain).
   const InputRmsNorm in_norm{L.input_norm, c.rms_norm_eps};
-  const bool fuse_in_norm = !xn_ready_ && group_norm_fusable(x, qkv_a, B, in_norm);
+  const bool fuse_in_norm = !xn_ready_ && group_fold(x, qkv_a, B, &in_norm, nullptr).norm;
   auto run_attn_norm = [&] {
     OpScope s(*tracer_, desc("attn.norm", l, double(B) * c.hidden_size * 8, 4.0 * B * c.hidden_size));
     NormParams p{x, L.input_norm, nullptr, xn, B, c.hidden_size, c.hidden_size, c.hidden_size, c.rms_norm_eps};
@@ -762,7 +759,16 @@ void DecodeEngine::attention(int l) {
   std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
   if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
   const InputRmsNorm q_norm{L.q_a_norm, c.mla_norm_eps};
-  const bool fuse_q_norm = group_norm_fusable(qa_.as<float>(), q_up, B, q_norm);
+  // EngineOptions::gemv_fold: the query heads' RoPE (and the indexer's) inside attn.q_up_proj too, where it runs as
+  // one GEMV (batch 1) and the RoPE is interleaved (GLM-5); attn.rope then launches nothing.
+  const RopeParams q_rope{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk,
+                          c.qk_nope_head_dim, R, c.rope_interleave, 1.f};
+  std::vector<RopeParams> q_ropes = {q_rope};
+  if (run_indexer)
+    q_ropes.push_back({idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
+                       c.indexer_rope_interleave, 1.f});
+  const GroupFold q_fold = group_fold(qa_.as<float>(), q_up, B, &q_norm, &q_ropes);
+  const bool fuse_q_norm = q_fold.norm, fuse_rope = q_fold.rope;
   {
     AttnPrologueParams p;
     p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
@@ -804,15 +810,6 @@ void DecodeEngine::attention(int l) {
     }
   }
   // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
-  // EngineOptions::gemv_fold: the query heads' RoPE (and the indexer's) inside attn.q_up_proj where it runs as one
-  // GEMV (batch 1) and the RoPE is interleaved (GLM-5); attn.rope then launches nothing.
-  const RopeParams q_rope{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk,
-                          c.qk_nope_head_dim, R, c.rope_interleave, 1.f};
-  std::vector<RopeParams> q_ropes = {q_rope};
-  if (run_indexer)
-    q_ropes.push_back({idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
-                       c.indexer_rope_interleave, 1.f});
-  const bool fuse_rope = group_rope_fusable(qa_.as<float>(), q_up, B, q_ropes);
   linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr,
                fuse_rope ? &q_ropes : nullptr);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first

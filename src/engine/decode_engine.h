@@ -70,10 +70,10 @@ struct EngineOptions {
   // latency-bound launches of 4-9 us each per layer (S13a). false: every op on the main stream, in order.
   bool overlap = true;
   // The side stream at the device's highest stream priority (cudaStreamCreateWithPriority; captured into the graph's
-  // kernel nodes): when a main-stream kernel has more CTAs than fit (attn.q_up_proj at batch 1: 1280 CTAs, ~800
-  // resident), the side stream's small kernels are scheduled before its pending CTAs instead of after them.
-  // Session 19's trace (S19e, batch 1 with gemv_fold): attn.indexer.weights_proj waited 16 us behind q_up's CTAs,
-  // the KV prologue after it, and attn.indexer.score for both. false: the default priority (tuning, A/B).
+  // kernel nodes), so that its small kernels are scheduled before a main-stream kernel's pending CTAs. Tried for
+  // session 19's trace (S19e, batch 1 with gemv_fold: attn.indexer.weights_proj waited 16 us behind q_up's CTAs):
+  // no effect (S19f: 17.70 / 17.68 ms with / without; the SMs were held by CTAs already parked in their PDL wait,
+  // which the GEMV's later trigger fixed instead). Kept on, harmless. false: the default priority (tuning, A/B).
   bool side_priority = true;
   // attn.o_proj on the FP8 tensor-core path (batch 2..64) launched with PDL (kernels/launch.cuh). Off by default:
   // with PDL its CTAs are scheduled while attn.v_unabsorb still holds the SMs, and the grid, sized to one wave of
@@ -202,17 +202,20 @@ class DecodeEngine {
     const Mat* w;
     float* y;
   };
-  // With `norm` (must then satisfy linear_group_norm_fused, see group_norm_fusable): x un-normalized, the RMSNorm
-  // folded into the GEMV (LinearGroupParams::norm).
-  // With `ropes` (one RopeParams per projection, positions null where none; must satisfy linear_group_gemv): the
-  // RoPE of each projection's output folded in (LinearGroupParams::rope).
+  // With `norm` (group_fold said it folds): x un-normalized, the RMSNorm folded into the GEMV
+  // (LinearGroupParams::norm). With `ropes` (one RopeParams per projection, positions null where none; group_fold
+  // said they fold): the RoPE of each projection's output folded in (LinearGroupParams::rope).
   void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
                     const InputRmsNorm* norm = nullptr, const std::vector<RopeParams>* ropes = nullptr);
   LinearGroupParams group_params(const float* x, const std::vector<Proj>& projs, int m) const;
-  // EngineOptions::gemv_fold: whether linear_group can fold `norm` into this group (CUDA, side stream, GEMV path).
-  bool group_norm_fusable(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm& norm);
-  // EngineOptions::gemv_fold: whether linear_group can fold these RoPEs into this group (CUDA, the GEMV path).
-  bool group_rope_fusable(const float* x, const std::vector<Proj>& projs, int m, const std::vector<RopeParams>& ropes);
+  // EngineOptions::gemv_fold: which of `norm` and `ropes` (either may be null) linear_group can fold into this
+  // group: the norm with CUDA, a side stream and linear_group_norm_fused; the RoPEs with CUDA, output_rope_foldable
+  // for each set one and linear_group_gemv.
+  struct GroupFold {
+    bool norm = false, rope = false;
+  };
+  GroupFold group_fold(const float* x, const std::vector<Proj>& projs, int m, const InputRmsNorm* norm,
+                       const std::vector<RopeParams>* ropes);
   static double linear_weight_bytes(const Mat& w);
   // On the side stream (call between side_begin / side_end): op `op` asks L2 for `fraction` of each matrix's
   // weight bytes (kernels/l2_prefetch.h). Returns false, launching nothing, without a side stream, at fraction 0,
