@@ -168,7 +168,9 @@ __device__ __forceinline__ void gate_up_fp8_tile(const MoeExpertsParams& p, int 
 }
 
 __global__ void __launch_bounds__(32 * kWarps, 2) moe_gate_up_fp8_kernel(MoeExpertsParams p, int pair0) {
-  pdl_begin();
+  pdl_wait();
+  // MoeExpertsParams::shared_late_trigger: the shared expert's stage lets its down kernel in at exit (implicitly).
+  if (!(p.shared_late_trigger && pair0 >= p.B * p.k)) pdl_launch_dependents();
   gate_up_fp8_tile(p, pair0 + blockIdx.x, blockIdx.y);  // pair0: MoeExpertsParams::Stage (shared pairs start at B*k)
 }
 

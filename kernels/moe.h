@@ -90,6 +90,14 @@ struct MoeExpertsParams {
   // way. Throws glm5::Error outside {0, 1}. (Session 16's register caps, 3 CTAs per SM, were slower in both
   // kernels, S16d and S17a, and were removed.)
   int down_early_loads = 1;
+  // Stage Shared of the per-token FP8 path (the shared expert on DecodeEngine's side stream, batch < 4): 1 (default)
+  // lets its down kernel's CTAs be scheduled only when the gate_up CTAs exit (no early
+  // griddepcontrol.launch_dependents); 0 lets them in at gate_up's start, as every other stage does. Why (S19g
+  // trace, GLM-5 batch 1): the early-admitted down CTAs (192, waiting in their PDL wait) and the gate_up CTAs (128)
+  // held all 264 slots of the 132 SMs while the routing ran on the main stream, so the routed experts' gate_up, the
+  // step's longest kernel, started ~2.7 us after the routing ended. The same bits either way. Throws glm5::Error
+  // outside {0, 1}.
+  int shared_late_trigger = 1;
   // Per-token FP8 path, routed pairs (stage All or Routed): non-null runs gate_up and down as ONE persistent launch
   // (moe_pair_fused_fp8_kernel; the combine stays a second launch). Scratch of moe_pair_sync_ints(B, k) ints (the
   // shared expert's pairs included),

@@ -112,6 +112,8 @@ void validate_moe_experts_params(const MoeExpertsParams& p, const char* op, bool
           where + "next_norm_weight and next_norm_out must be set together");
   require(p.down_early_loads == 0 || p.down_early_loads == 1,
           where + "down_early_loads = " + std::to_string(p.down_early_loads) + ", expected 1 (default) or 0");
+  require(p.shared_late_trigger == 0 || p.shared_late_trigger == 1,
+          where + "shared_late_trigger = " + std::to_string(p.shared_late_trigger) + ", expected 1 (default) or 0");
 }
 
 namespace {

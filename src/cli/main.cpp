@@ -335,6 +335,12 @@ int main(int argc, char** argv) {
                    "gate/up kernel (PDL). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-shared-late", po.moe_shared_late,
+                   "on | off: at batch < 4 with FP8 experts, the shared expert's down kernel (side stream) is admitted "
+                   "to the SMs only when its gate/up kernel's blocks exit, leaving slots for the routed experts. "
+                   "Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

@@ -950,6 +950,7 @@ void DecodeEngine::mlp(int l) {
     p.group = moe_group_.as<int32_t>();
     p.pair_out = moe_pair_out_.as<float>();
     p.down_early_loads = opt_.moe_down_early ? 1 : 0;
+    p.shared_late_trigger = opt_.moe_shared_late ? 1 : 0;
     p.pair_sync = moe_pair_sync_.as<int32_t>();  // null unless EngineOptions::moe_fused at batch < 4
     if (fuse_shared) {
       p.shared_gate_up = L.gate_up.p;

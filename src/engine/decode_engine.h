@@ -91,6 +91,10 @@ struct EngineOptions {
   // before the PDL wait (session 17: on). MoeExpertsParams::pair_sync (moe_fused): the routed pairs' gate_up and
   // down as one persistent launch (session 17; A/B). The same bits every way.
   bool moe_down_early = true;
+  // MoeExpertsParams::shared_late_trigger of the shared expert's stage on the side stream (batch < 4, FP8): its down
+  // kernel admitted only when its gate_up CTAs exit, so the routed experts' gate_up finds free SM slots (session 20).
+  // The same bits either way.
+  bool moe_shared_late = true;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.

@@ -45,7 +45,7 @@ struct RunOut {
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
-           bool moe_combine_norm = false, bool gemv_fold = true) {
+           bool moe_combine_norm = false, bool gemv_fold = true, bool moe_shared_late = true) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -61,6 +61,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.moe_fused = moe_fused;
   eo.moe_combine_norm = moe_combine_norm;
   eo.gemv_fold = gemv_fold;
+  eo.moe_shared_late = moe_shared_late;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -299,7 +300,8 @@ TEST(GraphGpu, SharedExpertAsideIsBitwiseTheFusedOne) {
 // the expert ids through L2 before waiting, relying on the routing grid having completed two launches back), and
 // gate_up + down as one persistent launch (EngineOptions::moe_fused: down tiles poll per-pair counters that the
 // gate_up tiles raise), and the combine computing the next layer's attn.norm / the final norm
-// (EngineOptions::moe_combine_norm: those ops then launch nothing). The logits are bitwise the reference's, eagerly and from the graph, side stream on and off,
+// (EngineOptions::moe_combine_norm: those ops then launch nothing). The reference also admits the side stream's shared-expert
+// down kernel at its gate_up's start (EngineOptions::moe_shared_late off; the forms run the default, on). The logits are bitwise the reference's, eagerly and from the graph, side stream on and off,
 // over 3 steps (the fused launch's sync words must return to zero between launches for the later steps to match).
 TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
@@ -309,7 +311,7 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
   for (bool overlap : {false, true}) {
     // gemv_fold off: the combine's norm form leaves attn.norm unfused where the default would fold it into the
     // qkv_a GEMV (a different fp32 order), and this test is about bits.
-    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false, false, false);
+    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, 1, false, false, false, false, false);
     auto kernels_of = [](const RunOut& r, const char* op) {
       int n = 0;
       for (const Activity& a : r.timeline.activities) n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op;

@@ -185,6 +185,19 @@ TEST(MoeExperts, HandChecked) {
       EXPECT_NE(std::string(e.what()).find("down_early_loads = " + std::to_string(bad)), std::string::npos) << e.what();
     }
   }
+  p.down_early_loads = 1;
+  p.shared_late_trigger = 0;  // the shared stage's down kernel admitted early / late: nothing else changes
+  EXPECT_NO_THROW(moe_experts_cpu(p));
+  for (int bad : {2, -1}) {
+    p.shared_late_trigger = bad;
+    try {
+      moe_experts_cpu(p);
+      ADD_FAILURE() << "shared_late_trigger = " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("shared_late_trigger = " + std::to_string(bad)), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(MoeExperts, RandomBf16AgainstDouble) {
