@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "kernels/moe.h"
+#include "kernels/moe_route.cuh"
 #include "kernels/kv_cast.cuh"
 #include "kernels/kv_layout.h"
 #include "kernels/fp8_dot.cuh"
@@ -26,6 +27,8 @@
 namespace glm5 {
 
 namespace {
+
+using namespace moe_route_dev;
 
 constexpr int kWarps = 8;              // warps per block of the expert kernels
 constexpr int kGateUpRowsPerWarp = 2;  // inter rows per warp (each row: a gate and an up dot product)
@@ -379,30 +382,6 @@ __global__ void moe_down_kernel(MoeExpertsParams p) {
   }
 }
 
-// Largest value across the warp, ties to the lower index; every lane gets (value, index).
-__device__ void warp_argmax(float& v, int& i) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-    const int oi = __shfl_xor_sync(0xffffffffu, i, off);
-    if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
-  }
-}
-
-// Top-2 bookkeeping of the group scores (both route kernels): top2_add folds one value into (first, second);
-// top2_merge_lanes merges the lists of lanes that differ in the bits below `lanes` (a power of two) by
-// shuffles: the top-2 of the union of two top-2 lists, order-free, so every lane ends with its lanes' top 2.
-__device__ __forceinline__ void top2_add(float c, float& first, float& second) {
-  if (c > first) { second = first; first = c; }
-  else if (c > second) second = c;
-}
-__device__ __forceinline__ void top2_merge_lanes(float& first, float& second, int lanes) {
-  for (int off = 1; off < lanes; off <<= 1) {
-    const float of = __shfl_xor_sync(0xffffffffu, first, off), os = __shfl_xor_sync(0xffffffffu, second, off);
-    second = fmaxf(fminf(first, of), fmaxf(second, os));
-    first = fmaxf(first, of);
-  }
-}
-
 // One block of kRouteThreads per token (was one warp: 10.9 us per call at GLM-5 batch 1 on the H200,
 // ~0.8 ms per step, latency of serial loops over 256 experts). Shared: score[E], choice[E] (masked in
 // place), group_score[n_group]. Same picks and weights as the CPU twin: a group's score is the sum of
@@ -484,88 +463,13 @@ __global__ void __launch_bounds__(kRouteThreads) moe_route_kernel(MoeRouteParams
 }
 
 
-// One warp per token with the choice scores in registers: lane l holds experts [l P, l P + P), P = E / 32
-// <= 8 (GLM-5 / DeepSeek-V3: 256 experts, P = 8). The block-wide kernel above spends two barriers per pick
-// (k = 8: 16 of them); here a pick is a local argmax over P registers and a warp argmax. Groups (n_group >
-// 1) need each group on whole lanes (group_size % P == 0) and a power-of-two lane count per group; the
-// group's top-2 is merged across its lanes by shuffles. Same picks and weights as the CPU twin (ties to
-// the lower index, the weight sum in pick order, NaN choices as -inf like the block kernel), and a
-// taken expert is a bit in a mask (the block kernel marks it +inf in place, so it could never pick an
-// expert whose choice score is +inf itself; the CPU twin can).
+// One warp per token (route_token_warp in moe_route.cuh).
 template <int P>
 __global__ void __launch_bounds__(32) moe_route_warp_kernel(MoeRouteParams p) {
   pdl_begin();
-  const int b = blockIdx.x, lane = threadIdx.x;
-  const float* logits = p.logits + size_t(b) * p.E + lane * P;
-  float score[P], choice[P];
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
-    score[i] = 1.0f / (1.0f + expf(-logits[i]));
-    choice[i] = score[i] + p.bias[lane * P + i];
-    if (isnan(choice[i])) choice[i] = -INFINITY;
-  }
-  if (p.n_group > 1) {
-    const int group_size = p.E / p.n_group, lanes = group_size / P, g = lane * P / group_size;
-    float first = -INFINITY, second = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < P; ++i) top2_add(choice[i], first, second);
-    top2_merge_lanes(first, second, lanes);
-    const float group_score = first + second;  // validated: >= 2 experts per group
-    bool kept = false;
-    for (int t = 0; t < p.topk_group; ++t) {
-      float v = kept ? -INFINITY : group_score;
-      int idx = kept ? 0x7fffffff : g;  // a kept group loses every tie, even against -inf
-      warp_argmax(v, idx);
-      kept = kept || idx == g;
-    }
-    if (!kept)
-#pragma unroll
-      for (int i = 0; i < P; ++i) choice[i] = -INFINITY;  // HF masked_fill(~mask, -inf)
-  }
-  unsigned taken = 0;
-  int my_id = 0;
-  float my_w = 0.f, weight_sum = 0.f;
-  for (int j = 0; j < p.k; ++j) {
-    float v = -INFINITY;
-    int idx = 0x7fffffff;
-#pragma unroll
-    for (int i = 0; i < P; ++i)
-      if (!(taken >> i & 1u) && (choice[i] > v || idx == 0x7fffffff)) { v = choice[i]; idx = lane * P + i; }
-    warp_argmax(v, idx);
-    const int owner = idx / P, slot = idx % P;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < P; ++i)
-      if (i == slot) s = score[i];
-    s = __shfl_sync(0xffffffffu, s, owner);
-    if (lane == owner) taken |= 1u << slot;
-    if (lane == j) {
-      my_id = idx;
-      my_w = s;
-    }
-    weight_sum += s;  // every lane, in pick order (the CPU twin's order)
-  }
-  if (lane < p.k) {
-    float w = my_w;
-    if (p.norm_topk_prob) w /= (weight_sum + 1e-20f);
-    p.topk_ids[size_t(b) * p.k + lane] = my_id;
-    p.topk_weights[size_t(b) * p.k + lane] = w * p.routed_scaling_factor;
-  }
-}
-
-// The experts-per-lane count moe_route_warp_kernel runs with for `p`, or 0 where it does not apply
-// (moe_route_cuda has already required B > 0 and k <= 32, one lane per pick).
-int route_warp_p(const MoeRouteParams& p) {
-  if (p.E % 32 != 0 || p.E > 256) return 0;
-  const int P = p.E / 32;
-  if (P != 1 && P != 2 && P != 4 && P != 8) return 0;
-  if (p.n_group > 1) {
-    const int group_size = p.E / p.n_group;
-    if (group_size % P != 0) return 0;
-    const int lanes = group_size / P;
-    if (lanes > 32 || (lanes & (lanes - 1)) != 0) return 0;
-  }
-  return P;
+  const int b = blockIdx.x;
+  const float* logits = p.logits + size_t(b) * p.E;
+  route_token_warp<P>(p, b, [&](int i) { return logits[i]; });
 }
 
 // ---- expert-grouped path ----

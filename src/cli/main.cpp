@@ -341,6 +341,11 @@ int main(int argc, char** argv) {
                    "Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-gate-fused", po.moe_gate_fused,
+                   "on | off: at batch <= 4 (MoE layers, BF16 router), mlp.norm, moe.router and moe.route as one "
+                   "launch (op moe.router). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

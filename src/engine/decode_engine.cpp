@@ -16,6 +16,7 @@
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
 #include "kernels/moe.h"
+#include "kernels/moe_gate.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
 #include "engine/comm.h"
@@ -378,6 +379,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     };
     if (opt.batch < kMoeGroupMinTokens && opt.moe_combine_norm)  // MoeExpertsParams::combine_counters
       moe_combine_counters_ = zeroed_ints(B, "MoE combine + next norm counters");
+    if (opt.batch <= 4 && opt.moe_gate_fused) moe_gate_counter_ = zeroed_ints(1, "MoE gate counter");
     if (opt.batch < kMoeGroupMinTokens && opt.moe_fused)  // MoeExpertsParams::pair_sync
       moe_pair_sync_ = zeroed_ints(moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok)),
                                    "MoE fused pair-path sync words");
@@ -927,10 +929,21 @@ void DecodeEngine::mlp(int l) {
   const int B = opt_.batch, Hd = c.hidden_size;
   float* x = x_.as<float>();
   float* xn = xn_.as<float>();
-  {
+  const NormParams norm{x, L.post_norm, nullptr, xn, B, Hd, Hd, Hd, c.rms_norm_eps};
+  // EngineOptions::moe_gate_fused: mlp.norm, moe.router and moe.route as one launch (kernels/moe_gate.h).
+  MoeGateParams gate;
+  if (L.moe) {
+    gate.norm = norm;
+    gate.router = linear_params(xn, L.router, router_logits_.as<float>(), B, false);
+    gate.route = {router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B,
+                  c.n_routed_experts, c.num_experts_per_tok, c.n_group, c.topk_group, c.norm_topk_prob,
+                  c.routed_scaling_factor};
+    gate.counter = moe_gate_counter_.data() ? moe_gate_counter_.as<int32_t>() : nullptr;
+  }
+  const bool fused_gate = L.moe && cuda_ && opt_.moe_gate_fused && moe_gate_fusable(gate);
+  if (!fused_gate) {
     OpScope s(*tracer_, desc("mlp.norm", l, double(B) * Hd * 8, 4.0 * B * Hd));
-    NormParams p{x, L.post_norm, nullptr, xn, B, Hd, Hd, Hd, c.rms_norm_eps};
-    GLM5_RUN(rmsnorm, p);
+    GLM5_RUN(rmsnorm, norm);
   }
   const char* pre = L.moe ? "moe.shared" : "mlp";
   const int inter = L.gate_up.n / 2;
@@ -985,6 +998,12 @@ void DecodeEngine::mlp(int l) {
     // combine waits for both (MoeExpertsParams::Stage: the same bits as one launch sequence).
     const bool shared_aside = fuse_shared && side_;
     const double shared_bytes = 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert's weights, read once
+    if (fused_gate) {  // before the fork below: the shared expert reads the xn it writes
+      const double router_bytes = linear_weight_bytes(L.router) + double(B) * Hd * 4 + double(B) * E * 4;
+      OpScope s(*tracer_, desc("moe.router", l, double(B) * Hd * 8 + router_bytes + double(B) * K * 8,
+                               4.0 * B * Hd + 2.0 * B * E * Hd));
+      moe_gate_cuda(gate, launch_);
+    }
     if (shared_aside) {
       side_begin();
       {
@@ -995,12 +1014,10 @@ void DecodeEngine::mlp(int l) {
       }
       side_end(0);
     }
-    linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
-    {
+    if (!fused_gate) {
+      linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
       OpScope s(*tracer_, desc("moe.route", l, double(B) * E * 4, 0));
-      MoeRouteParams rp{router_logits_.as<float>(), L.router_bias, topk_ids_.as<int32_t>(), topk_w_.as<float>(), B, E,
-                        K, c.n_group, c.topk_group, c.norm_topk_prob, c.routed_scaling_factor};
-      GLM5_RUN(moe_route, rp);
+      GLM5_RUN(moe_route, gate.route);
     }
     {
       // Expected share of the B*K routed slots on this rank's experts: 1 / tp. Weight bytes: each distinct

@@ -95,6 +95,10 @@ struct EngineOptions {
   // kernel admitted only when its gate_up CTAs exit, so the routed experts' gate_up finds free SM slots (session 20).
   // The same bits either way.
   bool moe_shared_late = true;
+  // CUDA, batch <= 4, MoE layers: mlp.norm, moe.router and moe.route as one launch (kernels/moe_gate.h, op moe.router;
+  // mlp.norm and moe.route then launch nothing) where moe_gate_fusable holds (the BF16 router GEMV). The same bits
+  // (session 20). false: three launches.
+  bool moe_gate_fused = true;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.
@@ -284,6 +288,7 @@ class DecodeEngine {
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
   Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;
+  Buffer moe_gate_counter_;  // MoeGateParams::counter (EngineOptions::moe_gate_fused)
   // CUDA MoE scratch (MoeExpertsParams): group (batch >= 4), pair_out (every batch), pair_sync (--moe-fused) and
   // combine_counters (--moe-combine-norm) below batch 4
 };

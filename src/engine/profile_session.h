@@ -55,6 +55,7 @@ struct ProfileOptions {
   std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"
   std::string moe_down_early = "on";           // EngineOptions::moe_down_early: "on" / "off"
   std::string moe_shared_late = "on";          // EngineOptions::moe_shared_late: "on" / "off"
+  std::string moe_gate_fused = "on";           // EngineOptions::moe_gate_fused: "on" / "off"
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
   std::string moe_combine_norm = "off";        // EngineOptions::moe_combine_norm: "on" / "off"
   std::string side_priority = "on";            // EngineOptions::side_priority: "on" / "off"

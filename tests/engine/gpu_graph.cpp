@@ -45,7 +45,8 @@ struct RunOut {
 // captured during the warm-up.
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
-           bool moe_combine_norm = false, bool gemv_fold = true, bool moe_shared_late = true) {
+           bool moe_combine_norm = false, bool gemv_fold = true, bool moe_shared_late = true,
+           bool moe_gate_fused = true) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -62,6 +63,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.moe_combine_norm = moe_combine_norm;
   eo.gemv_fold = gemv_fold;
   eo.moe_shared_late = moe_shared_late;
+  eo.moe_gate_fused = moe_gate_fused;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
@@ -335,6 +337,46 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
         }
       }
   }
+}
+
+// EngineOptions::moe_gate_fused (the default): mlp.norm, moe.router and moe.route of a MoE layer as one launch
+// (kernels/moe_gate.h) at batch <= 4. The logits are bitwise the three launches', eagerly and from the graph, with and
+// without the side stream, at batch 1 (FP8 experts: the per-token path with the shared expert on the side stream) and
+// batch 4 (BF16: the grouped path); in the MoE layers mlp.norm and moe.route launch nothing and moe.router one kernel.
+TEST(GraphGpu, MoeGateFusedIsBitwiseTheThreeLaunches) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w8 = fp8_device_weights(cfg, 6), w16 = small_weights(cfg);
+  auto kernels_of = [](const RunOut& r, const char* op, int layer) {
+    int n = 0;
+    for (const Activity& a : r.timeline.activities)
+      n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op && a.layer == layer;
+    return n;
+  };
+  for (int B : {1, 4})
+    for (bool overlap : {false, true}) {
+      const Weights& w = B == 1 ? w8 : w16;
+      const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, overlap, B, true, false, false, true, true, false);
+      EXPECT_EQ(kernels_of(base, "moe.route", 1), 3);  // 3 steps
+      for (bool graph : {false, true}) {
+        const RunOut fused = run(cfg, w, KvPath::Fp8, graph, graph, 3, overlap, B, true, false, false, true, true, true);
+        const std::string name = "B " + std::to_string(B) + (graph ? ", graph" : ", eager") +
+                                 (overlap ? ", side stream" : ", one stream");
+        ASSERT_EQ(base.logits.size(), fused.logits.size());
+        for (size_t s = 0; s < base.logits.size(); ++s) {
+          ASSERT_EQ(base.logits[s].size(), fused.logits[s].size());
+          EXPECT_EQ(std::memcmp(base.logits[s].data(), fused.logits[s].data(), base.logits[s].size() * 4), 0)
+              << name << ", step " << s;
+        }
+        for (int layer : {1, 2}) {  // the MoE layers (layer 0 is dense: its mlp.norm stays)
+          EXPECT_EQ(kernels_of(fused, "mlp.norm", layer), 0) << name;
+          EXPECT_EQ(kernels_of(fused, "moe.route", layer), 0) << name;
+          EXPECT_EQ(kernels_of(fused, "moe.router", layer), 3) << name;
+        }
+        EXPECT_EQ(kernels_of(fused, "mlp.norm", 0), 3) << name;
+      }
+    }
 }
 
 // EngineOptions::gemv_fold (the default): at batch 1 with FP8 weights and the side stream, attn.norm and
