@@ -6,7 +6,8 @@
 // every CTA normalizes the B rows of x itself (norm.cuh's vector path: the standalone kernel's arithmetic) into
 // shared memory; CTA 0 also writes them to norm.y for the experts. Then the dot products, the logits written, and
 // the last CTA to count itself in (a gpu-scope fence, then an atomic on `counter`) routes each token with one warp
-// (moe_route.cuh's body, the logits read through L2: other CTAs wrote them) and resets the counter.
+// (moe_route.cuh's route_token_block, the rank form; the logits read through L2: other CTAs wrote them) and resets
+// the counter.
 // Bytes: E * hidden * 2 (router) + B * hidden * 4 * (64 CTAs reading x, mostly from L2) + writes; negligible FLOPs.
 #include <algorithm>
 #include <cstdint>
@@ -32,13 +33,16 @@ constexpr int kStep = kGemvThreads * 8;                 // columns per step (204
 constexpr int kMaxSteps = 4;                            // k <= 8192: every weight load before the wait
 constexpr int kMaxThreads = 512;                        // rmsnorm_vec_threads(8192)
 constexpr int kMaxTokens = 4;
+constexpr int kMaxExperts = 256;  // the routing's shared scratch (moe_gate_fusable: route_warp_p's E <= 256)
 
-template <int MT, int P>
+template <int MT>
 __global__ void __launch_bounds__(kMaxThreads) moe_gate_kernel(MoeGateParams p, int norm_threads) {
   extern __shared__ float4 xs4[];  // [B][hidden] the normalized rows
   float* xs = reinterpret_cast<float*>(xs4);
   __shared__ float red[kWarps][kRows][MT];
   __shared__ int last;
+  __shared__ float score[kMaxExperts], choice[kMaxExperts], gscore[kMaxExperts / 2];  // the routing's scratch
+  __shared__ int picks[32];
   const LinearParams& q = p.router;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int r0 = blockIdx.x * kRows, ldw = q.w_stride(), c0 = tid * 8;
@@ -113,23 +117,15 @@ __global__ void __launch_bounds__(kMaxThreads) moe_gate_kernel(MoeGateParams p, 
   __syncthreads();
   if (!last) return;
   __threadfence();  // every other CTA's logits are visible from here (they counted after their fences)
-  if (warp < p.route.B) {
-    const float* logits = p.route.logits + size_t(warp) * p.route.E;
-    moe_route_dev::route_token_warp<P>(p.route, warp, [&](int i) { return __ldcg(logits + i); });
+  for (int b = 0; b < p.route.B; ++b) {  // the block-wide rank form (route_token_block: ~1 us, not ~2-4 per token)
+    const float* logits = p.route.logits + size_t(b) * p.route.E;
+    moe_route_dev::route_token_block(p.route, b, [&](int i) { return __ldcg(logits + i); }, score, choice, gscore,
+                                     picks);
   }
   if (tid == 0) *p.counter = 0;  // for the next launch (all CTAs have counted)
 }
 
 using GateKernel = void (*)(MoeGateParams, int);
-template <int MT>
-GateKernel gate_kernel_for_p(int P) {
-  switch (P) {
-    case 1: return moe_gate_kernel<MT, 1>;
-    case 2: return moe_gate_kernel<MT, 2>;
-    case 4: return moe_gate_kernel<MT, 4>;
-    default: return moe_gate_kernel<MT, 8>;
-  }
-}
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
@@ -148,7 +144,7 @@ bool moe_gate_fusable(const MoeGateParams& p) {
   const int B = n.rows;
   return B <= kMaxTokens && norm_dev::rmsnorm_vec_ok(n, kMaxThreads) && n.x_stride == n.dim &&
          !overlaps(n.x, size_t(B) * n.dim * 4, n.y, size_t(B) * n.dim * 4) && linear_bf16_gemv_preferred(p.router) &&
-         p.router.k <= kMaxSteps * kStep && p.route.k <= 32 && moe_route_dev::route_warp_p(p.route) != 0 &&
+         p.router.k <= kMaxSteps * kStep && p.route.k <= 32 && p.route.E <= kMaxExperts &&
          size_t(B) * n.dim * 4 <= 227 * 1024 && p.counter != nullptr;
 }
 
@@ -156,15 +152,16 @@ void moe_gate_cuda(const MoeGateParams& p, cudaStream_t stream) {
   validate_moe_gate_params(p, "moe_gate_cuda");
   require(moe_gate_fusable(p),
           "moe_gate_cuda: MoeGateParams not fusable (needs B <= 4, dim % 4 == 0 and <= 8192 with aligned, contiguous, "
-          "non-overlapping rows, a BF16 router GEMV, E a multiple of 32 up to 256, k <= 32, a counter); got B = " +
+          "non-overlapping rows, a BF16 router GEMV, E <= 256, k <= 32, a counter); got B = " +
               std::to_string(p.norm.rows) + ", dim = " + std::to_string(p.norm.dim) + ", E = " +
               std::to_string(p.route.E));
-  const int B = p.norm.rows, P = moe_route_dev::route_warp_p(p.route);
+  const int B = p.norm.rows;
   const int norm_threads = norm_dev::rmsnorm_vec_threads(p.norm.dim);
   const int threads = std::max(kGemvThreads, norm_threads);
   const size_t smem = size_t(B) * p.norm.dim * 4;
-  GateKernel k = B == 1 ? gate_kernel_for_p<1>(P) : B == 2 ? gate_kernel_for_p<2>(P) : gate_kernel_for_p<4>(P);
-  if (smem > 48 * 1024) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  GateKernel k = B == 1 ? moe_gate_kernel<1> : B == 2 ? moe_gate_kernel<2> : moe_gate_kernel<4>;
+  // (the static scratch counts against the 48 KiB default too: B 2 at GLM-5 is 48 KiB dynamic alone)
+  if (smem > 32 * 1024) CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   launch_kernel(k, (p.router.n + kRows - 1) / kRows, threads, smem, stream, p, norm_threads);
   CUDA_CHECK_LAUNCH();
 }

@@ -102,6 +102,72 @@ __device__ __forceinline__ void route_token_warp(const MoeRouteParams& p, int b,
   }
 }
 
+// Block-wide routing of token b by ranks (every thread of the block calls it; blockDim.x >= 32 and >= n_group),
+// for a block that has its logits at hand (moe_gate.cu's last CTA). The warp body above picks the k experts one
+// after the other, each pick a warp argmax (~15 dependent shuffles): ~2 us of latency per token on the H200. Here
+// thread e computes its expert's rank in the total order the picks follow (masked choice descending, ties to the
+// lower index; no NaN: NaN choices are -inf) by comparing against all E choices in shared memory, and rank r < k
+// is pick r: the same ids in the same order. Groups likewise: a group's score is the sum of its top-2 choices
+// (top2_add / top2_merge_lanes, order-free: the same sum as the warp body's), kept when its rank among the group
+// scores is below topk_group (a group score is NaN only when a bias is infinite; the ranks then may differ from
+// the serial picks). Weights: the scores of the picks summed in pick order, as the warp body and the CPU twin do.
+// Scratch: score, choice [E], gscore [n_group], picks [k] in shared memory. Ends with a barrier.
+template <class Logit>
+__device__ void route_token_block(const MoeRouteParams& p, int b, Logit logit, float* score, float* choice,
+                                  float* gscore, int* picks) {
+  const int tid = threadIdx.x, nt = blockDim.x, lane = tid % 32, warp = tid / 32;
+  for (int e = tid; e < p.E; e += nt) {
+    const float s = 1.0f / (1.0f + expf(-logit(e)));
+    float c = s + p.bias[e];
+    if (isnan(c)) c = -INFINITY;
+    score[e] = s;
+    choice[e] = c;
+  }
+  __syncthreads();
+  if (p.n_group > 1) {
+    const int group_size = p.E / p.n_group;
+    for (int g = warp; g < p.n_group; g += nt / 32) {
+      float first = -INFINITY, second = -INFINITY;
+      for (int e = g * group_size + lane; e < (g + 1) * group_size; e += 32) top2_add(choice[e], first, second);
+      top2_merge_lanes(first, second, 32);
+      if (lane == 0) gscore[g] = first + second;  // validated: >= 2 experts per group
+    }
+    __syncthreads();
+    bool drop = false;  // thread g < n_group: whether group g is dropped
+    if (tid < p.n_group) {
+      const float v = gscore[tid];
+      int rank = 0;
+      for (int j = 0; j < p.n_group; ++j) rank += gscore[j] > v || (gscore[j] == v && j < tid);
+      drop = rank >= p.topk_group;
+    }
+    __syncthreads();  // every rank read gscore
+    if (tid < p.n_group) gscore[tid] = drop ? 1.f : 0.f;
+    __syncthreads();
+    for (int e = tid; e < p.E; e += nt)
+      if (gscore[e / group_size] != 0.f) choice[e] = -INFINITY;  // HF masked_fill(~mask, -inf)
+    __syncthreads();
+  }
+  for (int e = tid; e < p.E; e += nt) {
+    const float v = choice[e];
+    int rank = 0;
+    for (int j = 0; j < p.E && rank < p.k; j += 32) {  // stop once k choices rank above: not a pick
+      const int end = min(j + 32, p.E);
+      for (int i = j; i < end; ++i) rank += choice[i] > v || (choice[i] == v && i < e);
+    }
+    if (rank < p.k) picks[rank] = e;
+  }
+  __syncthreads();
+  if (tid < p.k) {
+    float weight_sum = 0.f;
+    for (int j = 0; j < p.k; ++j) weight_sum += score[picks[j]];  // pick order (the warp body's, the CPU twin's)
+    float w = score[picks[tid]];
+    if (p.norm_topk_prob) w /= (weight_sum + 1e-20f);
+    p.topk_ids[size_t(b) * p.k + tid] = picks[tid];
+    p.topk_weights[size_t(b) * p.k + tid] = w * p.routed_scaling_factor;
+  }
+  __syncthreads();  // the scratch may be reused for the next token
+}
+
 // The experts-per-lane count route_token_warp runs with for `p`, or 0 where it does not apply (the callers
 // have already required B > 0 and k <= 32, one lane per pick).
 inline int route_warp_p(const MoeRouteParams& p) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 20, call S20b: the fused MoE gate (kernels/moe_gate.h, profile --moe-gate-fused on|off): mlp.norm, moe.router
+# Session 20, calls S20b and S20c (the same script; S20c after moving the shared expert's fork before the gate, with its own
+# mlp.norm on the side stream, and the rank-form routing): the fused MoE gate (kernels/moe_gate.h, profile --moe-gate-fused on|off): mlp.norm, moe.router
 # and moe.route as one launch at batch <= 4. Predicted: the chain from attn.o_proj's end to the routed experts' start
 # drops from ~11.6 us (S20a trace) to ~5 us per MoE layer, -0.3 to -0.5 ms per batch-1 step.
 #  tests: kernels_gpu_moe_gate (bitwise against the three launches, GLM-5 / DeepSeek-V3 shapes, B 1-4),
@@ -10,7 +11,7 @@
 #        engine_gpu_fp8_weights engine_gpu_golden; .device/shared as in S19a; run `bash THIS`, carry [".device"]
 set -u
 . tools/device_round_lib.sh
-device_round_begin s20b
+device_round_begin ${TAG_OVERRIDE:-s20b}
 export GLM5_BINARY_DIR=$BIN
 for t in kernels_gpu_moe_gate kernels_gpu_moe engine_gpu_fp8_weights engine_gpu_golden; do
   timeout 240 $BIN/$t > $W/$t.log 2>&1

@@ -379,7 +379,10 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     };
     if (opt.batch < kMoeGroupMinTokens && opt.moe_combine_norm)  // MoeExpertsParams::combine_counters
       moe_combine_counters_ = zeroed_ints(B, "MoE combine + next norm counters");
-    if (opt.batch <= 4 && opt.moe_gate_fused) moe_gate_counter_ = zeroed_ints(1, "MoE gate counter");
+    if (opt.batch <= 4 && opt.moe_gate_fused) {
+      moe_gate_counter_ = zeroed_ints(1, "MoE gate counter");
+      xn_side_ = fl(B * c.hidden_size, "side-stream MLP norm");
+    }
     if (opt.batch < kMoeGroupMinTokens && opt.moe_fused)  // MoeExpertsParams::pair_sync
       moe_pair_sync_ = zeroed_ints(moe_pair_sync_ints(int(B), std::max(1, c.num_experts_per_tok)),
                                    "MoE fused pair-path sync words");
@@ -998,21 +1001,34 @@ void DecodeEngine::mlp(int l) {
     // combine waits for both (MoeExpertsParams::Stage: the same bits as one launch sequence).
     const bool shared_aside = fuse_shared && side_;
     const double shared_bytes = 3.0 * Hd * I * dsize(L.e_dt);  // the shared expert's weights, read once
-    if (fused_gate) {  // before the fork below: the shared expert reads the xn it writes
+    auto run_gate = [&] {
       const double router_bytes = linear_weight_bytes(L.router) + double(B) * Hd * 4 + double(B) * E * 4;
       OpScope s(*tracer_, desc("moe.router", l, double(B) * Hd * 8 + router_bytes + double(B) * K * 8,
                                4.0 * B * Hd + 2.0 * B * E * Hd));
       moe_gate_cuda(gate, launch_);
-    }
+    };
+    // With the fused gate the shared expert does not wait for it: the side stream runs its own copy of mlp.norm
+    // (the same bits, into xn_side_) right after attn.o_proj, so the shared expert's weights stream while the gate
+    // runs (S20b: forked after the gate instead, the shared expert's CTAs found the SMs full of the routed experts'
+    // and ran ~40 us later, after them: +0.4 ms per step).
+    if (fused_gate && !shared_aside) run_gate();
     if (shared_aside) {
       side_begin();
+      MoeExpertsParams ps = p;
+      if (fused_gate) {
+        OpScope s(*tracer_, desc("mlp.norm", l, double(B) * Hd * 8, 4.0 * B * Hd));
+        NormParams side_norm = norm;
+        side_norm.y = xn_side_.as<float>();
+        GLM5_RUN(rmsnorm, side_norm);
+        ps.x = side_norm.y;
+      }
       {
         OpScope s(*tracer_, desc("moe.shared", l, shared_bytes + double(B) * Hd * 4, 2.0 * 3.0 * B * Hd * I));
-        MoeExpertsParams ps = p;
         ps.stage = MoeExpertsParams::Stage::Shared;
         GLM5_RUN(moe_experts, ps);
       }
       side_end(0);
+      if (fused_gate) run_gate();
     }
     if (!fused_gate) {
       linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);

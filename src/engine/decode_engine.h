@@ -289,6 +289,7 @@ class DecodeEngine {
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
   Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;
   Buffer moe_gate_counter_;  // MoeGateParams::counter (EngineOptions::moe_gate_fused)
+  Buffer xn_side_;  // the side stream's copy of mlp.norm for the shared expert (EngineOptions::moe_gate_fused)
   // CUDA MoE scratch (MoeExpertsParams): group (batch >= 4), pair_out (every batch), pair_sync (--moe-fused) and
   // combine_counters (--moe-combine-norm) below batch 4
 };

@@ -342,7 +342,8 @@ TEST(GraphGpu, MoePairFormsAreBitwiseTheWaitingOnes) {
 // EngineOptions::moe_gate_fused (the default): mlp.norm, moe.router and moe.route of a MoE layer as one launch
 // (kernels/moe_gate.h) at batch <= 4. The logits are bitwise the three launches', eagerly and from the graph, with and
 // without the side stream, at batch 1 (FP8 experts: the per-token path with the shared expert on the side stream) and
-// batch 4 (BF16: the grouped path); in the MoE layers mlp.norm and moe.route launch nothing and moe.router one kernel.
+// batch 4 (BF16: the grouped path); in the MoE layers moe.route launches nothing, moe.router one kernel, and mlp.norm
+// nothing, except beside the shared expert on the side stream (batch 1 with it: its own copy, off the main chain).
 TEST(GraphGpu, MoeGateFusedIsBitwiseTheThreeLaunches) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
@@ -370,7 +371,7 @@ TEST(GraphGpu, MoeGateFusedIsBitwiseTheThreeLaunches) {
               << name << ", step " << s;
         }
         for (int layer : {1, 2}) {  // the MoE layers (layer 0 is dense: its mlp.norm stays)
-          EXPECT_EQ(kernels_of(fused, "mlp.norm", layer), 0) << name;
+          EXPECT_EQ(kernels_of(fused, "mlp.norm", layer), B == 1 && overlap ? 3 : 0) << name;
           EXPECT_EQ(kernels_of(fused, "moe.route", layer), 0) << name;
           EXPECT_EQ(kernels_of(fused, "moe.router", layer), 3) << name;
         }
