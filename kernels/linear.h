@@ -123,6 +123,9 @@ struct LinearGroupParams {
   // adjacent columns), offset and head_stride even, p[s].accumulate false. GPU: the FP8 GEMV without a k split
   // (linear_group_gemv); at GLM-5 batch 1 the query heads' and the indexer's query heads' RoPE in attn.q_up_proj.
   RopeParams rope[kMaxLinearGroup] = {};
+  // With norm on the GPU (the NORM GEMV): true lets the next grid on the stream (PDL) be scheduled only when this
+  // grid's CTAs exit, not after each CTA's main loop. Scheduling only; the same results.
+  bool admit_next_at_exit = false;
 };
 // Whether `r` can be LinearGroupParams::rope of projection `p` (the shape and pairing rules above; r's own fields
 // are checked by validate_rope_params). The engine asks it before folding; validate_linear_group requires it.

@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
     }
     if (base + 32 * 16 * U < c_hi) load(base + 32 * 16 * U);
   }
-  if constexpr (NORM) pdl_launch_dependents();
+  if constexpr (NORM)
+    if (!g.admit_next_at_exit) pdl_launch_dependents();  // LinearGroupParams::admit_next_at_exit: at exit instead
 #pragma unroll
   for (int t = 0; t < MT; ++t) {  // NORM without a split: scaled by 1 / rms of the token's row (the range is all of k)
     const float scale = NORM && !part ? gemv_inv_rms(ssq[t], p.k, g.norm.eps) : 1.f;

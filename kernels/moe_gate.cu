@@ -41,7 +41,8 @@ __global__ void __launch_bounds__(kMaxThreads) moe_gate_kernel(MoeGateParams p, 
   float* xs = reinterpret_cast<float*>(xs4);
   __shared__ float red[kWarps][kRows][MT];
   __shared__ int last;
-  __shared__ float score[kMaxExperts], choice[kMaxExperts], gscore[kMaxExperts / 2];  // the routing's scratch
+  __shared__ __align__(16) float score[kMaxExperts], choice[kMaxExperts];  // the routing's scratch
+  __shared__ float gscore[kMaxExperts / 2];
   __shared__ int picks[32];
   const LinearParams& q = p.router;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -144,7 +145,7 @@ bool moe_gate_fusable(const MoeGateParams& p) {
   const int B = n.rows;
   return B <= kMaxTokens && norm_dev::rmsnorm_vec_ok(n, kMaxThreads) && n.x_stride == n.dim &&
          !overlaps(n.x, size_t(B) * n.dim * 4, n.y, size_t(B) * n.dim * 4) && linear_bf16_gemv_preferred(p.router) &&
-         p.router.k <= kMaxSteps * kStep && p.route.k <= 32 && p.route.E <= kMaxExperts &&
+         p.router.k <= kMaxSteps * kStep && p.route.k <= 32 && p.route.E <= kMaxExperts && p.route.E % 32 == 0 &&
          size_t(B) * n.dim * 4 <= 227 * 1024 && p.counter != nullptr;
 }
 
@@ -152,7 +153,7 @@ void moe_gate_cuda(const MoeGateParams& p, cudaStream_t stream) {
   validate_moe_gate_params(p, "moe_gate_cuda");
   require(moe_gate_fusable(p),
           "moe_gate_cuda: MoeGateParams not fusable (needs B <= 4, dim % 4 == 0 and <= 8192 with aligned, contiguous, "
-          "non-overlapping rows, a BF16 router GEMV, E <= 256, k <= 32, a counter); got B = " +
+          "non-overlapping rows, a BF16 router GEMV, E a multiple of 32 up to 256, k <= 32, a counter); got B = " +
               std::to_string(p.norm.rows) + ", dim = " + std::to_string(p.norm.dim) + ", E = " +
               std::to_string(p.route.E));
   const int B = p.norm.rows;

@@ -36,8 +36,8 @@ void validate_moe_gate_params(const MoeGateParams& p, const char* op);
 
 // Whether moe_gate_cuda runs p as one launch: the above, and B <= 4, the norm's vector path (dim % 4 == 0, 16-byte
 // aligned rows, rmsnorm_vec_threads(dim) <= 512: dim <= 8192) with rows dim apart, the BF16 GEMV's conditions
-// (linear_bf16_gemv_preferred) with k <= 8192, x and y not overlapping, E <= 256, k (experts per token) <= 32 and a
-// counter.
+// (linear_bf16_gemv_preferred) with k <= 8192, x and y not overlapping, E a multiple of 32 up to 256, k (experts per
+// token) <= 32 and a counter.
 bool moe_gate_fusable(const MoeGateParams& p);
 
 // rmsnorm_cpu, linear_cpu and moe_route_cpu in that order.

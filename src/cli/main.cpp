@@ -346,6 +346,11 @@ int main(int argc, char** argv) {
                    "launch (op moe.router). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--qkv-a-admit-at-exit", po.qkv_a_admit_at_exit,
+                   "on | off: at batch 1 with the GEMV fold, attn.q_up_proj's blocks are scheduled only when "
+                   "attn.qkv_a_proj's exit (the side stream's KV prologue goes first). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

@@ -569,7 +569,8 @@ DecodeEngine::GroupFold DecodeEngine::group_fold(const float* x, const std::vect
 }
 
 void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                                const InputRmsNorm* norm, const std::vector<RopeParams>* ropes) {
+                                const InputRmsNorm* norm, const std::vector<RopeParams>* ropes,
+                                bool admit_next_at_exit) {
   LinearGroupParams g = group_params(x, projs, m);
   double bytes = 0, flops = 0;
   for (int i = 0; i < g.count && i < kMaxLinearGroup; ++i) {
@@ -582,6 +583,7 @@ void DecodeEngine::linear_group(const char* fused_op, int layer, const float* x,
     bytes += double(m) * k * 4;
     if (norm) {
       g.norm = *norm;
+      g.admit_next_at_exit = admit_next_at_exit;
       bytes += double(k) * 4;
       flops += 4.0 * m * k;
     }
@@ -756,7 +758,7 @@ void DecodeEngine::attention(int l) {
     side_end(0);
   }
   if (fuse_in_norm)
-    linear_group("attn.qkv_a_proj", l, x, qkv_a, B, &in_norm);
+    linear_group("attn.qkv_a_proj", l, x, qkv_a, B, &in_norm, nullptr, opt_.qkv_a_admit_at_exit);
   else
     linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
   // EngineOptions::gemv_fold: attn.q_a_norm inside attn.q_up_proj (only with the side stream, where the q part

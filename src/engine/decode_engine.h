@@ -99,6 +99,10 @@ struct EngineOptions {
   // mlp.norm and moe.route then launch nothing) where moe_gate_fusable holds (the BF16 router GEMV). The same bits
   // (session 20). false: three launches.
   bool moe_gate_fused = true;
+  // LinearGroupParams::admit_next_at_exit of the folded attn.qkv_a_proj (gemv_fold, batch 1): attn.q_up_proj's CTAs
+  // scheduled only when qkv_a's exit, so that the side stream's KV / indexer-key prologue (which attn.indexer.score
+  // waits for) is not queued behind q_up's 1280 CTAs (S20a trace: it started ~8 us after qkv_a ended). Tuning (A/B).
+  bool qkv_a_admit_at_exit = false;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.
@@ -214,7 +218,8 @@ class DecodeEngine {
   // (LinearGroupParams::norm). With `ropes` (one RopeParams per projection, positions null where none; group_fold
   // said they fold): the RoPE of each projection's output folded in (LinearGroupParams::rope).
   void linear_group(const char* fused_op, int layer, const float* x, const std::vector<Proj>& projs, int m,
-                    const InputRmsNorm* norm = nullptr, const std::vector<RopeParams>* ropes = nullptr);
+                    const InputRmsNorm* norm = nullptr, const std::vector<RopeParams>* ropes = nullptr,
+                    bool admit_next_at_exit = false);  // LinearGroupParams::admit_next_at_exit (with norm)
   LinearGroupParams group_params(const float* x, const std::vector<Proj>& projs, int m) const;
   // EngineOptions::gemv_fold: which of `norm` and `ropes` (either may be null) linear_group can fold into this
   // group: the norm with CUDA, a side stream and linear_group_norm_fused; the RoPEs with CUDA, output_rope_foldable

@@ -486,6 +486,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_down_early = o.moe_down_early == "on";
   eo.moe_shared_late = o.moe_shared_late == "on";
   eo.moe_gate_fused = o.moe_gate_fused == "on";
+  eo.qkv_a_admit_at_exit = o.qkv_a_admit_at_exit == "on";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
   eo.gemv_fold = o.gemv_fold == "on";
@@ -589,6 +590,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"moe_down_early", o.moe_down_early},
                                          {"moe_shared_late", o.moe_shared_late},
                                          {"moe_gate_fused", o.moe_gate_fused},
+                                         {"qkv_a_admit_at_exit", o.qkv_a_admit_at_exit},
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},
