@@ -301,9 +301,11 @@ struct F16KeyRegs {
   int32_t page_id;                       // < 0: nothing loaded (past seq_len, unmapped, past the range)
 };
 
+// l2: through L2 only (ld.global.cg): the reload of a fresh tile after the PDL wait must not hit the L1 lines of the
+// load before it (L1 is not coherent with the writes of the previous kernel).
 template <int D>
 __device__ __forceinline__ void f16_load_tile(const IndexerScoreParams& p, int b, int tile, int tile_end, int seq_len,
-                                              F16KeyRegs<D>& r) {
+                                              F16KeyRegs<D>& r, bool l2 = false) {
   r.page_id = -1;
   if (tile >= tile_end) return;
   const int page = tile / 2;
@@ -323,24 +325,26 @@ __device__ __forceinline__ void f16_load_tile(const IndexerScoreParams& p, int b
       if constexpr (D >= 64) {
 #pragma unroll
         for (int ch = 0; ch < D / 64; ++ch) {
-          const uint4 v = __ldcs(reinterpret_cast<const uint4*>(rp + 64 * ch + 16 * c));
+          const uint4* a = reinterpret_cast<const uint4*>(rp + 64 * ch + 16 * c);
+          const uint4 v = l2 ? __ldcg(a) : __ldcs(a);
           r.w[m][rr][4 * ch] = v.x;
           r.w[m][rr][4 * ch + 1] = v.y;
           r.w[m][rr][4 * ch + 2] = v.z;
           r.w[m][rr][4 * ch + 3] = v.w;
         }
       } else {
-        const uint2 v = __ldcs(reinterpret_cast<const uint2*>(rp + 8 * c));
+        const uint2* a = reinterpret_cast<const uint2*>(rp + 8 * c);
+        const uint2 v = l2 ? __ldcg(a) : __ldcs(a);
         r.w[m][rr][0] = v.x;
         r.w[m][rr][1] = v.y;
       }
-      r.scale[m][rr] = __ldcs(scales + row);
+      r.scale[m][rr] = l2 ? __ldcg(scales + row) : __ldcs(scales + row);
     }
 }
 
 template <int D>
 __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(IndexerScoreParams p, int tiles_per_block) {
-  pdl_begin();
+  if (!p.fresh) pdl_begin();
   constexpr int KS = D / 16;
   __shared__ uint4 qf_s[4 * KS * 32];  // [n tile][k-step][lane]: {hi b0b1, hi b2b3, lo b0b1, lo b2b3}
   __shared__ float w_s[kF16Heads];     // head weight * head_weight_scale
@@ -353,7 +357,14 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
   float* out_row = p.scores + int64_t(b) * p.max_pages * kPageSize;
   int tile = tile_begin + warp;
   F16KeyRegs<D> cur;
-  f16_load_tile<D>(p, b, tile, tile_end, seq_len, cur);  // in flight during the q setup
+  // seq_lens and the block table are per-step tables copied before the step's first kernel; with p.fresh only the
+  // fresh positions' keys may still be in flight from the previous kernel (IndexerScoreParams::fresh).
+  f16_load_tile<D>(p, b, tile, tile_end, seq_len, cur);  // in flight during the q setup (and, with fresh, the wait)
+  if (p.fresh) {
+    pdl_begin();
+    if (tile < tile_end && tile * kF16TilePos < seq_len && (tile + 1) * kF16TilePos > seq_len - p.fresh)
+      f16_load_tile<D>(p, b, tile, tile_end, seq_len, cur, true);  // a fresh key: again, now that it is written
+  }
   // q setup: warp w owns heads w + 4 i (i < 8). Lane l < 4 KS holds the entry (j = l / 4, quad
   // thread l % 4) of each: 4 consecutive floats (index_phys), all 8 loads in flight together; the
   // head's max |q| is a warp max over them.

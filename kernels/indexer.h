@@ -23,6 +23,12 @@ struct IndexerScoreParams {
   float* scores;              // [B, max_pages*64]: score of each logical position (rest: -inf)
   int B = 0, Hi = 0;
   float softmax_scale = 1.f;
+  // Positions [seq_len - fresh, seq_len) of each request may be written by the kernels just before this one (the new
+  // tokens' keys, attn.prologue); the others were written by earlier steps. 0: any may (every key load waits for
+  // the previous kernel). >= 1 (the GPU FP8 tensor-core path; the engine's decode step: 1): each warp issues its
+  // first tile's block-table and key loads before its PDL wait, so their DRAM round trip overlaps the previous
+  // kernel's tail, and reloads that tile after the wait when it holds a fresh position. The same results.
+  int fresh = 0;
 };
 // Key of logical position pos: slot = block_table[b][pos / 64] * 64 + pos % 64 (page slot / 64 of
 // the indexer cache); FP8 keys dequantize to e4m3 * scale in fp32, BF16 keys to their value.

@@ -28,6 +28,7 @@ void validate_indexer_score_params(const IndexerScoreParams& p) {
   require(p.B >= 0 && p.Hi >= 0, "indexer_score: B = " + std::to_string(p.B) + ", Hi = " + std::to_string(p.Hi) +
                                      ", expected both >= 0");
   require(p.max_pages >= 1, "indexer_score: max_pages = " + std::to_string(p.max_pages) + ", expected >= 1");
+  require(p.fresh >= 0, "indexer_score: fresh = " + std::to_string(p.fresh) + ", expected >= 0");
   if (p.B == 0) return;
   require(p.q && p.head_weights && p.key_cache && p.block_table && p.seq_lens && p.scores,
           "indexer_score: q, head_weights, key_cache, block_table, seq_lens and scores must be non-null");

@@ -351,6 +351,11 @@ int main(int argc, char** argv) {
                    "attn.qkv_a_proj's exit (the side stream's KV prologue goes first). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--score-early-keys", po.score_early_keys,
+                   "on | off: the DSA indexer's score kernel issues its first key loads before waiting for the "
+                   "previous kernel (the new token's key loaded again after). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

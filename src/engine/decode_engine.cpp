@@ -865,6 +865,7 @@ void DecodeEngine::attention(int l) {
       IndexerScoreParams p{idx_q_.as<float>(), idx_w_.as<float>(), 1.f / std::sqrt(float(Hi)), pool_->indexer(l), il,
                            pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
                            1.f / std::sqrt(float(D))};
+      p.fresh = opt_.score_early_keys ? 1 : 0;  // one new token per request this step (its key: attn.prologue)
       GLM5_RUN(indexer_score, p);
     }
   }

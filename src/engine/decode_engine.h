@@ -103,6 +103,9 @@ struct EngineOptions {
   // scheduled only when qkv_a's exit, so that the side stream's KV / indexer-key prologue (which attn.indexer.score
   // waits for) is not queued behind q_up's 1280 CTAs (S20a trace: it started ~8 us after qkv_a ended). Tuning (A/B).
   bool qkv_a_admit_at_exit = false;
+  // IndexerScoreParams::fresh = 1 for attn.indexer.score: its first key loads before the PDL wait (the new token's
+  // key loaded again after it). Tuning (A/B); the same results.
+  bool score_early_keys = false;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.

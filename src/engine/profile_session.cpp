@@ -487,6 +487,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_shared_late = o.moe_shared_late == "on";
   eo.moe_gate_fused = o.moe_gate_fused == "on";
   eo.qkv_a_admit_at_exit = o.qkv_a_admit_at_exit == "on";
+  eo.score_early_keys = o.score_early_keys == "on";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
   eo.gemv_fold = o.gemv_fold == "on";
@@ -591,6 +592,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"moe_shared_late", o.moe_shared_late},
                                          {"moe_gate_fused", o.moe_gate_fused},
                                          {"qkv_a_admit_at_exit", o.qkv_a_admit_at_exit},
+                                         {"score_early_keys", o.score_early_keys},
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},

@@ -36,7 +36,11 @@ namespace {
 // the largest |score| (the GPU sums in another order; at Hi 32 it runs on TF32 tensor cores).
 // `varied`: head h's queries scaled by 2^(5 (h % 7) - 15) (the FP16 path's per-head exponent), and
 // the block-table entries of pages wholly past seq_len set to -1 (unmapped: -inf, never read).
-void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int32_t>& seq, bool varied = false) {
+// `fresh` > 0 (IndexerScoreParams::fresh): the device cache starts with other keys at each request's last `fresh`
+// positions and indexer_key_write_cuda writes the right ones on the stream just before the score kernel (a PDL
+// launch): the kernel's early loads may see the old keys, its reload after the wait must not.
+void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int32_t>& seq, bool varied = false,
+                  int fresh = 0) {
   const uint64_t seed = fresh_seed();
   const int B = int(seq.size());
   SCOPED_TRACE("fp8 " + std::to_string(fp8) + " Hi " + std::to_string(Hi) + " D " + std::to_string(D) + " B " +
@@ -64,15 +68,43 @@ void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int3
                        .seq_lens = seq.data(), .scores = want.data(), .B = B, .Hi = Hi,
                        .softmax_scale = 1.f / std::sqrt(float(D))};
   indexer_score_cpu(p);
+  std::vector<float> fresh_keys;
+  std::vector<int32_t> fresh_slots;
+  for (int b = 0; b < B; ++b)
+    for (int pos = std::max(0, seq[b] - fresh); pos < seq[b]; ++pos) {
+      const int32_t page = bt[size_t(b) * max_pages + pos / 64];
+      fresh_slots.push_back(page * 64 + pos % 64);
+      fresh_keys.insert(fresh_keys.end(), keys.begin() + size_t(fresh_slots.back()) * D,
+                        keys.begin() + size_t(fresh_slots.back() + 1) * D);
+    }
+  if (!fresh_slots.empty()) {  // stale keys on the device where the write below puts the right ones
+    std::vector<float> stale(fresh_keys.size());
+    for (size_t i = 0; i < stale.size(); ++i) stale[i] = 10.f * rng_normal(seed, 24, i);
+    indexer_key_write_cpu({stale.data(), fresh_slots.data(), cache.data(), il, int(fresh_slots.size())});
+  }
   Buffer dq = to_device(q, "q"), dw = to_device(w, "w"), dc = to_device(cache, "cache"), db = to_device(bt, "bt"),
          ds = to_device(seq, "seq"), dout(Where::Device, n_scores * 4, "scores");
+  if (!fresh_slots.empty()) {
+    Buffer dk = to_device(fresh_keys, "fresh keys"), dsl = to_device(fresh_slots, "fresh slots");
+    CUDA_CHECK(cudaDeviceSynchronize());
+    indexer_key_write_cuda({dk.as<float>(), dsl.as<int32_t>(), dc.as<uint8_t>(), il, int(fresh_slots.size())}, nullptr);
+    p.fresh = fresh;
+    p.q = dq.as<float>();
+    p.head_weights = dw.as<float>();
+    p.key_cache = dc.as<uint8_t>();
+    p.block_table = db.as<int32_t>();
+    p.seq_lens = ds.as<int32_t>();
+    p.scores = dout.as<float>();
+    indexer_score_cuda(p, nullptr);  // right behind the write (PDL)
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
   p.q = dq.as<float>();
   p.head_weights = dw.as<float>();
   p.key_cache = dc.as<uint8_t>();
   p.block_table = db.as<int32_t>();
   p.seq_lens = ds.as<int32_t>();
   p.scores = dout.as<float>();
-  indexer_score_cuda(p, nullptr);
+  if (fresh_slots.empty()) indexer_score_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> got = to_host<float>(dout, n_scores);
   double max_abs = 0, max_ref = 0;
@@ -85,8 +117,8 @@ void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int3
     max_abs = std::max(max_abs, double(std::fabs(got[i] - want[i])));
     max_ref = std::max(max_ref, double(std::fabs(want[i])));
   }
-  std::printf("indexer_score fp8=%d Hi=%d D=%d B=%d positions %d: max abs err %.3g (max |score| %.3g)\n", fp8, Hi, D,
-              B, max_pages * 64, max_abs, max_ref);
+  std::printf("indexer_score fp8=%d Hi=%d D=%d B=%d positions %d fresh %d: max abs err %.3g (max |score| %.3g)\n",
+              fp8, Hi, D, B, max_pages * 64, fresh, max_abs, max_ref);
   EXPECT_LE(max_abs, 1e-5 * std::max(1.0, max_ref));
 }
 
@@ -99,6 +131,14 @@ TEST(GpuIndexer, ScoresMatchCpu) {
     for (auto [Hi, D] : {std::pair{32, 128}, std::pair{32, 64}, std::pair{32, 32}, std::pair{16, 64},
                          std::pair{64, 128}, std::pair{5, 32}})
       check_scores(fp8, Hi, D, 20, {1, 1000, 1280});
+}
+
+// IndexerScoreParams::fresh: the new tokens' keys written by the kernel just before (PDL), at GLM-5's shape, B 1 at
+// 32K + 1 (the decode step's case) and B 3 with 2 fresh positions each, one of them straddling two warps' tiles.
+TEST(GpuIndexer, ScoresSeeFreshKeysWrittenJustBefore) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check_scores(true, 32, 128, 520, {32769}, false, 1);
+  check_scores(true, 32, 128, 40, {2017, 64, 1}, false, 2);
 }
 
 // GLM-5 shape at 131,072 positions: several pages per block on the tensor-core path (a request
