@@ -96,9 +96,12 @@ struct EngineOptions {
   // The same bits either way.
   bool moe_shared_late = true;
   // CUDA, batch <= 4, MoE layers: mlp.norm, moe.router and moe.route as one launch (kernels/moe_gate.h, op moe.router;
-  // mlp.norm and moe.route then launch nothing) where moe_gate_fusable holds (the BF16 router GEMV). The same bits
-  // (session 20). false: three launches.
-  bool moe_gate_fused = true;
+  // moe.route then launches nothing, and mlp.norm only beside the shared expert on the side stream) where
+  // moe_gate_fusable holds (the BF16 router GEMV). The same bits (session 20). Off by default: measured on the H200 it
+  // did not beat the three launches at batch 1 (S20b: +0.44 ms per step with the shared expert forked after it; S20c,
+  // forked before it with its own norm: +0.06 ms, the gate ending 12 us after attn.o_proj against the three launches'
+  // 11.6). Tuning (A/B).
+  bool moe_gate_fused = false;
   // LinearGroupParams::admit_next_at_exit of the folded attn.qkv_a_proj (gemv_fold, batch 1): attn.q_up_proj's CTAs
   // scheduled only when qkv_a's exit, so that the side stream's KV / indexer-key prologue (which attn.indexer.score
   // waits for) is not queued behind q_up's 1280 CTAs (S20a trace: it started ~8 us after qkv_a ended). Tuning (A/B).

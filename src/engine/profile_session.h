@@ -55,7 +55,7 @@ struct ProfileOptions {
   std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"
   std::string moe_down_early = "on";           // EngineOptions::moe_down_early: "on" / "off"
   std::string moe_shared_late = "on";          // EngineOptions::moe_shared_late: "on" / "off"
-  std::string moe_gate_fused = "on";           // EngineOptions::moe_gate_fused: "on" / "off"
+  std::string moe_gate_fused = "off";          // EngineOptions::moe_gate_fused: "on" / "off"
   std::string qkv_a_admit_at_exit = "off";     // EngineOptions::qkv_a_admit_at_exit: "on" / "off"
   std::string score_early_keys = "off";        // EngineOptions::score_early_keys: "on" / "off"
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
