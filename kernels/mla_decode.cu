@@ -266,7 +266,18 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 // flight per thread), the groups' sums are added in fixed order (deterministic). At B = 1 (S = 64) a
 // 128-thread loop over the partials cost tens of microseconds of round trips.
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
+// Before its PDL wait (the combine is admitted when the split-K CTAs start), CTA (h, 0) with h < H asks L2 for
+// head h's region of MlaDecodeParams::l2_prefetch in 16 KiB requests, one per thread: weights of the next kernel,
+// which nothing in the step writes.
+constexpr int64_t kCombinePrefetchChunk = 16384;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
+  if (p.l2_prefetch && blockIdx.y == 0 && int(blockIdx.x) < p.H) {
+    const char* base = static_cast<const char*>(p.l2_prefetch) + int64_t(blockIdx.x) * p.l2_prefetch_head_stride;
+    for (int64_t off = int64_t(threadIdx.x) * kCombinePrefetchChunk; off < p.l2_prefetch_head_bytes;
+         off += int64_t(kCombineThreads) * kCombinePrefetchChunk)
+      prefetch_l2(base + off, unsigned(p.l2_prefetch_head_bytes - off < kCombinePrefetchChunk ? p.l2_prefetch_head_bytes - off
+                                                                                        : kCombinePrefetchChunk));
+  }
   pdl_begin();
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s

@@ -64,6 +64,16 @@ struct MlaDecodeParams {
   // and of the partials per CTA; for small batches, where the grid, not the bytes, sets the time).
   // 0 = auto: mla_decode_heads_per_cta. Ignored by the fp32 kernel and the CPU twin.
   int heads_per_cta = 0;
+  // Optional L2 prefetch rider (EngineOptions::unabsorb_l2_prefetch): bytes of the *next* consumer's weights
+  // (attn.v_unabsorb's W_UV, not written by any kernel of the step) that the combine kernel's CTAs ask into L2
+  // (cp.async.bulk.prefetch.L2) before their PDL wait, while this kernel's split-K CTAs run and HBM is nearly idle.
+  // CTA (h, request 0) of the combine asks for [l2_prefetch + h * l2_prefetch_head_stride, + l2_prefetch_head_bytes)
+  // for h < H (one region per key/value head; s_q > 1 query heads beyond H ask for nothing). Null: no prefetch.
+  // Requires a 16-byte aligned pointer and stride and bytes a positive multiple of 16. No effect on any output
+  // (the CPU twin ignores it); only runs where the combine kernel runs (split-K without the wgmma cluster merge).
+  const void* l2_prefetch = nullptr;
+  int64_t l2_prefetch_head_bytes = 0;
+  int64_t l2_prefetch_head_stride = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

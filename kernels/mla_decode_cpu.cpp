@@ -1,6 +1,7 @@
 // CPU twin of mla_decode.h: sparse MLA decode in latent space, plain fp32 loops, two-pass softmax.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -25,6 +26,15 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
           "mla_decode: q_rope_head_stride = " + std::to_string(p.q_rope_head_stride) + ", expected >= R = " +
               std::to_string(p.layout.rope_dim));
   require(p.q_rope_row_stride >= 0, "mla_decode: q_rope_row_stride must be >= 0");
+  if (p.l2_prefetch) {
+    require(p.l2_prefetch_head_bytes > 0 && p.l2_prefetch_head_bytes % 16 == 0,
+            "mla_decode: l2_prefetch_head_bytes = " + std::to_string(p.l2_prefetch_head_bytes) +
+                ", expected a positive multiple of 16 when l2_prefetch is set");
+    require(p.l2_prefetch_head_stride >= 0 && p.l2_prefetch_head_stride % 16 == 0 &&
+                (reinterpret_cast<uintptr_t>(p.l2_prefetch) & 15u) == 0,
+            "mla_decode: l2_prefetch and l2_prefetch_head_stride (" + std::to_string(p.l2_prefetch_head_stride) +
+                ") must be 16-byte aligned");
+  }
 }
 
 int mla_decode_heads_per_cta(const MlaDecodeParams& p) {

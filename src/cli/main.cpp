@@ -356,6 +356,11 @@ int main(int argc, char** argv) {
                    "previous kernel (the new token's key loaded again after). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--unabsorb-l2-prefetch", po.unabsorb_l2_prefetch,
+                   "on | off: where attn.mla's split-K combine runs (small batch), its blocks ask L2 for "
+                   "attn.v_unabsorb's weights before waiting for attn.mla. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

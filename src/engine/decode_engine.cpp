@@ -907,6 +907,12 @@ void DecodeEngine::attention(int l) {
     MlaDecodeParams p{q_lat_.as<float>(), q_.as<float>() + c.qk_nope_head_dim, H * qk, qk, kv, kv_layout, indices,
                       o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale(),
                       mla_workspace_.as<float>(), mla_workspace_.bytes()};
+    if (opt_.unabsorb_l2_prefetch && L.kv_b.dt == DType::BF16) {  // W_UV[h]: rows h (nope + v) + nope .. + v of kv_b
+      const int64_t row = int64_t(Lr) * 2;
+      p.l2_prefetch = static_cast<const uint8_t*>(L.kv_b.p) + int64_t(c.qk_nope_head_dim) * row;
+      p.l2_prefetch_head_bytes = int64_t(c.v_head_dim) * row;
+      p.l2_prefetch_head_stride = int64_t(c.qk_nope_head_dim + c.v_head_dim) * row;
+    }
     GLM5_RUN(mla_decode, p);
   }
   {

@@ -109,6 +109,12 @@ struct EngineOptions {
   // IndexerScoreParams::fresh = 1 for attn.indexer.score: its first key loads before the PDL wait (the new token's
   // key loaded again after it). Tuning (A/B); the same results.
   bool score_early_keys = false;
+  // MlaDecodeParams::l2_prefetch of attn.mla: where its combine kernel runs (split-K at small batch), the combine's
+  // CTAs, admitted when attn.mla starts, ask L2 for attn.v_unabsorb's W_UV rows (each its head's, BF16 kv_b) before
+  // their PDL wait, so the unabsorb GEMV, admitted only once the combine passes its wait, reads them from L2 and not
+  // HBM while attn.mla keeps HBM nearly idle (S20a chain: combine 3.3 + unabsorb 6.2 us per layer at batch 1, the
+  // unabsorb's 16.8 MB at ~2.7 TB/s). Tuning (A/B); the same results.
+  bool unabsorb_l2_prefetch = false;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.

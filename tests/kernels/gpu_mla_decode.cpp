@@ -365,6 +365,56 @@ TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
 }
 
+// MlaDecodeParams::l2_prefetch (the combine's L2 prefetch of the next kernel's weights, before its PDL wait) changes
+// no output bit and writes nothing: batch 1 and 2 with 64 heads (split-K with the combine), against the same launch
+// without it; the prefetched region (random BF16-sized words, H regions of 256 x 512 x 2 bytes at a stride of
+// 448 x 512 x 2, W_UV's place in GLM-5's kv_b) is read back unchanged. A bad rider is one clear error.
+TEST(GpuMlaDecodeSplit, L2PrefetchRiderChangesNothing) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  for (const Case& c : {Case{512, 64, 1, 64, 2048, 30000, -1}, Case{512, 64, 2, 64, 2048, 30000, 1900}}) {
+    ASSERT_GT(mla_decode_num_splits(c.B, c.H, c.topk), 1);
+    Data d = make_data(c, seed);
+    Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), pool = to_device(d.pool, "pool"),
+           idx = to_device(d.indices, "indices");
+    const int64_t row = 512 * 2, stride = 448 * row, bytes = 256 * row;
+    std::vector<uint32_t> w(size_t(c.H) * stride / 4);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = uint32_t(rng_uniform(seed, 21, i) * 4294967295.0);
+    Buffer wd = to_device(w, "kv_b");
+    const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
+    const size_t ws_bytes = mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L);
+    Buffer ws(Where::Device, ws_bytes, "ws");
+    std::vector<float> out[2], lse[2];
+    for (int with = 0; with < 2; ++with) {
+      Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
+      MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
+                                 o.as<float>(), l.as<float>());
+      p.workspace = ws.as<float>();
+      p.workspace_bytes = ws_bytes;
+      if (with) {
+        p.l2_prefetch = wd.as<uint8_t>() + 192 * row;
+        p.l2_prefetch_head_bytes = bytes;
+        p.l2_prefetch_head_stride = stride;
+      }
+      mla_decode_cuda(p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      out[with] = to_host<float>(o, n_out);
+      lse[with] = to_host<float>(l, n_lse);
+    }
+    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), n_out * 4)) << "B " << c.B;
+    EXPECT_EQ(0, std::memcmp(lse[0].data(), lse[1].data(), n_lse * 4)) << "B " << c.B;
+    double ma = 0;
+    for (float v : out[0]) ma = std::max(ma, double(std::fabs(v)));
+    EXPECT_GT(ma, 0.0) << "the outputs compared are not all zero";
+    EXPECT_TRUE(to_host<uint32_t>(wd, w.size()) == w) << "the prefetched region was written";
+    MlaDecodeParams bad = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
+                                 ws.as<float>(), nullptr);
+    bad.l2_prefetch = wd.as<uint8_t>() + 8;  // not 16-byte aligned
+    bad.l2_prefetch_head_bytes = bytes;
+    EXPECT_THROW(mla_decode_cuda(bad, nullptr), Error);
+  }
+}
+
 // Forcing the tensor-core kernel on a shape it does not handle is an error, not a wrong answer; the
 // fp32 kernel forced on a GLM-5 shape still matches the twin to fp32 order.
 TEST(GpuMlaDecodeKernelChoice, ForcedKernels) {

@@ -210,6 +210,38 @@ TEST(MlaDecodeCases, RejectsBadParams) {
   EXPECT_THROW(mla_decode_cpu(p), Error);
 }
 
+// The L2 prefetch rider (MlaDecodeParams::l2_prefetch): validated (16-byte aligned, bytes a positive multiple of 16)
+// and without effect on the CPU twin's outputs.
+TEST(MlaDecodeCases, L2PrefetchRiderIsValidatedAndChangesNothing) {
+  Case c{64, 32, 2, 4, 40, 60, -1};
+  Inputs in = make_inputs(c, fresh_seed());
+  std::vector<float> out(size_t(c.B) * c.H * c.L), lse(size_t(c.B) * c.H), out2 = out, lse2 = lse;
+  MlaDecodeParams p = params_for(c, in, in.pool.data(), in.layout, in.indices.data(), out.data(), lse.data());
+  mla_decode_cpu(p);
+  alignas(16) static const uint8_t region[4096] = {};
+  MlaDecodeParams q = p;
+  q.out = out2.data();
+  q.lse = lse2.data();
+  q.l2_prefetch = region;
+  q.l2_prefetch_head_bytes = 1024;
+  q.l2_prefetch_head_stride = 1024;
+  mla_decode_cpu(q);
+  EXPECT_EQ(out, out2);
+  EXPECT_EQ(lse, lse2);
+  double m = 0;
+  for (float v : out) m = std::max(m, double(std::fabs(v)));
+  EXPECT_GT(m, 0.0);
+  for (auto bad : {std::pair<int64_t, int64_t>{0, 1024}, {1000, 1024}, {1024, 8}, {-16, 1024}}) {
+    MlaDecodeParams r = q;
+    r.l2_prefetch_head_bytes = bad.first;
+    r.l2_prefetch_head_stride = bad.second;
+    EXPECT_THROW(mla_decode_cpu(r), Error) << bad.first << " " << bad.second;
+  }
+  MlaDecodeParams r = q;
+  r.l2_prefetch = region + 8;
+  EXPECT_THROW(mla_decode_cpu(r), Error);
+}
+
 // The split-K sizing of mla_decode_cuda (host-only functions): chunks of whole 32-row tiles covering
 // top-k, about one wave of 132 CTAs (one per request and 64 heads) targeted, no split (and no
 // workspace) when the grid is already full or top-k small.
