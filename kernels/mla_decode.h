@@ -74,6 +74,9 @@ struct MlaDecodeParams {
   const void* l2_prefetch = nullptr;
   int64_t l2_prefetch_head_bytes = 0;
   int64_t l2_prefetch_head_stride = 0;
+  // false: cp.async.bulk.prefetch.L2 requests (S21a: the unabsorb still read all 16.9 MB from DRAM, L2 hit rate
+  // 5.5-7% with or without them); true: plain 16-byte loads by the combine's threads, results discarded.
+  bool l2_prefetch_loads = false;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

@@ -357,10 +357,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--unabsorb-l2-prefetch", po.unabsorb_l2_prefetch,
-                   "on | off: where attn.mla's split-K combine runs (small batch), its blocks ask L2 for "
-                   "attn.v_unabsorb's weights before waiting for attn.mla. Tuning; the same results")
+                   "on | loads | off: where attn.mla's split-K combine runs (small batch), its blocks ask L2 for "
+                   "attn.v_unabsorb's weights before waiting for attn.mla (on: L2 prefetch requests; loads: plain "
+                   "loads). Tuning; the same results")
       ->capture_default_str()
-      ->check(CLI::IsMember({"on", "off"}));
+      ->check(CLI::IsMember({"on", "loads", "off"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

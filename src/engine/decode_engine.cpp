@@ -912,6 +912,7 @@ void DecodeEngine::attention(int l) {
       p.l2_prefetch = static_cast<const uint8_t*>(L.kv_b.p) + int64_t(c.qk_nope_head_dim) * row;
       p.l2_prefetch_head_bytes = int64_t(c.v_head_dim) * row;
       p.l2_prefetch_head_stride = int64_t(c.qk_nope_head_dim + c.v_head_dim) * row;
+      p.l2_prefetch_loads = opt_.unabsorb_l2_prefetch_loads;
     }
     GLM5_RUN(mla_decode, p);
   }

@@ -115,6 +115,7 @@ struct EngineOptions {
   // HBM while attn.mla keeps HBM nearly idle (S20a chain: combine 3.3 + unabsorb 6.2 us per layer at batch 1, the
   // unabsorb's 16.8 MB at ~2.7 TB/s). Tuning (A/B); the same results.
   bool unabsorb_l2_prefetch = false;
+  bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.

@@ -488,7 +488,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_gate_fused = o.moe_gate_fused == "on";
   eo.qkv_a_admit_at_exit = o.qkv_a_admit_at_exit == "on";
   eo.score_early_keys = o.score_early_keys == "on";
-  eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch == "on";
+  eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch != "off";
+  eo.unabsorb_l2_prefetch_loads = o.unabsorb_l2_prefetch == "loads";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
   eo.gemv_fold = o.gemv_fold == "on";

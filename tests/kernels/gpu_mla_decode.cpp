@@ -365,7 +365,8 @@ TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   EXPECT_THROW(mla_decode_cuda(p, nullptr), Error);
 }
 
-// MlaDecodeParams::l2_prefetch (the combine's L2 prefetch of the next kernel's weights, before its PDL wait) changes
+// MlaDecodeParams::l2_prefetch (the combine's L2 prefetch of the next kernel's weights, before its PDL wait, as
+// prefetch requests or as plain loads) changes
 // no output bit and writes nothing: batch 1 and 2 with 64 heads (split-K with the combine), against the same launch
 // without it; the prefetched region (random BF16-sized words, H regions of 256 x 512 x 2 bytes at a stride of
 // 448 x 512 x 2, W_UV's place in GLM-5's kv_b) is read back unchanged. A bad rider is one clear error.
@@ -384,8 +385,8 @@ TEST(GpuMlaDecodeSplit, L2PrefetchRiderChangesNothing) {
     const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
     const size_t ws_bytes = mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L);
     Buffer ws(Where::Device, ws_bytes, "ws");
-    std::vector<float> out[2], lse[2];
-    for (int with = 0; with < 2; ++with) {
+    std::vector<float> out[3], lse[3];
+    for (int with = 0; with < 3; ++with) {  // none, L2 prefetch requests, plain loads
       Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
       MlaDecodeParams p = params(c, ql.as<float>(), qr.as<float>(), pool.as<uint8_t>(), d.layout, idx.as<int32_t>(),
                                  o.as<float>(), l.as<float>());
@@ -395,14 +396,17 @@ TEST(GpuMlaDecodeSplit, L2PrefetchRiderChangesNothing) {
         p.l2_prefetch = wd.as<uint8_t>() + 192 * row;
         p.l2_prefetch_head_bytes = bytes;
         p.l2_prefetch_head_stride = stride;
+        p.l2_prefetch_loads = with == 2;
       }
       mla_decode_cuda(p, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
       out[with] = to_host<float>(o, n_out);
       lse[with] = to_host<float>(l, n_lse);
     }
-    EXPECT_EQ(0, std::memcmp(out[0].data(), out[1].data(), n_out * 4)) << "B " << c.B;
-    EXPECT_EQ(0, std::memcmp(lse[0].data(), lse[1].data(), n_lse * 4)) << "B " << c.B;
+    for (int with = 1; with < 3; ++with) {
+      EXPECT_EQ(0, std::memcmp(out[0].data(), out[with].data(), n_out * 4)) << "B " << c.B << " form " << with;
+      EXPECT_EQ(0, std::memcmp(lse[0].data(), lse[with].data(), n_lse * 4)) << "B " << c.B << " form " << with;
+    }
     double ma = 0;
     for (float v : out[0]) ma = std::max(ma, double(std::fabs(v)));
     EXPECT_GT(ma, 0.0) << "the outputs compared are not all zero";
