@@ -356,6 +356,11 @@ int main(int argc, char** argv) {
                    "previous kernel (the new token's key loaded again after). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--absorb-after-score", po.absorb_after_score,
+                   "on | off: attn.q_absorb (side stream) starts after the DSA indexer's score kernel, beside its "
+                   "top-k, instead of after attn.q_up_proj. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--unabsorb-l2-prefetch", po.unabsorb_l2_prefetch,
                    "on | loads | off: where attn.mla's split-K combine runs (small batch), its blocks ask L2 for "
                    "attn.v_unabsorb's weights before waiting for attn.mla (on: L2 prefetch requests; loads: plain "

@@ -820,16 +820,21 @@ void DecodeEngine::attention(int l) {
   linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr,
                fuse_rope ? &q_ropes : nullptr);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
-  // needed by attn.mla.
-  side_begin();
-  {
-    OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
-                            2.0 * B * H * c.qk_nope_head_dim * Lr));
-    MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
-                      c.v_head_dim, Lr, qk, opt_.absorb_tc};
-    GLM5_RUN(mla_absorb, p);
-  }
-  side_end(1);
+  // needed by attn.mla. Forked here, or (EngineOptions::absorb_after_score, with an indexer) after
+  // attn.indexer.score, so that it runs beside the top-k's few blocks instead of beside the score kernel.
+  auto q_absorb = [&] {
+    side_begin();
+    {
+      OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
+                              2.0 * B * H * c.qk_nope_head_dim * Lr));
+      MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
+                        c.v_head_dim, Lr, qk, opt_.absorb_tc};
+      GLM5_RUN(mla_absorb, p);
+    }
+    side_end(1);
+  };
+  const bool absorb_late = opt_.absorb_after_score && side_ && run_indexer;
+  if (!absorb_late) q_absorb();
   // Side segment 2 (EngineOptions::o_proj_l2_prefetch): part of o_proj's weights asked into L2 while the indexer,
   // attn.mla and attn.v_unabsorb keep HBM nearly idle. Not joined before attn.o_proj unless l2_prefetch_join: it
   // writes nothing, and a second dependency there would cost o_proj its programmatic (PDL) launch after
@@ -869,6 +874,7 @@ void DecodeEngine::attention(int l) {
       GLM5_RUN(indexer_score, p);
     }
   }
+  if (absorb_late) q_absorb();
   if (!L.indexer_shared) {
     // Without an indexer (deepseek_v3) every scores entry is 0 and top-k keeps all positions: the op
     // only turns positions into pool slots.

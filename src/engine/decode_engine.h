@@ -115,6 +115,11 @@ struct EngineOptions {
   // HBM while attn.mla keeps HBM nearly idle (S20a chain: combine 3.3 + unabsorb 6.2 us per layer at batch 1, the
   // unabsorb's 16.8 MB at ~2.7 TB/s). Tuning (A/B); the same results.
   bool unabsorb_l2_prefetch = false;
+  // attn.q_absorb (side stream segment 1) forked after attn.indexer.score instead of after attn.q_up_proj: it then
+  // runs beside attn.indexer.topk (8 blocks at batch 1, the rest of the GPU idle) instead of beside the score kernel,
+  // which it slowed (S21a trace, batch 1: score 13.8 us beside q_absorb's 256 blocks, 8.3-9.0 us alone under Nsight
+  // Compute). Needs the side stream and an indexer; else the fork stays after q_up. The same results.
+  bool absorb_after_score = false;
   bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 #include <tuple>
@@ -46,7 +47,7 @@ struct RunOut {
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
            bool moe_combine_norm = false, bool gemv_fold = true, bool moe_shared_late = true,
-           bool moe_gate_fused = true) {
+           bool moe_gate_fused = true, const std::function<void(EngineOptions&)>& tweak = {}) {
   const int context = 3000;
   EngineOptions eo;
   eo.backend = Backend::Cuda;
@@ -65,6 +66,7 @@ RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bo
   eo.moe_shared_late = moe_shared_late;
   eo.moe_gate_fused = moe_gate_fused;
   eo.o_proj_l2_prefetch = 0.4;  // off by default: exercise its side segment (a hint: the logits must not move)
+  if (tweak) tweak(eo);
   NvtxTracer untraced;
   DecodeEngine e(cfg, w, eo, untraced);
   e.pool().fill_context(context, e.stream());
@@ -247,6 +249,39 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
     if (r == &eager) {
       EXPECT_GT(overlapped, 0);  // an absorption ran beside the indexer's kernels
     }
+  }
+}
+
+// EngineOptions::absorb_after_score: attn.q_absorb forked after attn.indexer.score. The logits are bitwise those of the
+// fork after attn.q_up_proj (eager and graph), and every layer's absorption starts after its score kernel ended, in
+// the graph replay too (the fork's event follows the score launch).
+TEST(GraphGpu, AbsorbAfterScoreIsBitwiseAndAfterTheScore) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = small_weights(cfg);
+  auto late = [](EngineOptions& eo) { eo.absorb_after_score = true; };
+  const RunOut base = run(cfg, w, KvPath::Fp8, true, true, 2);
+  for (bool graph : {false, true}) {
+    const RunOut r = run(cfg, w, KvPath::Fp8, graph, true, 2, true, 4, true, false, false, true, true, true, late);
+    ASSERT_EQ(base.logits.size(), r.logits.size());
+    for (size_t s = 0; s < r.logits.size(); ++s)
+      EXPECT_EQ(std::memcmp(base.logits[s].data(), r.logits[s].data(), r.logits[s].size() * 4), 0)
+          << (graph ? "graph" : "eager") << " step " << s << ": logits differ with the absorption after the score";
+    std::map<std::pair<int, int>, int64_t> score_end;  // (step, layer) -> end of attn.indexer.score
+    for (const Activity& a : r.timeline.activities)
+      if (a.kind == ActivityKind::kernel && a.step >= 0 && a.op == "attn.indexer.score")
+        score_end[{a.step, a.layer}] = std::max(score_end[{a.step, a.layer}], a.end_ns);
+    int checked = 0;
+    for (const Activity& a : r.timeline.activities) {
+      if (a.kind != ActivityKind::kernel || a.step < 0 || a.op != "attn.q_absorb") continue;
+      auto it = score_end.find({a.step, a.layer});
+      if (it == score_end.end()) continue;  // a layer that reuses another layer's indexer
+      EXPECT_GE(a.start_ns, it->second) << "step " << a.step << " layer " << a.layer;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0) << (graph ? "graph" : "eager");
+    std::printf("%s: %d absorptions after their layer's score\n", graph ? "graph" : "eager", checked);
   }
 }
 
