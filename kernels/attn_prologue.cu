@@ -26,7 +26,8 @@ __device__ __forceinline__ void rmsnorm_part(const NormParams& p, int row) {
   else norm_dev::rmsnorm_row(p, row);
 }
 
-__global__ void __launch_bounds__(kThreads) attn_prologue_kernel(AttnPrologueParams p) {
+template <bool kSlim>
+__global__ void __launch_bounds__(kThreads, kSlim ? 16 : 1) attn_prologue_kernel(AttnPrologueParams p) {
   pdl_begin();
   __shared__ float red[kThreads / 32];
   const int B = p.kv_write.B, part = blockIdx.x / B + (p.q_part ? 0 : 1), b = blockIdx.x % B;
@@ -59,7 +60,8 @@ __global__ void rope2_kernel(Rope2Params p) {
 void attn_prologue_cuda(const AttnPrologueParams& p, cudaStream_t stream) {
   validate_attn_prologue_params(p);
   if (p.kv_write.B == 0) return;
-  launch_kernel(attn_prologue_kernel, p.kv_write.B * ((p.q_part ? 1 : 0) + 1 + (p.indexer ? 1 : 0)), kThreads, 0, stream, p);
+  launch_kernel(p.slim ? attn_prologue_kernel<true> : attn_prologue_kernel<false>,
+                p.kv_write.B * ((p.q_part ? 1 : 0) + 1 + (p.indexer ? 1 : 0)), kThreads, 0, stream, p);
   CUDA_CHECK_LAUNCH();
 }
 

@@ -35,6 +35,11 @@ struct AttnPrologueParams {
   NormParams idx_k_norm;          // LayerNorm, rows = B
   RopeParams idx_k_rope;          // rows = B, heads = 1
   IndexerKeyWriteParams idx_k_write;
+  // true: the kernel instance compiled for 16 blocks per SM (at most 32 registers per thread, 4096 per block: ptxas
+  // spills 140 bytes), so a block fits beside six 80-register blocks of the batch-1 FP8 GEMV (61,440 of 65,536
+  // registers) and need not wait for attn.q_up_proj's first wave to retire (EngineOptions::prologue_slim). The same
+  // arithmetic and bits.
+  bool slim = false;
 };
 // Throws glm5::Error (naming the part) when a part's params are invalid (the parts' own validators)
 // or their row counts differ from kv_write.B.

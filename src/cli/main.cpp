@@ -356,6 +356,11 @@ int main(int argc, char** argv) {
                    "previous kernel (the new token's key loaded again after). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--prologue-slim", po.prologue_slim,
+                   "on | off: attn.prologue's kernel limited to 32 registers per thread so its blocks fit beside the "
+                   "batch-1 GEMV's and start at once. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--absorb-after-score", po.absorb_after_score,
                    "on | off: attn.q_absorb (side stream) starts after the DSA indexer's score kernel, beside its "
                    "top-k, instead of after attn.q_up_proj. Tuning; the same results")

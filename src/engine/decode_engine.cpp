@@ -784,6 +784,7 @@ void DecodeEngine::attention(int l) {
     p.k_rope = {kva_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, 1, kvw, kvw, Lr, R,
                 c.rope_interleave, 1.f};
     p.kv_write = {kva_.as<float>(), kva_.as<float>() + Lr, kvw, kvw, pool_->new_slots(), pool_->latent(l), lay, B};
+    p.slim = opt_.prologue_slim;
     double bytes = double(B) * (c.q_lora_rank + kvw) * 8 + double(B) * lay.row_bytes;
     if (run_indexer) {
       const IndexerLayout& il = pool_->indexer_layout();

@@ -120,6 +120,10 @@ struct EngineOptions {
   // which it slowed (S21a trace, batch 1: score 13.8 us beside q_absorb's 256 blocks, 8.3-9.0 us alone under Nsight
   // Compute). Needs the side stream and an indexer; else the fork stays after q_up. The same results.
   bool absorb_after_score = false;
+  // AttnPrologueParams::slim for attn.prologue: its blocks fit beside the batch-1 GEMV's, so the side stream's KV /
+  // indexer-key prologue starts when attn.qkv_a_proj ends, not when attn.q_up_proj's first wave retires (S21a trace:
+  // 11.5 us after qkv_a; attn.indexer.score waits for it). Tuning (A/B); the same results.
+  bool prologue_slim = false;
   bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,

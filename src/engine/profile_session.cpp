@@ -489,6 +489,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.qkv_a_admit_at_exit = o.qkv_a_admit_at_exit == "on";
   eo.score_early_keys = o.score_early_keys == "on";
   eo.absorb_after_score = o.absorb_after_score == "on";
+  eo.prologue_slim = o.prologue_slim == "on";
   eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch != "off";
   eo.unabsorb_l2_prefetch_loads = o.unabsorb_l2_prefetch == "loads";
   eo.moe_fused = o.moe_fused == "on";
@@ -598,6 +599,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"score_early_keys", o.score_early_keys},
                                          {"unabsorb_l2_prefetch", o.unabsorb_l2_prefetch},
                                          {"absorb_after_score", o.absorb_after_score},
+                                         {"prologue_slim", o.prologue_slim},
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},

@@ -87,16 +87,19 @@ TEST(GpuAttnPrologue, FusedEqualsUnfusedBitwiseAndCpu) {
              dbl = to_device(b_ln, "b_ln"), dpos = to_device(pos, "pos"), dsl = to_device(slots, "slots"),
              df = to_device(inv_freq, "inv_freq");
       // fused 2: the engine's split (EngineOptions::overlap): the q_a RMSNorm alone, then the launch without it.
-      std::vector<float> g_qa[3], g_kva[3], g_k[3];
-      std::vector<uint8_t> g_pool[3], g_cache[3];
-      for (int fused = 0; fused < 3; ++fused) {
+      // fused 3: the one launch through the 32-register instance (AttnPrologueParams::slim).
+      std::vector<float> g_qa[4], g_kva[4], g_k[4];
+      std::vector<uint8_t> g_pool[4], g_cache[4];
+      for (int fused = 0; fused < 4; ++fused) {
         Buffer dq = to_device(qa, "qa"), dkv = to_device(kva, "kva"), dk = to_device(idx_k, "idx_k"),
                dpl = to_device(pool, "pool"), dch = to_device(cache, "cache");
         const AttnPrologueParams p = params(dq.as<float>(), dkv.as<float>(), dk.as<float>(), dpl.as<uint8_t>(),
                                             dch.as<uint8_t>(), dwq.as<float>(), dwkv.as<float>(), dwl.as<float>(),
                                             dbl.as<float>(), dpos.as<int32_t>(), dsl.as<int32_t>(), df.as<float>());
-        if (fused == 1) {
-          attn_prologue_cuda(p, nullptr);
+        if (fused == 1 || fused == 3) {
+          AttnPrologueParams one = p;
+          one.slim = fused == 3;
+          attn_prologue_cuda(one, nullptr);
         } else if (fused == 2) {
           rmsnorm_cuda(p.q_a_norm, nullptr);
           AttnPrologueParams rest = p;
@@ -121,6 +124,11 @@ TEST(GpuAttnPrologue, FusedEqualsUnfusedBitwiseAndCpu) {
         g_pool[fused] = to_host<uint8_t>(dpl);
         g_cache[fused] = to_host<uint8_t>(dch);
       }
+      EXPECT_EQ(std::memcmp(g_qa[3].data(), g_qa[1].data(), g_qa[1].size() * 4), 0) << "slim q_a";
+      EXPECT_EQ(std::memcmp(g_kva[3].data(), g_kva[1].data(), g_kva[1].size() * 4), 0) << "slim kv_a";
+      EXPECT_EQ(std::memcmp(g_k[3].data(), g_k[1].data(), g_k[1].size() * 4), 0) << "slim indexer key";
+      EXPECT_EQ(count_diff(g_pool[3], g_pool[1]), 0u) << "slim KV pool bytes";
+      EXPECT_EQ(count_diff(g_cache[3], g_cache[1]), 0u) << "slim indexer cache bytes";
       EXPECT_EQ(std::memcmp(g_qa[2].data(), g_qa[1].data(), g_qa[1].size() * 4), 0) << "split q_a";
       EXPECT_EQ(std::memcmp(g_kva[2].data(), g_kva[1].data(), g_kva[1].size() * 4), 0) << "split kv_a";
       EXPECT_EQ(std::memcmp(g_k[2].data(), g_k[1].data(), g_k[1].size() * 4), 0) << "split indexer key";
