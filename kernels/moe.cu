@@ -472,6 +472,21 @@ __global__ void __launch_bounds__(32) moe_route_warp_kernel(MoeRouteParams p) {
   route_token_warp<P>(p, b, [&](int i) { return logits[i]; });
 }
 
+// One 256-thread block per token, by ranks (route_token_block in moe_route.cuh; MoeRouteParams::rank_form).
+// Dynamic shared memory: score [E], choice [E] (E % 32 == 0: 16-byte aligned), gscore [n_group], picks [k].
+constexpr int kRouteRankThreads = 256;
+__global__ void __launch_bounds__(kRouteRankThreads) moe_route_rank_kernel(MoeRouteParams p) {
+  pdl_begin();
+  extern __shared__ float4 route_smem4[];
+  float* score = reinterpret_cast<float*>(route_smem4);
+  float* choice = score + p.E;
+  float* gscore = choice + p.E;
+  int* picks = reinterpret_cast<int*>(gscore + p.n_group);
+  const int b = blockIdx.x;
+  const float* logits = p.logits + size_t(b) * p.E;
+  route_token_block(p, b, [&](int i) { return logits[i]; }, score, choice, gscore, picks);
+}
+
 // ---- expert-grouped path ----
 constexpr int kGroup = 8;  // pairs per pass of a warp (weights loaded once per pass)
 
@@ -840,6 +855,14 @@ void launch_grouped_mma(const MoeExpertsParams& p, dim3 gu, dim3 gd, cudaStream_
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream) {
   validate_moe_route_params(p, "moe_route_cuda");
   require(p.k <= 32, "moe_route_cuda: MoeRouteParams.k = " + std::to_string(p.k) + ", expected <= 32 (one lane per pick)");
+  if (p.rank_form && p.E % 32 == 0 && p.n_group <= kRouteRankThreads) {
+    const size_t smem = sizeof(float) * (2 * size_t(p.E) + p.n_group + p.k);
+    if (smem <= 48 * 1024) {
+      launch_kernel(moe_route_rank_kernel, p.B, kRouteRankThreads, smem, stream, p);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   switch (route_warp_p(p)) {  // one warp per token (moe_route_warp_kernel)
     case 1: launch_kernel(moe_route_warp_kernel<1>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;
     case 2: launch_kernel(moe_route_warp_kernel<2>, p.B, 32, 0, stream, p); CUDA_CHECK_LAUNCH(); return;

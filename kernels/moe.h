@@ -21,6 +21,10 @@ struct MoeRouteParams {
   int B = 0, E = 0, k = 0, n_group = 1, topk_group = 1;
   bool norm_topk_prob = true;
   float routed_scaling_factor = 1.f;
+  // CUDA: where E % 32 == 0 and n_group <= 256, route each token with a 256-thread block by ranks
+  // (moe_route.cuh's route_token_block: every expert's rank at once) instead of one warp picking the k experts one
+  // after the other (~15 dependent shuffles a pick). The same ids and weights (EngineOptions::moe_route_rank).
+  bool rank_form = false;
 };
 // As HF (transformers 5.x GlmMoeDsaMoE), experts of dropped groups get choice score -inf
 // (masked_fill(~mask, -inf)): they are picked only once the kept groups run out. Ties: lower

@@ -7,7 +7,11 @@
 # attn.qkv_a_proj ends, not ~11.5 us later; predicted up to -1.7 us per layer), with the absorption after the score on
 # both sides. Tests first (bitwise: the engine with the absorption after the score, the slim prologue kernel); A/B at
 # batch 1 (8 processes each, A B B A A B B A) and for (1) batch 8 (4 processes); one batch-1 trace with both on.
-# Usage: tools/device_pack.sh build-lead glm5prof engine_gpu_graph kernels_gpu_attn_prologue; .device/shared as in S21a;
+# (3) --moe-route-rank on|off (MoeRouteParams::rank_form: moe.route by ranks, one 256-thread block, not a warp's 8
+# serial picks; S21a trace: moe.route ended 6.6 us after moe.router; predicted -1 to -2 us per layer), 8 processes,
+# with the absorption after the score on both sides; its kernel test (the same ids and weight bits).
+# Usage: tools/device_pack.sh build-lead glm5prof engine_gpu_graph kernels_gpu_attn_prologue kernels_gpu_moe;
+#        .device/shared as in S21a;
 #        run `bash THIS`, carry [".device"]
 set -u
 . tools/device_round_lib.sh
@@ -28,5 +32,11 @@ mkdir -p $W/b8 && mv $W/b8-* $W/b8/
 device_round_ab "attn.prologue|attn.q_up_proj|attn.indexer.score" "A B B A A B B A" \
   "--absorb-after-score on --prologue-slim on" "--absorb-after-score on --prologue-slim off"
 mkdir -p $W/slim && mv $W/b1-* $W/slim/
-device_round_trace trace-on --absorb-after-score on --prologue-slim on
+device_round_ab "mlp.norm|moe.router|moe.route|moe.experts" "A B B A A B B A" \
+  "--absorb-after-score on --moe-route-rank on" "--absorb-after-score on --moe-route-rank off"
+mkdir -p $W/rank && mv $W/b1-* $W/rank/
+timeout 200 $BIN/kernels_gpu_moe --gtest_filter='GpuMoe.Route*' > $W/moe.log 2>&1
+echo "kernels_gpu_moe Route* rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe.log | tr '\n' ' ')"
+grep -hE "Failure|Expected|Which is|rank form" $W/moe.log | head -6
+device_round_trace trace-on --absorb-after-score on --prologue-slim on --moe-route-rank on
 device_round_pack

@@ -356,6 +356,11 @@ int main(int argc, char** argv) {
                    "previous kernel (the new token's key loaded again after). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-route-rank", po.moe_route_rank,
+                   "on | off: moe.route ranks every expert at once (one block per token) instead of one warp picking "
+                   "the k experts in turn. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--prologue-slim", po.prologue_slim,
                    "on | off: attn.prologue's kernel limited to 32 registers per thread so its blocks fit beside the "
                    "batch-1 GEMV's and start at once. Tuning; the same results")

@@ -1050,7 +1050,9 @@ void DecodeEngine::mlp(int l) {
     if (!fused_gate) {
       linear("moe.router", l, xn, L.router, router_logits_.as<float>(), B, false);
       OpScope s(*tracer_, desc("moe.route", l, double(B) * E * 4, 0));
-      GLM5_RUN(moe_route, gate.route);
+      MoeRouteParams route = gate.route;
+      route.rank_form = opt_.moe_route_rank;
+      GLM5_RUN(moe_route, route);
     }
     {
       // Expected share of the B*K routed slots on this rank's experts: 1 / tp. Weight bytes: each distinct

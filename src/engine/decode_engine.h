@@ -124,6 +124,10 @@ struct EngineOptions {
   // indexer-key prologue starts when attn.qkv_a_proj ends, not when attn.q_up_proj's first wave retires (S21a trace:
   // 11.5 us after qkv_a; attn.indexer.score waits for it). Tuning (A/B); the same results.
   bool prologue_slim = false;
+  // MoeRouteParams::rank_form for moe.route (the unfused gate): one block per token ranks every expert at once
+  // instead of one warp's 8 serial picks (S21a trace, batch 1: moe.route ended 6.6 us after moe.router). Tuning
+  // (A/B); the same ids and weights.
+  bool moe_route_rank = false;
   bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,

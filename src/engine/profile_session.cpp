@@ -490,6 +490,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.score_early_keys = o.score_early_keys == "on";
   eo.absorb_after_score = o.absorb_after_score == "on";
   eo.prologue_slim = o.prologue_slim == "on";
+  eo.moe_route_rank = o.moe_route_rank == "on";
   eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch != "off";
   eo.unabsorb_l2_prefetch_loads = o.unabsorb_l2_prefetch == "loads";
   eo.moe_fused = o.moe_fused == "on";
@@ -600,6 +601,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"unabsorb_l2_prefetch", o.unabsorb_l2_prefetch},
                                          {"absorb_after_score", o.absorb_after_score},
                                          {"prologue_slim", o.prologue_slim},
+                                         {"moe_route_rank", o.moe_route_rank},
                                          {"moe_fused", o.moe_fused},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},

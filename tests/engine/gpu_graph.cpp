@@ -254,13 +254,19 @@ TEST(GraphGpu, SideStreamOpsMatchOneStream) {
 
 // EngineOptions::absorb_after_score: attn.q_absorb forked after attn.indexer.score. The logits are bitwise those of the
 // fork after attn.q_up_proj (eager and graph), and every layer's absorption starts after its score kernel ended, in
-// the graph replay too (the fork's event follows the score launch).
+// the graph replay too (the fork's event follows the score launch). The same run also takes session 21's other
+// scheduling options (prologue_slim, and moe_route_rank with the unfused gate): still the base run's bits.
 TEST(GraphGpu, AbsorbAfterScoreIsBitwiseAndAfterTheScore) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   arrange_nvtx_injection();
   const ModelConfig cfg = small_glm5();
   const Weights w = small_weights(cfg);
-  auto late = [](EngineOptions& eo) { eo.absorb_after_score = true; };
+  auto late = [](EngineOptions& eo) {
+    eo.absorb_after_score = true;
+    eo.prologue_slim = true;
+    eo.moe_gate_fused = false;  // moe.router + moe.route (the rank form) as launches of their own
+    eo.moe_route_rank = true;
+  };
   const RunOut base = run(cfg, w, KvPath::Fp8, true, true, 2);
   for (bool graph : {false, true}) {
     const RunOut r = run(cfg, w, KvPath::Fp8, graph, true, 2, true, 4, true, false, false, true, true, true, late);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,6 +54,21 @@ void check_route(int B, int E, int k, int n_group, int topk_group, bool norm) {
               gids == ids ? "equal" : "DIFFER", max_abs);
   EXPECT_EQ(gids, ids);
   EXPECT_LT(max_abs, 1e-5);
+  // MoeRouteParams::rank_form (E % 32 == 0: the block rank kernel; else the same kernels as above): the same ids and
+  // the same weight bits as the default form.
+  MoeRouteParams rp{dl.as<float>(), db.as<float>(), di.as<int32_t>(), dw.as<float>(), B, E, k, n_group, topk_group,
+                    norm, 2.5f};
+  rp.rank_form = true;
+  CUDA_CHECK(cudaMemset(di.as<int32_t>(), 0xff, di.bytes()));
+  CUDA_CHECK(cudaMemset(dw.as<float>(), 0xff, dw.bytes()));
+  moe_route_cuda(rp, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<int32_t> rids(ids.size());
+  std::vector<float> rw(w.size());
+  di.download(rids.data(), di.bytes());
+  dw.download(rw.data(), dw.bytes());
+  EXPECT_EQ(rids, gids) << "rank form ids";
+  EXPECT_EQ(std::memcmp(rw.data(), gw.data(), rw.size() * 4), 0) << "rank form weights";
 }
 
 TEST(GpuMoe, RouteMatchesCpuTwin) {
