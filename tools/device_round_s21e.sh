@@ -43,6 +43,7 @@ echo "kernels_gpu_moe Route* rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe.log |
 grep -hE "Failure|Expected|Which is|rank form" $W/moe.log | head -6
 device_round_trace trace-on --absorb-after-score on --prologue-slim on --moe-route-rank on
 device_round_gpu_tests
-EXTRA="--absorb-after-score on --prologue-slim on --moe-route-rank on" \
-  device_round_step 1 fp8 "1 0" 150 "attn.q_absorb|attn.prologue|attn.indexer.score|moe.route"
+export EXTRA="--absorb-after-score on --prologue-slim on --moe-route-rank on"
+device_round_step 1 fp8 "1 0" 150 "attn.q_absorb|attn.prologue|attn.indexer.score|moe.route"
+unset EXTRA
 device_round_pack
