@@ -368,7 +368,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--absorb-after-score", po.absorb_after_score,
                    "on | off: attn.q_absorb (side stream) starts after the DSA indexer's score kernel, beside its "
-                   "top-k, instead of after attn.q_up_proj. Tuning; the same results")
+                   "top-k, instead of after attn.q_up_proj (on: the default). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--unabsorb-l2-prefetch", po.unabsorb_l2_prefetch,

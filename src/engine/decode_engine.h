@@ -104,29 +104,38 @@ struct EngineOptions {
   bool moe_gate_fused = false;
   // LinearGroupParams::admit_next_at_exit of the folded attn.qkv_a_proj (gemv_fold, batch 1): attn.q_up_proj's CTAs
   // scheduled only when qkv_a's exit, so that the side stream's KV / indexer-key prologue (which attn.indexer.score
-  // waits for) is not queued behind q_up's 1280 CTAs (S20a trace: it started ~8 us after qkv_a ended). Tuning (A/B).
+  // waits for) is not queued behind q_up's 1280 CTAs (S20a trace: it started ~8 us after qkv_a ended). Tuning; off:
+  // measured slower (S21a, 8 processes: +0.26 ms median; q_up 3.4 us per layer longer without its loads under qkv_a's
+  // tail, and the prologue still started ~11 us after qkv_a).
   bool qkv_a_admit_at_exit = false;
   // IndexerScoreParams::fresh = 1 for attn.indexer.score: its first key loads before the PDL wait (the new token's
-  // key loaded again after it). Tuning (A/B); the same results.
+  // key loaded again after it). Tuning; the same results. Off: no change measured (S21a, 4 processes).
   bool score_early_keys = false;
   // MlaDecodeParams::l2_prefetch of attn.mla: where its combine kernel runs (split-K at small batch), the combine's
   // CTAs, admitted when attn.mla starts, ask L2 for attn.v_unabsorb's W_UV rows (each its head's, BF16 kv_b) before
   // their PDL wait, so the unabsorb GEMV, admitted only once the combine passes its wait, reads them from L2 and not
   // HBM while attn.mla keeps HBM nearly idle (S20a chain: combine 3.3 + unabsorb 6.2 us per layer at batch 1, the
   // unabsorb's 16.8 MB at ~2.7 TB/s). Tuning (A/B); the same results.
+  // Off: no step change (S21a, prefetch requests: the unabsorb -0.6 us per layer, attn.mla +0.3; S21b, loads: the
+  // 54-register combine no longer fits beside attn.mla's blocks, +3.9 us per layer).
   bool unabsorb_l2_prefetch = false;
   // attn.q_absorb (side stream segment 1) forked after attn.indexer.score instead of after attn.q_up_proj: it then
   // runs beside attn.indexer.topk (8 blocks at batch 1, the rest of the GPU idle) instead of beside the score kernel,
   // which it slowed (S21a trace, batch 1: score 13.8 us beside q_absorb's 256 blocks, 8.3-9.0 us alone under Nsight
-  // Compute). Needs the side stream and an indexer; else the fork stays after q_up. The same results.
-  bool absorb_after_score = false;
+  // Compute). Needs the side stream and an indexer; else the fork stays after q_up. The same results. Default on
+  // (S21e, one H200, A B B A A B B A: batch-1 step 17.16-17.41 ms against 17.68-17.82 off, median -0.50 ms; score
+  // 543-547 against 1039-1045 us per step, top-k +40, attn.mla +55; batch 8: 63.52 / 64.10 against 64.55 / 64.58).
+  bool absorb_after_score = true;
   // AttnPrologueParams::slim for attn.prologue: its blocks fit beside the batch-1 GEMV's, so the side stream's KV /
   // indexer-key prologue starts when attn.qkv_a_proj ends, not when attn.q_up_proj's first wave retires (S21a trace:
-  // 11.5 us after qkv_a; attn.indexer.score waits for it). Tuning (A/B); the same results.
+  // 11.5 us after qkv_a; attn.indexer.score waits for it). Tuning; the same results. Off: measured slower (S21e, with
+  // absorb_after_score on both sides: 17.17-17.31 ms against 16.80-17.07; the prologue 674-682 against 604-610 us per
+  // step with its spills, the score 589-598 against 540-546).
   bool prologue_slim = false;
   // MoeRouteParams::rank_form for moe.route (the unfused gate): one block per token ranks every expert at once
-  // instead of one warp's 8 serial picks (S21a trace, batch 1: moe.route ended 6.6 us after moe.router). Tuning
-  // (A/B); the same ids and weights.
+  // instead of one warp's 8 serial picks (S21a trace, batch 1: moe.route ended 6.6 us after moe.router). Tuning; the
+  // same ids and weights. Off: measured slower (S21e: moe.route 454-465 against 436-445 us per step, the step 16.97-
+  // 17.25 ms against 16.79-17.23).
   bool moe_route_rank = false;
   bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
   bool moe_fused = false;

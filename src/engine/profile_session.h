@@ -60,7 +60,7 @@ struct ProfileOptions {
   std::string score_early_keys = "off";        // EngineOptions::score_early_keys: "on" / "off"
   std::string moe_route_rank = "off";          // EngineOptions::moe_route_rank: "on" / "off"
   std::string prologue_slim = "off";           // EngineOptions::prologue_slim: "on" / "off"
-  std::string absorb_after_score = "off";      // EngineOptions::absorb_after_score: "on" / "off"
+  std::string absorb_after_score = "on";       // EngineOptions::absorb_after_score: "on" / "off"
   std::string unabsorb_l2_prefetch = "off";    // EngineOptions::unabsorb_l2_prefetch(_loads): "on" / "loads" / "off"
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
   std::string moe_combine_norm = "off";        // EngineOptions::moe_combine_norm: "on" / "off"
