@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 21, call S21e (S21c's A/Bs, which never ran (no machine), with the final checks in the same call to spare a
+# Session 21, call S21e (the A/Bs first written as call S21c, which never ran: no machine; with the final checks in the same call to spare a
 # machine start):  --absorb-after-score on|off (EngineOptions::absorb_after_score: attn.q_absorb forked on the
 # side stream after attn.indexer.score, so it runs beside the top-k's 8 blocks, not beside the score kernel; S21a's
 # trace: score 13.8 us beside q_absorb's 256 blocks against 8.3-9.0 us alone; predicted -3 to -5 us per layer, -0.2 to
