@@ -267,8 +267,8 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 // 128-thread loop over the partials cost tens of microseconds of round trips.
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
 // Before its PDL wait (the combine is admitted when the split-K CTAs start), CTA (h, 0) with h < H asks L2 for
-// head h's region of MlaDecodeParams::l2_prefetch in 16 KiB requests, one per thread: weights of the next kernel,
-// which nothing in the step writes.
+// head h's region of MlaDecodeParams::l2_prefetch: 16 KiB prefetch requests, one per thread, or (l2_prefetch_loads)
+// plain loads. Weights of the next kernel, which nothing in the step writes.
 constexpr int64_t kCombinePrefetchChunk = 16384;
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
   if (p.l2_prefetch && blockIdx.y == 0 && int(blockIdx.x) < p.H && p.l2_prefetch_loads) {
@@ -285,8 +285,9 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Mla
         const int64_t i = i0 + int64_t(k) * kCombineThreads;
         v[k] = make_uint4(0, 0, 0, 0);
         if (i < n16)
-          asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                       : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w) : "l"(base + i));
+          asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"  // not volatile: batched, 16 in flight
+              : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w)
+              : "l"(base + i));
       }
 #pragma unroll
       for (int k = 0; k < 16; ++k) x ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;

@@ -66,7 +66,7 @@ struct MlaDecodeParams {
   int heads_per_cta = 0;
   // Optional L2 prefetch rider (EngineOptions::unabsorb_l2_prefetch): bytes of the *next* consumer's weights
   // (attn.v_unabsorb's W_UV, not written by any kernel of the step) that the combine kernel's CTAs ask into L2
-  // (cp.async.bulk.prefetch.L2) before their PDL wait, while this kernel's split-K CTAs run and HBM is nearly idle.
+  // before their PDL wait, while this kernel's split-K CTAs run and HBM is nearly idle.
   // CTA (h, request 0) of the combine asks for [l2_prefetch + h * l2_prefetch_head_stride, + l2_prefetch_head_bytes)
   // for h < H (one region per key/value head; s_q > 1 query heads beyond H ask for nothing). Null: no prefetch.
   // Requires a 16-byte aligned pointer and stride and bytes a positive multiple of 16. No effect on any output
@@ -74,8 +74,9 @@ struct MlaDecodeParams {
   const void* l2_prefetch = nullptr;
   int64_t l2_prefetch_head_bytes = 0;
   int64_t l2_prefetch_head_stride = 0;
-  // false: cp.async.bulk.prefetch.L2 requests (S21a: the unabsorb still read all 16.9 MB from DRAM, L2 hit rate
-  // 5.5-7% with or without them); true: plain 16-byte loads by the combine's threads, results discarded.
+  // false: cp.async.bulk.prefetch.L2 requests (40-register combine); true: plain 16-byte loads by the combine's
+  // threads, results discarded (54 registers: the combine then no longer fits beside the batch-1 MLA's blocks).
+  // Neither moved the batch-1 step on the H200 (reports/2026-12-03-h200-decode-step.md, S21a / S21b).
   bool l2_prefetch_loads = false;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
