@@ -260,21 +260,24 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
   }
 }
 
-// Merges the S partials of (b, h) = (blockIdx.y, blockIdx.x) (layout of mla_decode_kernel<true>)
-// with the log-sum-exp rule; S floats of dynamic shared memory hold the weights w_s = exp(m_s - M).
-// 512 threads: 4 groups of 128, group g sums its quarter of the S partials for float4 d (16 loads in
-// flight per thread), the groups' sums are added in fixed order (deterministic). At B = 1 (S = 64) a
-// 128-thread loop over the partials cost tens of microseconds of round trips.
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
-// Before its PDL wait (the combine is admitted when the split-K CTAs start), CTA (h, 0) with h < H asks L2 for
-// head h's region of MlaDecodeParams::l2_prefetch: 16 KiB prefetch requests, one per thread, or (l2_prefetch_loads)
-// plain loads. Weights of the next kernel, which nothing in the step writes.
+// MlaDecodeParams::l2_prefetch, run by the combine before its PDL wait (the combine is admitted when the split-K CTAs
+// start): CTA (h, 0) with h < H asks L2 for head h's region, as 16 KiB prefetch requests, one per thread, or
+// (l2_prefetch_loads) as plain loads. Weights of the next kernel, which nothing in the step writes. Each form is its
+// own instance of the combine (launch_combine), so the combine without a rider keeps its 40 registers (it fits beside
+// the batch-1 MLA's blocks while it waits): one instance holding both forms took 54 (S21b's and later builds).
 constexpr int64_t kCombinePrefetchChunk = 16384;
-__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
-  if (p.l2_prefetch && blockIdx.y == 0 && int(blockIdx.x) < p.H && p.l2_prefetch_loads) {
+template <bool kLoads>
+__device__ __forceinline__ void combine_l2_rider(const MlaDecodeParams& p) {
+  if (blockIdx.y != 0 || int(blockIdx.x) >= p.H) return;
+  const char* base = static_cast<const char*>(p.l2_prefetch) + int64_t(blockIdx.x) * p.l2_prefetch_head_stride;
+  if constexpr (!kLoads) {
+    for (int64_t off = int64_t(threadIdx.x) * kCombinePrefetchChunk; off < p.l2_prefetch_head_bytes;
+         off += int64_t(kCombineThreads) * kCombinePrefetchChunk)
+      prefetch_l2(base + off, unsigned(min(p.l2_prefetch_head_bytes - off, kCombinePrefetchChunk)));
+  } else {
     // Plain 16-byte loads (L1 not allocated), 16 in flight per thread, their XOR kept alive through a shared word.
-    const uint4* base = reinterpret_cast<const uint4*>(static_cast<const char*>(p.l2_prefetch) +
-                                                       int64_t(blockIdx.x) * p.l2_prefetch_head_stride);
+    const uint4* base4 = reinterpret_cast<const uint4*>(base);
     const int64_t n16 = p.l2_prefetch_head_bytes / 16;
     __shared__ uint32_t touch_s;
     uint32_t x = 0;
@@ -287,19 +290,24 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(Mla
         if (i < n16)
           asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"  // not volatile: batched, 16 in flight
               : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w)
-              : "l"(base + i));
+              : "l"(base4 + i));
       }
 #pragma unroll
       for (int k = 0; k < 16; ++k) x ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
     }
     if (x == 0x9e3779b9u) *static_cast<volatile uint32_t*>(&touch_s) = x;  // keeps the loads; never read
-  } else if (p.l2_prefetch && blockIdx.y == 0 && int(blockIdx.x) < p.H) {
-    const char* base = static_cast<const char*>(p.l2_prefetch) + int64_t(blockIdx.x) * p.l2_prefetch_head_stride;
-    for (int64_t off = int64_t(threadIdx.x) * kCombinePrefetchChunk; off < p.l2_prefetch_head_bytes;
-         off += int64_t(kCombineThreads) * kCombinePrefetchChunk)
-      prefetch_l2(base + off, unsigned(p.l2_prefetch_head_bytes - off < kCombinePrefetchChunk ? p.l2_prefetch_head_bytes - off
-                                                                                        : kCombinePrefetchChunk));
   }
+}
+
+// Merges the S partials of (b, h) = (blockIdx.y, blockIdx.x) (layout of mla_decode_kernel<true>)
+// with the log-sum-exp rule; S floats of dynamic shared memory hold the weights w_s = exp(m_s - M).
+// 512 threads: 4 groups of 128, group g sums its quarter of the S partials for float4 d (16 loads in
+// flight per thread), the groups' sums are added in fixed order (deterministic). At B = 1 (S = 64) a
+// 128-thread loop over the partials cost tens of microseconds of round trips.
+// kRider: 0 none, 1 prefetch requests, 2 loads (MlaDecodeParams::l2_prefetch / l2_prefetch_loads).
+template <int kRider>
+__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
+  if constexpr (kRider > 0) combine_l2_rider<kRider == 2>(p);
   pdl_begin();
   extern __shared__ float w_s[];
   __shared__ float stat_s[2];  // M, 1 / sum_s w_s l_s
@@ -431,7 +439,10 @@ void check_split_workspace(const MlaDecodeParams& p, int HQ, int L) {
 }
 // Merges the S split-K partials of every (request, query head) into out and lse (mla_decode_combine_kernel).
 void launch_combine(const MlaDecodeParams& p, int HQ, int S, cudaStream_t stream) {
-  launch_kernel(mla_decode_combine_kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream, p, S);
+  auto kernel = !p.l2_prefetch      ? mla_decode_combine_kernel<0>
+                : p.l2_prefetch_loads ? mla_decode_combine_kernel<2>
+                                      : mla_decode_combine_kernel<1>;
+  launch_kernel(kernel, dim3(HQ, p.B), kCombineThreads, sizeof(float) * S, stream, p, S);
   CUDA_CHECK_LAUNCH();
 }
 }  // namespace

@@ -366,8 +366,7 @@ TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
 }
 
 // MlaDecodeParams::l2_prefetch (the combine's L2 prefetch of the next kernel's weights, before its PDL wait, as
-// prefetch requests or as plain loads) changes
-// no output bit and writes nothing: batch 1 and 2 with 64 heads (split-K with the combine), against the same launch
+// prefetch requests or as plain loads) changes no output bit and writes nothing: batch 1 and 2 with 64 heads (split-K with the combine), against the same launch
 // without it; the prefetched region (random BF16-sized words, H regions of 256 x 512 x 2 bytes at a stride of
 // 448 x 512 x 2, W_UV's place in GLM-5's kv_b) is read back unchanged. A bad rider is one clear error.
 TEST(GpuMlaDecodeSplit, L2PrefetchRiderChangesNothing) {
