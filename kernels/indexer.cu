@@ -635,6 +635,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   __shared__ unsigned sel[2];
   __shared__ unsigned cand_count;
   __shared__ unsigned rank_counts[2];          // this block's keys > and == the k-th (read by higher ranks)
+  // The gathered form (below): rank 0's candidate count and, per rank, the keys above the top digit (both
+  // written by every block through distributed shared memory), rank 0's per-rank candidate counts, and what
+  // rank 0 sends each block for its compaction: {k-th key, equal keys taken, keys > and == it at lower ranks}.
+  __shared__ unsigned gather_count;
+  __shared__ unsigned rank_above[C_];
+  __shared__ unsigned rank_cand[2 * C_];
+  __shared__ uint32_t verdict[4];
   cg::cluster_group cluster = cg::this_cluster();
   const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int b = int(blockIdx.x) / C, tid = threadIdx.x, lane = tid % 32;
@@ -646,6 +653,8 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
     return;
   }
+  if (tid == 0) gather_count = 0;  // before pass 0's cluster barrier, which every remote add follows
+  if (tid < C_) rank_above[tid] = 0;
   const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
   const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
@@ -703,6 +712,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   bool in_smem = false;
   unsigned count = 0;        // keys in cand when in_smem
   unsigned above_top = 0;    // this block's keys whose top digit is above the selected one
+  bool gathered = false;     // the gathered form runs passes 1 and 2 (below)
   for (int pass = 0; pass < 3; ++pass) {  // digits: bits 31..21, 20..10, 9..0
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
     for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
@@ -746,6 +756,12 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     select_digit(merged, nbins, remaining, warp_sums, sel);
     GLM5_TOPK_MARK(5 + 4 * pass);
     const unsigned digit = sel[0], above = sel[1];
+    if (pass == 0 && p.gather && merged[digit] <= unsigned(kTopkCandidates)) {  // the same in every block
+      gathered = true;
+      prefix = digit << shift;
+      remaining -= above;
+      break;
+    }
     const unsigned in_digit = hist[digit];  // this block's keys in the selected digit
     prefix |= digit << shift;
     prefix_mask |= uint32_t(nbins - 1) << shift;
@@ -788,42 +804,136 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     __syncthreads();  // hist, sel and warp_sums are rewritten by the next pass
     GLM5_TOPK_MARK(6 + 4 * pass);
   }
-  const uint32_t kth = prefix;
-  // This block's keys > kth and == kth, for the higher ranks (the last rank's are not needed).
-  if (rank + 1 < C) {
-    unsigned gt = 0, eq = 0;
-    if (in_smem) {
-      for (unsigned i = tid; i < count; i += kTopkThreads) {
-        gt += cand[i] > kth;
-        eq += cand[i] == kth;
-      }
-    } else {
-      for (int base = begin; base < end; base += kTopkStep) {
-        uint32_t key[kTopkPerThread];
-        bool valid[kTopkPerThread];
-        fetch(base, key, valid);
+  uint32_t kth = prefix;
+  unsigned gt_lower = 0, eq_lower = 0;  // keys > / == kth at the positions of the lower ranks
+  if (gathered) {
+    // Gathered form: the keys of the selected top digit (at most kTopkCandidates of the cluster's) go to rank 0,
+    // which resolves the low 21 bits alone (passes 1 and 2 with block barriers instead of two cluster barriers and
+    // a distributed-shared-memory merge each) and sends every block what its compaction needs. A candidate is
+    // stored as its low 21 bits with its block's rank above them (the top 11 bits are the selected digit's).
+    constexpr uint32_t kLow = (1u << 21) - 1u;
+    const uint32_t top = prefix >> 21;
+    unsigned* dst_count = cluster.map_shared_rank(&gather_count, 0);
+    uint32_t* dst_cand = cluster.map_shared_rank(cand, 0);
+    unsigned mine_above = 0;
+    for (int base = begin; base < end; base += kTopkStep) {
+      uint32_t key[kTopkPerThread];
+      bool valid[kTopkPerThread];
+      fetch(base, key, valid);
+      unsigned mask[kTopkPerThread], total = 0;
 #pragma unroll
-        for (int j = 0; j < kTopkPerThread; ++j) {
-          gt += valid[j] && key[j] > kth;
-          eq += valid[j] && key[j] == kth;
+      for (int j = 0; j < kTopkPerThread; ++j) {
+        mask[j] = __ballot_sync(0xffffffffu, valid[j] && key[j] >> 21 == top);
+        total += __popc(mask[j]);
+        mine_above += valid[j] && key[j] >> 21 > top;
+      }
+      unsigned at = 0;  // one remote add per warp and step
+      if (lane == 0 && total) at = atomicAdd(dst_count, total);
+      at = __shfl_sync(0xffffffffu, at, 0);
+      const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+      for (int j = 0; j < kTopkPerThread; ++j) {
+        if (mask[j] >> lane & 1u) dst_cand[at + __popc(mask[j] & below)] = (key[j] & kLow) | uint32_t(rank) << 21;
+        at += __popc(mask[j]);
+      }
+    }
+    mine_above = __reduce_add_sync(0xffffffffu, mine_above);
+    if (lane == 0 && mine_above) atomicAdd(cluster.map_shared_rank(&rank_above[rank], 0), mine_above);
+    GLM5_TOPK_MARK(19);
+    cluster.sync();  // rank 0 holds every candidate and every block's count above the top digit
+    GLM5_TOPK_MARK(20);
+    if (rank == 0) {
+      const unsigned count = gather_count;  // == merged[top digit]
+      uint32_t low = 0, low_mask = 0;
+      for (int pass = 1; pass < 3; ++pass) {  // digits: bits 20..10, 9..0
+        const int shift = pass == 1 ? 10 : 0, bits = pass == 1 ? 11 : 10, nbins = 1 << bits;
+        for (int i = tid; i < nbins; i += kTopkThreads) hist[i] = 0;
+        __syncthreads();
+        for (unsigned base = 0; base < count; base += kTopkThreads) {  // bound uniform: whole warps call hist_add
+          const unsigned i = base + tid;
+          hist_add(hist, digit_of(i < count ? cand[i] & kLow : 0u, i < count, low, low_mask, shift, bits));
+        }
+        __syncthreads();
+        select_digit(hist, nbins, remaining, warp_sums, sel);
+        low |= sel[0] << shift;
+        low_mask |= uint32_t(nbins - 1) << shift;
+        remaining -= sel[1];
+        __syncthreads();  // sel is rewritten by the next pass
+      }
+      // Each rank's candidates > and == the k-th key (one rank at a time: two live counters, no local arrays).
+      if (tid < 2 * C_) rank_cand[tid] = 0;
+      __syncthreads();
+#pragma unroll 1
+      for (int r = 0; r < C_; ++r) {
+        unsigned gt = 0, eq = 0;
+        for (unsigned i = tid; i < count; i += kTopkThreads) {
+          const uint32_t w = cand[i];
+          const bool of_r = w >> 21 == uint32_t(r);
+          gt += of_r && (w & kLow) > low;
+          eq += of_r && (w & kLow) == low;
+        }
+        gt = __reduce_add_sync(0xffffffffu, gt);
+        eq = __reduce_add_sync(0xffffffffu, eq);
+        if (lane == 0 && gt) atomicAdd(&rank_cand[r], gt);
+        if (lane == 0 && eq) atomicAdd(&rank_cand[C_ + r], eq);
+      }
+      __syncthreads();
+      if (tid < C) {  // thread r sends block r its verdict
+        unsigned gl = 0, el = 0;
+        for (int r = 0; r < tid; ++r) {
+          gl += rank_above[r] + rank_cand[r];
+          el += rank_cand[C_ + r];
+        }
+        uint32_t* v = cluster.map_shared_rank(verdict, tid);
+        v[0] = top << 21 | low;
+        v[1] = remaining;
+        v[2] = gl;
+        v[3] = el;
+      }
+    }
+    GLM5_TOPK_MARK(21);
+    cluster.sync();  // every block holds its verdict; no block touches another's shared memory after this
+    GLM5_TOPK_MARK(22);
+    kth = verdict[0];
+    remaining = verdict[1];
+    gt_lower = verdict[2];
+    eq_lower = verdict[3];
+  } else {
+    // This block's keys > kth and == kth, for the higher ranks (the last rank's are not needed).
+    if (rank + 1 < C) {
+      unsigned gt = 0, eq = 0;
+      if (in_smem) {
+        for (unsigned i = tid; i < count; i += kTopkThreads) {
+          gt += cand[i] > kth;
+          eq += cand[i] == kth;
+        }
+      } else {
+        for (int base = begin; base < end; base += kTopkStep) {
+          uint32_t key[kTopkPerThread];
+          bool valid[kTopkPerThread];
+          fetch(base, key, valid);
+#pragma unroll
+          for (int j = 0; j < kTopkPerThread; ++j) {
+            gt += valid[j] && key[j] > kth;
+            eq += valid[j] && key[j] == kth;
+          }
         }
       }
+      gt = block_sum(gt, warp_sums);
+      eq = block_sum(eq, warp_sums);
+      if (tid == 0) {
+        rank_counts[0] = in_smem ? gt + above_top : gt;
+        rank_counts[1] = eq;
+      }
     }
-    gt = block_sum(gt, warp_sums);
-    eq = block_sum(eq, warp_sums);
-    if (tid == 0) {
-      rank_counts[0] = in_smem ? gt + above_top : gt;
-      rank_counts[1] = eq;
+    GLM5_TOPK_MARK(15);
+    cluster.sync();  // rank_counts of every block are written
+    GLM5_TOPK_MARK(16);
+    for (int r = 0; r < rank; ++r) {
+      const unsigned* rc = cluster.map_shared_rank(rank_counts, r);
+      gt_lower += rc[0];
+      eq_lower += rc[1];
     }
-  }
-  GLM5_TOPK_MARK(15);
-  cluster.sync();  // rank_counts of every block are written
-  GLM5_TOPK_MARK(16);
-  unsigned gt_lower = 0, eq_lower = 0;  // keys > / == kth at the positions of the lower ranks
-  for (int r = 0; r < rank; ++r) {
-    const unsigned* rc = cluster.map_shared_rank(rank_counts, r);
-    gt_lower += rc[0];
-    eq_lower += rc[1];
   }
   // Compaction in position order: keys > kth, and the first `remaining` keys == kth overall.
   unsigned written = gt_lower + min(eq_lower, remaining), eq_seen = eq_lower;
@@ -865,7 +975,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     eq_seen += eq_total;
   }
   GLM5_TOPK_MARK(17);
-  cluster.sync();  // no block leaves while another may still read its shared memory
+  if (!gathered) cluster.sync();  // no block leaves while another may still read its shared memory
   GLM5_TOPK_MARK(18);
 }
 

@@ -47,7 +47,8 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // ascending position order, padded with -1 when seq_len < k. Ties go to the lower position.
 // GPU: radix select on the order-preserving uint32 of each score (3 passes of 11/11/10-bit digits over
 // shared-memory histograms; the keys left undecided after the first pass are kept in shared memory
-// when they fit), then an ordered compaction. One thread-block cluster of C blocks (1024 threads,
+// when they fit, by default gathered into one block of the cluster: TopkParams::gather), then an ordered
+// compaction. One thread-block cluster of C blocks (1024 threads,
 // 208 KiB of shared memory each) per request, each block owning 1/C of the positions (read from
 // global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch (>= 4096 positions per
@@ -61,6 +62,11 @@ struct TopkParams {
   int32_t* out_slots;         // [B, k]
   int B = 0, k = 0;
   int cluster = 0;            // GPU blocks per request: 0 = chosen by topk_cuda; 1, 2, 4, 8 = forced (tuning)
+  // The gathered form (default): after the first pass, the keys of the selected top digit go to one block of the
+  // cluster, which resolves the k-th key alone and sends each block its compaction counts (two cluster barriers
+  // instead of five); used when they fit its shared memory (<= 16,384 keys), else the three cluster passes run.
+  // false: always the three cluster passes (A/B tuning). The same slots either way.
+  bool gather = true;
 };
 // Order: scores compare as floats with -0 == +0, ties to the lower position; NaN ranks above +inf
 // (positive NaN) or below -inf (negative NaN), the order of the float's sign-magnitude bits.

@@ -383,6 +383,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 8))  // (IsMember alone let an empty value through as the default)
       ->check(CLI::IsMember({0, 1, 2, 4, 8}));
+  prof->add_option("--topk-gather", po.topk_gather,
+                   "on | off: after the first radix pass of the DSA indexer's top-k, one block of the request's "
+                   "cluster resolves the k-th score alone (on) or every block runs two more cluster passes (off). "
+                   "Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")

@@ -883,6 +883,7 @@ void DecodeEngine::attention(int l) {
                              double(B) * score_stride * 4 + double(B) * topk * 4, 0));
     TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
                  topk_.as<int32_t>(), B, topk, opt_.topk_cluster};
+    p.gather = opt_.topk_gather;
     GLM5_RUN(topk, p);
   }
   side_join(0);  // the new token's KV row (attn.prologue on the side stream) before the KV path reads the pool

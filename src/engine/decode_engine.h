@@ -142,6 +142,10 @@ struct EngineOptions {
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.
   int topk_cluster = 0;
+  // TopkParams::gather of attn.indexer.topk: after the first pass, the top digit's keys are resolved by one block of
+  // the cluster (two cluster barriers instead of five; session 22). false: the three cluster passes (A/B). The
+  // same slots.
+  bool topk_gather = true;
   // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next
   // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
   // (session 17; A/B). The same bits either way.

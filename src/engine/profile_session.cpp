@@ -498,6 +498,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.gemv_fold = o.gemv_fold == "on";
   eo.side_priority = o.side_priority == "on";
   eo.topk_cluster = o.topk_cluster;
+  eo.topk_gather = o.topk_gather == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;
@@ -606,7 +607,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},
                                          {"side_priority", o.side_priority},
-                                         {"topk_cluster", o.topk_cluster}}}};
+                                         {"topk_cluster", o.topk_cluster},
+                                         {"topk_gather", o.topk_gather}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
   report.memory_fit = json{{"weights_bytes", weight_bytes},

@@ -1,7 +1,9 @@
 // GPU top-k (kernels/indexer.cu) on the paths the radix select takes: undecided keys kept in shared
 // memory or re-read (more than 16,384 of a block's keys share the top 11 bits), 16-byte or scalar
 // loads (odd score_stride), k small and large; the slots must equal the CPU twin's exactly.
-// Also the multi-block (cluster) split of one request at small batch.
+// Also the multi-block (cluster) split of one request at small batch, and both forms of the passes after the
+// first: the gathered one (TopkParams::gather, the default: the top digit's keys resolved by one block of the
+// cluster) and the three cluster passes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,12 +47,16 @@ TEST(GpuTopkPaths, EqualsCpuOnEveryPath) {
       topk_cpu({s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), B, k});
       Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
              dout(Where::Device, want.size() * 4, "slots");
-      topk_cuda({ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k},
-                nullptr);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(got[i], want[i]) << "request " << i / k << " rank " << i % k;
+      for (bool gather : {true, false}) {
+        TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+        d.gather = gather;
+        CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
+        topk_cuda(d, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(got[i], want[i]) << "gather " << gather << " request " << i / k << " rank " << i % k;
+      }
     }
   }
 }
@@ -92,11 +98,60 @@ TEST(GpuTopkPaths, ClusterSplitEqualsCpu) {
     topk_cpu({s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), B, k});
     Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
            dout(Where::Device, want.size() * 4, "slots");
-    topk_cuda({ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k},
-              nullptr);
-    CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
-    for (size_t i = 0; i < want.size(); ++i)
-      ASSERT_EQ(got[i], want[i]) << "request " << i / k << " (seq_len " << seq[i / k] << ") rank " << i % k;
+    for (bool gather : {true, false}) {
+      TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+      d.gather = gather;
+      CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
+      topk_cuda(d, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << "gather " << gather << " request " << i / k << " (seq_len " << seq[i / k]
+                                   << ") rank " << i % k;
+    }
+  }
+}
+
+// The decode step's batch-1 shape (32,768 + 1 positions, C = 8) with the gathered form at its capacity: `top`
+// keys share the selected top digit (distinct values in [1, 1.25), at shuffled positions so every block sends
+// some), the rest lie below it; 16,384 is the most rank 0 holds (gathered), 16,385 falls back to the cluster
+// passes. Also normal and lognormal scores as the step's indexer gives them, and every cluster size forced.
+TEST(GpuTopkPaths, GatheredFormAtCapacityAndStepShape) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const int k = 2048, n = 32769, stride = 32832, max_pages = stride / 64;
+  for (int pattern = 0; pattern < 4; ++pattern) {
+    const uint64_t seed = fresh_seed();
+    const int top = pattern == 0 ? 16384 : 16385;
+    SCOPED_TRACE("pattern " + std::to_string(pattern) + " seed " + std::to_string(seed));
+    std::vector<float> s(stride, 0.f);
+    std::vector<int32_t> pos(n);
+    for (int i = 0; i < n; ++i) pos[i] = i;
+    std::mt19937_64 g(seed);
+    std::shuffle(pos.begin(), pos.end(), g);
+    for (int i = 0; i < n; ++i) {
+      float v;
+      if (pattern < 2) v = i < top ? 1.f + 0.2499f * float(i) / float(top) : -1.f - rng_uniform(seed, 1, i);
+      else if (pattern == 2) v = rng_normal(seed, 2, i);
+      else v = std::exp(rng_normal(seed, 3, i));
+      s[pos[i]] = v;
+    }
+    std::vector<int32_t> seq = {n}, bt(max_pages);
+    for (int i = 0; i < max_pages; ++i) bt[i] = max_pages - 1 - i;
+    std::vector<int32_t> want(k);
+    topk_cpu({s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), 1, k});
+    Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+           dout(Where::Device, want.size() * 4, "slots");
+    for (int cluster : {0, 1, 2, 4, 8})
+      for (bool gather : {true, false}) {
+        TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), 1, k,
+                     cluster};
+        d.gather = gather;
+        CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
+        topk_cuda(d, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+        for (int i = 0; i < k; ++i)
+          ASSERT_EQ(got[i], want[i]) << "cluster " << cluster << " gather " << gather << " rank " << i;
+      }
   }
 }

@@ -93,22 +93,32 @@ int main() {
     std::vector<int32_t> want(k), got(k);
     TopkParams p{s.data(), n, seq.data(), bt.data(), pages, want.data(), 1, k};
     topk_cpu(p);
-    for (int C : {0, 4, 8}) {
+    for (int C : {0, 4, 8})
+    for (bool gather : {true, false}) {
       TopkParams d{d_s, n, d_seq, d_bt, pages, d_out, 1, k, C};
+      d.gather = gather;
       CUDA_CHECK(cudaMemset(d_out, 0xff, 4 * size_t(k)));
       topk_cuda(d, nullptr);
       CUDA_CHECK(cudaMemcpy(got.data(), d_out, 4 * size_t(k), cudaMemcpyDeviceToHost));
       const bool ok = got == want;
       const float one = single_us([&] { topk_cuda(d, nullptr); }, 50);
+      long long m[32] = {};
+      CUDA_CHECK(cudaMemcpyToSymbol(g_topk_marks, m, sizeof(m)));  // marks of the form that ran, no stale ones
       const float chain = chained_us([&](int) { topk_cuda(d, nullptr); }, 200);
-      long long m[32];
       CUDA_CHECK(cudaMemcpyFromSymbol(m, g_topk_marks, sizeof(m)));
-      std::printf("n %6d  C %d  %s  single %.2f us  chained %.2f us\n  phases (us):", n, C, ok ? "ok" : "MISMATCH",
-                  one, chain);
-      const char* names[] = {"pdl", "load", "p0.hist", "p0.merge", "p0.sel", "p0.rest", "p1.hist", "p1.merge",
-                             "p1.sel", "p1.rest", "p2.hist", "p2.merge", "p2.sel", "p2.rest", "counts", "csync",
-                             "compact", "exit"};
-      for (int i = 1; i <= 18; ++i) std::printf(" %s %.2f", names[i - 1], (m[i] - m[i - 1]) / cyc_per_us);
+      std::printf("n %6d  C %d  gather %d  %s  single %.2f us  chained %.2f us\n  phases (us):", n, C, int(gather),
+                  ok ? "ok" : "MISMATCH", one, chain);
+      auto phase = [&](const char* name, int from, int to) { std::printf(" %s %.2f", name, (m[to] - m[from]) / cyc_per_us); };
+      if (m[19] != 0) {  // the gathered form ran: marks 0-5, 19-22, 17, 18
+        phase("pdl", 0, 1), phase("load", 1, 2), phase("p0.hist", 2, 3), phase("p0.merge", 3, 4), phase("p0.sel", 4, 5);
+        phase("send", 5, 19), phase("csync", 19, 20), phase("rank0", 20, 21), phase("csync", 21, 22);
+        phase("compact", 22, 17), phase("exit", 17, 18);
+      } else {
+        const char* names[] = {"pdl", "load", "p0.hist", "p0.merge", "p0.sel", "p0.rest", "p1.hist", "p1.merge",
+                               "p1.sel", "p1.rest", "p2.hist", "p2.merge", "p2.sel", "p2.rest", "counts", "csync",
+                               "compact", "exit"};
+        for (int i = 1; i <= 18; ++i) phase(names[i - 1], i - 1, i);
+      }
       std::printf("  total %.2f\n", (m[18] - m[0]) / cyc_per_us);
     }
     cudaFree(d_s);
