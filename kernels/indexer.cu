@@ -36,6 +36,15 @@ namespace {
 
 namespace cg = cooperative_groups;
 
+// IndexerScoreParams::top_hist: each lane with `counted` adds its score to bin topk_hist_bin(s) of `hist` (its
+// request's row), one atomic per distinct bin among the warp's lanes. Called by whole warps (every call site's
+// branch is uniform per warp).
+__device__ __forceinline__ void top_hist_note(unsigned* hist, float s, bool counted) {
+  const unsigned bin = counted ? topk_hist_bin(s) : 0xffffffffu;
+  const unsigned peers = __match_any_sync(0xffffffffu, bin);
+  if (counted && threadIdx.x % 32 == unsigned(__ffs(peers) - 1)) atomicAdd(hist + bin, unsigned(__popc(peers)));
+}
+
 constexpr int kScoreThreads = 256;
 constexpr int kHeadQuarters = kScoreThreads / kPageSize;  // 4
 
@@ -56,8 +65,12 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerSco
   const int seq_len = p.seq_lens[b];
   const int first = page * kPageSize;
   const int32_t page_id = p.block_table[int64_t(b) * p.max_pages + page];
+  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
   if (first >= seq_len || page_id < 0) {
-    if (tid < kPageSize) out[tid] = -INFINITY;
+    if (tid < kPageSize) {  // warps 0 and 1 whole
+      out[tid] = -INFINITY;
+      if (hist) top_hist_note(hist, -INFINITY, first + tid < seq_len);
+    }
     return;
   }
   for (int i = tid; i < Hi * D; i += kScoreThreads) q_s[i] = p.q[int64_t(b) * Hi * D + i];
@@ -96,6 +109,7 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerSco
     float s = 0.f;
     for (int qi = 0; qi < kHeadQuarters; ++qi) s += part_s[qi * kPageSize + tid];
     out[tid] = first + tid < seq_len ? s : -INFINITY;
+    if (hist) top_hist_note(hist, s, first + tid < seq_len);
   }
 }
 
@@ -139,6 +153,7 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
   const int64_t positions = int64_t(p.max_pages) * kPageSize;
   const int seq_len = p.seq_lens[b];
   const int page0 = blockIdx.x * pages_per_block, page_end = min(p.max_pages, page0 + pages_per_block);
+  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
   for (int i = 4 * tid; i < kMmaHeads * D; i += 4 * kMmaThreads) {  // D % 16 == 0: float4 runs
     const float4 q = *reinterpret_cast<const float4*>(p.q + int64_t(b) * kMmaHeads * D + i);
     const float4 hi = make_float4(wmma::__float_to_tf32(q.x), wmma::__float_to_tf32(q.y), wmma::__float_to_tf32(q.z),
@@ -203,7 +218,10 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
     float* out = p.scores + b * positions + int64_t(page) * kPageSize;
     const int32_t next_id = page_id_of(page + 1);
     if (id < 0) {  // past seq_len or an unmapped page
-      if (tid < kPageSize) out[tid] = -INFINITY;
+      if (tid < kPageSize) {  // warps 0 and 1 whole
+        out[tid] = -INFINITY;
+        if (hist) top_hist_note(hist, -INFINITY, page * kPageSize + tid < seq_len);
+      }
       load_raw(next_id);
       id = next_id;
       continue;
@@ -253,6 +271,7 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
       }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       if (half == 0) out[t] = page * kPageSize + t < seq_len ? sum : -INFINITY;
+      if (hist) top_hist_note(hist, sum, half == 0 && page * kPageSize + t < seq_len);  // every lane calls
     }
     id = next_id;
   }
@@ -355,6 +374,7 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
   const int tiles = p.max_pages * 2;
   const int tile_begin = blockIdx.x * tiles_per_block, tile_end = min(tiles, tile_begin + tiles_per_block);
   float* out_row = p.scores + int64_t(b) * p.max_pages * kPageSize;
+  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
   int tile = tile_begin + warp;
   F16KeyRegs<D> cur;
   // seq_lens and the block table are per-step tables copied before the step's first kernel; with p.fresh only the
@@ -418,8 +438,9 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
     F16KeyRegs<D> nxt;
     f16_load_tile<D>(p, b, tile + kF16Warps, tile_end, seq_len, nxt);
     const int pos0 = tile * kF16TilePos;
-    if (cur.page_id < 0) {
+    if (cur.page_id < 0) {  // (uniform per warp)
       out_row[pos0 + lane] = -INFINITY;
+      if (hist) top_hist_note(hist, -INFINITY, pos0 + lane < seq_len);
     } else {
       float acc[2][4][4];
 #pragma unroll
@@ -464,6 +485,7 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
       const float v = c == 0 ? sum[0][0] : c == 1 ? sum[0][1] : c == 2 ? sum[1][0] : sum[1][1];
       const int pos = pos0 + 16 * (c / 2) + 8 * (c % 2) + g;
       out_row[pos] = pos < seq_len ? v : -INFINITY;
+      if (hist) top_hist_note(hist, v, pos < seq_len);
     }
     cur = nxt;
   }
@@ -648,13 +670,22 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   const int n = min(max(p.seq_lens[b], 0), limit);
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
+  unsigned* top_hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;  // TopkParams::top_hist
   if (n <= p.k) {  // the same in every block of the cluster: no cluster barrier is skipped unevenly
-    if (rank == 0)
+    if (rank == 0) {
       for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
+      if (top_hist)
+        for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;  // consumed (no other block reads it)
+    }
     return;
   }
-  if (tid == 0) gather_count = 0;  // before pass 0's cluster barrier, which every remote add follows
+  if (tid == 0) gather_count = 0;  // before pass 0's cluster barrier (or `started`), which every remote add follows
   if (tid < C_) rank_above[tid] = 0;
+  // Without a pass 0 of our own (top_hist), a split cluster barrier orders those zeros (and every block's start, which
+  // distributed shared memory needs) before the first remote add; its wait comes after the key loads.
+  const bool own_pass0 = !(top_hist && p.gather);  // uniform over the cluster
+  cg::cluster_group::arrival_token started;
+  if (!own_pass0) started = cluster.barrier_arrive();
   const int chunk = ((n + C - 1) / C + kTopkPerThread - 1) / kTopkPerThread * kTopkPerThread;
   const int begin = min(n, rank * chunk), end = min(n, begin + chunk);
   const bool vec = (reinterpret_cast<uintptr_t>(s) & 15u) == 0;
@@ -667,6 +698,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   // keys are read from global memory once, here, with all loads in flight together; every later
   // scan reads shared memory.
   const bool chunk_in_smem = end - begin <= kTopkChunkSmem;
+  // TopkParams::top_hist: the first pass's merged histogram as the score kernel built it, loaded beside the keys.
+  static_assert(kTopkHistBins == kTopkBins && kTopkBins == 2 * kTopkThreads, "two bins per thread");
+  unsigned th0 = 0, th1 = 0;
+  if (top_hist) {
+    th0 = __ldcg(top_hist + tid);
+    th1 = __ldcg(top_hist + tid + kTopkThreads);
+  }
   if (chunk_in_smem) {
     for (int base = begin; base < end; base += 2 * kTopkStep) {
       uint32_t k0[kTopkPerThread], k1[kTopkPerThread];
@@ -683,8 +721,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
         reinterpret_cast<uint4*>(chunk_s + at + kTopkStep)[1] = make_uint4(k1[4], k1[5], k1[6], k1[7]);
       }
     }
-    __syncthreads();
   }
+  if (top_hist) {
+    merged[tid] = th0;
+    merged[tid + kTopkThreads] = th1;
+  }
+  __syncthreads();  // the keys (chunk_in_smem) and the loaded histogram are in shared memory
+  if (!own_pass0) cluster.barrier_wait(std::move(started));
   GLM5_TOPK_MARK(2);
   // The order keys of positions base + 8*tid + j, from shared memory or global memory.
   auto fetch = [&](int base, uint32_t (&key)[kTopkPerThread], bool (&valid)[kTopkPerThread]) {
@@ -713,7 +756,18 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   unsigned count = 0;        // keys in cand when in_smem
   unsigned above_top = 0;    // this block's keys whose top digit is above the selected one
   bool gathered = false;     // the gathered form runs passes 1 and 2 (below)
-  for (int pass = 0; pass < 3; ++pass) {  // digits: bits 31..21, 20..10, 9..0
+  if (!own_pass0) {  // the first digit from the score kernel's histogram: no pass 0 of our own
+    if (tid == 0) sel[0] = sel[1] = 0;  // (a histogram that does not hold k keys selects nothing: no stale index)
+    __syncthreads();
+    select_digit(merged, kTopkBins, remaining, warp_sums, sel);
+    GLM5_TOPK_MARK(5);
+    if (merged[sel[0]] <= unsigned(kTopkCandidates)) {  // the same in every block; else the three cluster passes
+      gathered = true;
+      prefix = sel[0] << 21;
+      remaining -= sel[1];
+    }
+  }
+  for (int pass = 0; pass < 3 && !gathered; ++pass) {  // digits: bits 31..21, 20..10, 9..0
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
     for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
     __syncthreads();
@@ -842,6 +896,8 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     GLM5_TOPK_MARK(19);
     cluster.sync();  // rank 0 holds every candidate and every block's count above the top digit
     GLM5_TOPK_MARK(20);
+    if (top_hist && rank == 0)  // every block read it before the barrier above: consumed
+      for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
     if (rank == 0) {
       const unsigned count = gather_count;  // == merged[top digit]
       uint32_t low = 0, low_mask = 0;
@@ -975,7 +1031,11 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     eq_seen += eq_total;
   }
   GLM5_TOPK_MARK(17);
-  if (!gathered) cluster.sync();  // no block leaves while another may still read its shared memory
+  if (!gathered) {
+    cluster.sync();  // no block leaves while another may still read its shared memory
+    if (top_hist && rank == 0)  // every block read it before the barrier above: consumed
+      for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
+  }
   GLM5_TOPK_MARK(18);
 }
 

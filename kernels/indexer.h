@@ -29,6 +29,12 @@ struct IndexerScoreParams {
   // first tile's block-table and key loads before its PDL wait, so their DRAM round trip overlaps the previous
   // kernel's tail, and reloads that tile after the wait when it holds a fresh position. The same results.
   int fresh = 0;
+  // Optional [B, kTopkHistBins]: the first radix pass of the top-k that reads these scores (TopkParams::top_hist),
+  // built here. Every position pos < seq_len (pos < max_pages*64) adds 1 to bin topk_hist_bin(its score) of its
+  // request's row, -inf scores of unmapped pages included. Must hold zeros on entry: the top-k that reads it leaves
+  // it zero (session 22: the top-k's own first-pass histogram and its cluster merge were ~3.3 us of its ~16 at
+  // batch 1 / 32K; here it costs one warp-aggregated atomic per distinct bin per warp of 32 positions).
+  unsigned* top_hist = nullptr;
 };
 // Key of logical position pos: slot = block_table[b][pos / 64] * 64 + pos % 64 (page slot / 64 of
 // the indexer cache); FP8 keys dequantize to e4m3 * scale in fp32, BF16 keys to their value.
@@ -53,6 +59,9 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch (>= 4096 positions per
 // block), down to 1 when B alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
+// The top-k's first radix digit: the top 11 bits of the order key (topk_order_key below).
+constexpr int kTopkHistBins = 2048;
+
 struct TopkParams {
   const float* scores;        // [B, score_stride]
   int score_stride = 0;
@@ -67,6 +76,11 @@ struct TopkParams {
   // instead of five); used when they fit its shared memory (<= 16,384 keys), else the three cluster passes run.
   // false: always the three cluster passes (A/B tuning). The same slots either way.
   bool gather = true;
+  // Optional [B, kTopkHistBins]: the histogram of these scores' first digits built by indexer_score
+  // (IndexerScoreParams::top_hist): the first pass reads it instead of building and merging its own; the kernel
+  // (and the CPU twin) then zero it for the next use. Requires score_stride == max_pages * 64 (the positions the
+  // score kernel counted are the ones the top-k ranks).
+  unsigned* top_hist = nullptr;
 };
 // Order: scores compare as floats with -0 == +0, ties to the lower position; NaN ranks above +inf
 // (positive NaN) or below -inf (negative NaN), the order of the float's sign-magnitude bits.
@@ -85,5 +99,6 @@ GLM5_HD uint32_t topk_order_key(float f) {
   if (u == 0x80000000u) u = 0;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+GLM5_HD unsigned topk_hist_bin(float f) { return topk_order_key(f) >> 21; }
 
 }  // namespace glm5

@@ -72,6 +72,8 @@ void indexer_score_cpu(const IndexerScoreParams& p) {
       }
       out[pos] = score;
     }
+    if (p.top_hist)
+      for (int64_t pos = 0; pos < std::min<int64_t>(n, positions); ++pos) ++p.top_hist[int64_t(b) * kTopkHistBins + topk_hist_bin(out[pos])];
   }
 }
 
@@ -82,6 +84,9 @@ void validate_topk_params(const TopkParams& p) {
   require(p.score_stride >= 1, "topk: score_stride = " + std::to_string(p.score_stride) + ", expected >= 1");
   require(p.cluster == 0 || p.cluster == 1 || p.cluster == 2 || p.cluster == 4 || p.cluster == 8,
           "topk: cluster = " + std::to_string(p.cluster) + ", expected 0 (auto), 1, 2, 4 or 8");
+  require(!p.top_hist || p.score_stride == int64_t(p.max_pages) * kPageSize,
+          "topk: top_hist needs score_stride = max_pages * 64 = " + std::to_string(int64_t(p.max_pages) * kPageSize) +
+              ", got " + std::to_string(p.score_stride));
   if (p.B == 0) return;
   require(p.scores && p.seq_lens && p.block_table && p.out_slots,
           "topk: scores, seq_lens, block_table and out_slots must be non-null");
@@ -111,6 +116,7 @@ void topk_cpu(const TopkParams& p) {
       out[i] = p.block_table[int64_t(b) * p.max_pages + pos[i] / kPageSize] * kPageSize + pos[i] % kPageSize;
     for (int i = keep; i < p.k; ++i) out[i] = -1;
   }
+  if (p.top_hist) std::fill(p.top_hist, p.top_hist + int64_t(p.B) * kTopkHistBins, 0u);  // consumed (GPU: the same)
 }
 
 }  // namespace glm5

@@ -9,6 +9,10 @@
 # batch-1 step. Tests first (kernels_gpu_topk_paths: both forms against the CPU twin, the gathered form at its
 # 16,384-key capacity and one past it), the probe's phases, then A/B at batch 1 (8 processes, A B B A A B B A) and
 # batch 8 (4), one trace of the defaults; then engine_gpu_graph / engine_gpu_golden on the new default.
+# (3) TopkParams::top_hist / IndexerScoreParams::top_hist (`--topk-score-hist on|off`): the score kernel builds the
+# histogram of its scores' first radix digits (warp-aggregated atomics), the top-k reads it instead of its own pass 0
+# and merge (S18 probe: p0.hist 2.0 + p0.merge 1.3 us at B 1 / 32K). Predicted a further -2 to -3 us per layer.
+# A/B (2) with (3) off on both sides, then (3) with (2) on on both sides; batch 8 both on against both off.
 # Usage: tools/device_pack.sh build-lead glm5prof topk_probe kernels_gpu_topk_paths kernels_gpu_indexer
 #        kernels_gpu_mla_decode engine_gpu_graph engine_gpu_golden; .device/shared holding ../shared/golden and
 #        ../shared/configs; run `bash THIS`, carry [".device"]
@@ -18,22 +22,28 @@ device_round_begin s22a
 run_test() {  # NAME TIMEOUT [gtest args]
   local t=$1 to=$2; shift 2
   timeout "$to" $BIN/$t "$@" > $W/$t.log 2>&1
-  echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/$t.log | tr '\n' ' ')"
+  local rc=$?
+  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)' $W/$t.log | tr '\n' ' ')"
   grep -hE "Failure|Expected|Which is|gather " $W/$t.log | head -6
+  return $rc
 }
-run_test kernels_gpu_topk_paths 200
+run_test kernels_gpu_topk_paths 150; a=$?
+run_test kernels_gpu_indexer 150; b=$?
+if [ $a != 0 ] || [ $b != 0 ]; then echo "top-k / indexer tests failed: no step runs"; device_round_pack; exit 0; fi
 run_test kernels_gpu_mla_decode 200 --gtest_filter='GpuMlaDecodeSplit.*:GpuMlaDecode/*'
 timeout 200 $BIN/topk_probe > $W/topk_probe.txt 2>&1; echo "topk_probe rc=$?"
 grep -A1 -E "^n  32768" $W/topk_probe.txt | head -40
-device_round_ab "attn.indexer.topk|attn.indexer.score|attn.mla" "A B B A A B B A" "--topk-gather on" "--topk-gather off"
-mkdir -p $W/b1 && mv $W/b1-* $W/b1/
+OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
+device_round_ab "$OPS" "A B B A A B B A" "--topk-gather on --topk-score-hist off" "--topk-gather off --topk-score-hist off"
+mkdir -p $W/gather && mv $W/b1-* $W/gather/
+device_round_ab "$OPS" "A B B A A B B A" "--topk-score-hist on" "--topk-score-hist off"
+mkdir -p $W/hist && mv $W/b1-* $W/hist/
 for x in A B B A; do
   r=$(( ${r:-0} + 1 )); [ $x = A ] && a=on || a=off
-  device_round_profile b8-$r-$x 8 32768 "attn.indexer.topk|attn.indexer.score" --topk-gather $a
+  device_round_profile b8-$r-$x 8 32768 "$OPS" --topk-gather $a --topk-score-hist $a
 done
 mkdir -p $W/b8 && mv $W/b8-* $W/b8/
 device_round_trace trace-default
-run_test kernels_gpu_indexer 150
 run_test engine_gpu_graph 300
 run_test engine_gpu_golden 200
 device_round_pack

@@ -389,6 +389,11 @@ int main(int argc, char** argv) {
                    "Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--topk-score-hist", po.topk_score_hist,
+                   "on | off: the DSA indexer's score kernel also builds the histogram of its scores' first radix "
+                   "digits, which the top-k reads instead of building its own. Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")

@@ -338,6 +338,11 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     idx_q_ = fl(B * c.index_n_heads * c.index_head_dim, "indexer q");
     idx_k_ = fl(B * c.index_head_dim, "indexer k");
     idx_w_ = fl(B * c.index_n_heads, "indexer head weights");
+    if (opt.topk_score_hist) {  // EngineOptions::topk_score_hist: zero once here, then each top-k leaves it zero
+      top_hist_ = Buffer(where_, size_t(B) * kTopkHistBins * 4, "top-k first-digit histogram");
+      std::vector<uint32_t> zeros(size_t(B) * kTopkHistBins, 0u);
+      top_hist_.upload(zeros.data(), zeros.size() * 4);
+    }
   }
   scores_ = fl(B * score_stride, "indexer scores");
   if (!c.has_indexer) {  // dense attention (deepseek_v3): every position scores equally, top-k keeps all
@@ -872,6 +877,7 @@ void DecodeEngine::attention(int l) {
                            pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
                            1.f / std::sqrt(float(D))};
       p.fresh = opt_.score_early_keys ? 1 : 0;  // one new token per request this step (its key: attn.prologue)
+      p.top_hist = top_hist_.as<unsigned>();    // null unless EngineOptions::topk_score_hist; read by the top-k below
       GLM5_RUN(indexer_score, p);
     }
   }
@@ -884,6 +890,7 @@ void DecodeEngine::attention(int l) {
     TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
                  topk_.as<int32_t>(), B, topk, opt_.topk_cluster};
     p.gather = opt_.topk_gather;
+    if (run_indexer) p.top_hist = top_hist_.as<unsigned>();  // built by this layer's score kernel (or null)
     GLM5_RUN(topk, p);
   }
   side_join(0);  // the new token's KV row (attn.prologue on the side stream) before the KV path reads the pool

@@ -146,6 +146,10 @@ struct EngineOptions {
   // the cluster (two cluster barriers instead of five; session 22). false: the three cluster passes (A/B). The
   // same slots.
   bool topk_gather = true;
+  // IndexerScoreParams::top_hist / TopkParams::top_hist: attn.indexer.score also builds the histogram of its scores'
+  // first radix digits, and attn.indexer.topk reads it instead of building and merging its own (session 22). The
+  // same slots. false: the top-k's own first pass (A/B).
+  bool topk_score_hist = true;
   // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next
   // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
   // (session 17; A/B). The same bits either way.
@@ -329,6 +333,7 @@ class DecodeEngine {
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
+  Buffer top_hist_;  // [B, kTopkHistBins] (EngineOptions::topk_score_hist): zero between a layer's top-k and score
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
   Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;

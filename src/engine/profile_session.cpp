@@ -499,6 +499,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.side_priority = o.side_priority == "on";
   eo.topk_cluster = o.topk_cluster;
   eo.topk_gather = o.topk_gather == "on";
+  eo.topk_score_hist = o.topk_score_hist == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;
@@ -608,7 +609,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"gemv_fold", o.gemv_fold},
                                          {"side_priority", o.side_priority},
                                          {"topk_cluster", o.topk_cluster},
-                                         {"topk_gather", o.topk_gather}}}};
+                                         {"topk_gather", o.topk_gather},
+                                         {"topk_score_hist", o.topk_score_hist}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
   report.memory_fit = json{{"weights_bytes", weight_bytes},

@@ -68,6 +68,7 @@ struct ProfileOptions {
   std::string gemv_fold = "on";                // EngineOptions::gemv_fold: "on" / "off"
   int topk_cluster = 0;                        // EngineOptions::topk_cluster
   std::string topk_gather = "on";              // EngineOptions::topk_gather: "on" / "off"
+  std::string topk_score_hist = "on";          // EngineOptions::topk_score_hist: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;
   std::string share_mlp = "auto"; // auto | on | off

@@ -120,6 +120,36 @@ void check_scores(bool fp8, int Hi, int D, int max_pages, const std::vector<int3
   std::printf("indexer_score fp8=%d Hi=%d D=%d B=%d positions %d fresh %d: max abs err %.3g (max |score| %.3g)\n",
               fp8, Hi, D, B, max_pages * 64, fresh, max_abs, max_ref);
   EXPECT_LE(max_abs, 1e-5 * std::max(1.0, max_ref));
+  if (fresh) return;
+  // IndexerScoreParams::top_hist / TopkParams::top_hist: the kernel's histogram of first digits equals the one of its
+  // own scores (positions < seq_len), and the top-k that reads it returns the twin's slots on those scores and leaves
+  // it zero; both top-k forms, k below and above the lengths (the short path also consumes it).
+  const size_t nh = size_t(B) * kTopkHistBins;
+  std::vector<uint32_t> hist_want(nh, 0u);
+  for (int b = 0; b < B; ++b)
+    for (int pos = 0; pos < std::min(seq[b], max_pages * 64); ++pos)
+      ++hist_want[size_t(b) * kTopkHistBins + topk_hist_bin(got[size_t(b) * max_pages * 64 + pos])];
+  Buffer dh = to_device(std::vector<uint32_t>(nh, 0u), "top_hist");
+  for (int k : {256, 2048})
+    for (bool gather : {true, false}) {
+      SCOPED_TRACE("top-k k " + std::to_string(k) + " gather " + std::to_string(gather));
+      p.top_hist = dh.as<unsigned>();
+      indexer_score_cuda(p, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ASSERT_EQ(to_host<float>(dout, n_scores), got) << "the histogram changed the scores";
+      ASSERT_EQ(to_host<uint32_t>(dh, nh), hist_want);
+      std::vector<int32_t> slots_want(size_t(B) * k);
+      topk_cpu({got.data(), max_pages * 64, seq.data(), bt.data(), max_pages, slots_want.data(), B, k});
+      Buffer dslots(Where::Device, slots_want.size() * 4, "slots");
+      TopkParams t{dout.as<float>(), max_pages * 64, ds.as<int32_t>(), db.as<int32_t>(), max_pages,
+                   dslots.as<int32_t>(), B, k};
+      t.gather = gather;
+      t.top_hist = dh.as<unsigned>();
+      topk_cuda(t, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      ASSERT_EQ(to_host<int32_t>(dslots, slots_want.size()), slots_want);
+      ASSERT_EQ(to_host<uint32_t>(dh, nh), std::vector<uint32_t>(nh, 0u)) << "the top-k left its histogram non-zero";
+    }
 }
 
 }  // namespace

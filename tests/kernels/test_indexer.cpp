@@ -158,4 +158,61 @@ TEST(Topk, KLargerThanAllAndErrors) {
                  Error);
   for (int cluster : {0, 1, 2, 4, 8})
     EXPECT_NO_THROW(validate_topk_params({scores.data(), 128, seq, bt.data(), max_pages, out.data(), 1, 16, cluster}));
+  // TopkParams::top_hist counts the positions of score rows max_pages * 64 long: another stride is refused.
+  std::vector<unsigned> hist(kTopkHistBins, 0u);
+  TopkParams p{scores.data(), 127, seq, bt.data(), max_pages, out.data(), 1, 16};
+  p.top_hist = hist.data();
+  try {
+    validate_topk_params(p);
+    FAIL() << "score_stride 127 with top_hist accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top_hist needs score_stride = max_pages * 64 = 128, got 127"), std::string::npos)
+        << e.what();
+  }
+  p.score_stride = 128;
+  EXPECT_NO_THROW(validate_topk_params(p));
+}
+
+// IndexerScoreParams::top_hist on the CPU twin: bin topk_hist_bin(score) of every position below seq_len, added to
+// what the row holds; topk_cpu with top_hist returns the same slots and zeroes every row it was given.
+TEST(Topk, FirstDigitHistogramBuiltByScoresAndConsumed) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int B = 3, Hi = 4, D = 32, max_pages = 6, k = 50;
+  const IndexerLayout il{D, true};
+  std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed), seq = {384, 70, 1};
+  std::vector<uint8_t> cache(size_t(B) * max_pages * il.page_bytes());
+  const int slots_n = B * max_pages * 64;
+  std::vector<float> keys(size_t(slots_n) * D);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = rng_normal(seed, 51, i);
+  std::vector<int32_t> slots(slots_n);
+  for (int s = 0; s < slots_n; ++s) slots[s] = s;
+  indexer_key_write_cpu({keys.data(), slots.data(), cache.data(), il, slots_n});
+  std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi), scores(size_t(B) * max_pages * 64);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 52, i);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 53, i);
+  std::vector<unsigned> hist(size_t(B) * kTopkHistBins, 0u);
+  hist[5] = 7;  // not zero on entry: the twin adds to it
+  IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .key_cache = cache.data(), .layout = il,
+                       .block_table = bt.data(), .max_pages = max_pages, .seq_lens = seq.data(),
+                       .scores = scores.data(), .B = B, .Hi = Hi};
+  p.top_hist = hist.data();
+  indexer_score_cpu(p);
+  std::vector<unsigned> want(size_t(B) * kTopkHistBins, 0u);
+  want[5] = 7;
+  for (int b = 0; b < B; ++b)
+    for (int pos = 0; pos < seq[b]; ++pos) {
+      const float s = scores[size_t(b) * max_pages * 64 + pos];
+      ASSERT_FALSE(std::isinf(s));
+      ++want[size_t(b) * kTopkHistBins + (topk_order_key(s) >> 21)];
+    }
+  EXPECT_EQ(hist, want);
+  std::vector<int32_t> plain(size_t(B) * k), with(size_t(B) * k);
+  TopkParams t{scores.data(), max_pages * 64, seq.data(), bt.data(), max_pages, plain.data(), B, k};
+  topk_cpu(t);
+  t.out_slots = with.data();
+  t.top_hist = hist.data();
+  topk_cpu(t);
+  EXPECT_EQ(with, plain);
+  EXPECT_EQ(hist, std::vector<unsigned>(size_t(B) * kTopkHistBins, 0u));
 }
