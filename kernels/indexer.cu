@@ -39,6 +39,13 @@ namespace cg = cooperative_groups;
 // IndexerScoreParams::top_hist: each lane with `counted` adds its score to bin topk_hist_bin(s) of `hist` (its
 // request's row), one atomic per distinct bin among the warp's lanes. Called by whole warps (every call site's
 // branch is uniform per warp).
+// The copy of request b's histogram this warp adds to (global warp index mod kTopkHistCopies: the hot bins' atomics
+// spread over the copies), or null.
+__device__ __forceinline__ unsigned* top_hist_copy(const IndexerScoreParams& p, int b) {
+  if (!p.top_hist) return nullptr;
+  const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  return p.top_hist + (int64_t(b) * kTopkHistCopies + warp % kTopkHistCopies) * kTopkHistBins;
+}
 __device__ __forceinline__ void top_hist_note(unsigned* hist, float s, bool counted) {
   const unsigned bin = counted ? topk_hist_bin(s) : 0xffffffffu;
   const unsigned peers = __match_any_sync(0xffffffffu, bin);
@@ -65,7 +72,7 @@ __global__ void __launch_bounds__(kScoreThreads) indexer_score_kernel(IndexerSco
   const int seq_len = p.seq_lens[b];
   const int first = page * kPageSize;
   const int32_t page_id = p.block_table[int64_t(b) * p.max_pages + page];
-  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
+  unsigned* hist = top_hist_copy(p, b);
   if (first >= seq_len || page_id < 0) {
     if (tid < kPageSize) {  // warps 0 and 1 whole
       out[tid] = -INFINITY;
@@ -153,7 +160,7 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_score_mma_kernel(IndexerS
   const int64_t positions = int64_t(p.max_pages) * kPageSize;
   const int seq_len = p.seq_lens[b];
   const int page0 = blockIdx.x * pages_per_block, page_end = min(p.max_pages, page0 + pages_per_block);
-  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
+  unsigned* hist = top_hist_copy(p, b);
   for (int i = 4 * tid; i < kMmaHeads * D; i += 4 * kMmaThreads) {  // D % 16 == 0: float4 runs
     const float4 q = *reinterpret_cast<const float4*>(p.q + int64_t(b) * kMmaHeads * D + i);
     const float4 hi = make_float4(wmma::__float_to_tf32(q.x), wmma::__float_to_tf32(q.y), wmma::__float_to_tf32(q.z),
@@ -374,7 +381,7 @@ __global__ void __launch_bounds__(kF16Threads, 3) indexer_score_f16_kernel(Index
   const int tiles = p.max_pages * 2;
   const int tile_begin = blockIdx.x * tiles_per_block, tile_end = min(tiles, tile_begin + tiles_per_block);
   float* out_row = p.scores + int64_t(b) * p.max_pages * kPageSize;
-  unsigned* hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;
+  unsigned* hist = top_hist_copy(p, b);
   int tile = tile_begin + warp;
   F16KeyRegs<D> cur;
   // seq_lens and the block table are per-step tables copied before the step's first kernel; with p.fresh only the
@@ -664,18 +671,20 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   __shared__ unsigned rank_above[C_];
   __shared__ unsigned rank_cand[2 * C_];
   __shared__ uint32_t verdict[4];
+  __shared__ unsigned few_count;  // rank 0: the candidates of the selected pass-1 digit (<= 32 kept in `few`)
+  __shared__ uint32_t few[32];
   cg::cluster_group cluster = cg::this_cluster();
   const int C = int(cluster.num_blocks()), rank = int(cluster.block_rank());
   const int b = int(blockIdx.x) / C, tid = threadIdx.x, lane = tid % 32;
   const int n = min(max(p.seq_lens[b], 0), limit);
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
-  unsigned* top_hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistBins : nullptr;  // TopkParams::top_hist
+  unsigned* top_hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistCopies * kTopkHistBins : nullptr;
   if (n <= p.k) {  // the same in every block of the cluster: no cluster barrier is skipped unevenly
     if (rank == 0) {
       for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
-      if (top_hist)
-        for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;  // consumed (no other block reads it)
+      if (top_hist)  // consumed (no other block reads it)
+        for (int i = tid; i < kTopkHistCopies * kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
     }
     return;
   }
@@ -701,9 +710,18 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   // TopkParams::top_hist: the first pass's merged histogram as the score kernel built it, loaded beside the keys.
   static_assert(kTopkHistBins == kTopkBins && kTopkBins == 2 * kTopkThreads, "two bins per thread");
   unsigned th0 = 0, th1 = 0;
-  if (top_hist) {
-    th0 = __ldcg(top_hist + tid);
-    th1 = __ldcg(top_hist + tid + kTopkThreads);
+  if (top_hist) {  // the sum of the score kernel's copies
+    unsigned c0[kTopkHistCopies], c1[kTopkHistCopies];
+#pragma unroll
+    for (int c = 0; c < kTopkHistCopies; ++c) {
+      c0[c] = __ldcg(top_hist + c * kTopkHistBins + tid);
+      c1[c] = __ldcg(top_hist + c * kTopkHistBins + tid + kTopkThreads);
+    }
+#pragma unroll
+    for (int c = 0; c < kTopkHistCopies; ++c) {
+      th0 += c0[c];
+      th1 += c1[c];
+    }
   }
   if (chunk_in_smem) {
     for (int base = begin; base < end; base += 2 * kTopkStep) {
@@ -896,42 +914,80 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     GLM5_TOPK_MARK(19);
     cluster.sync();  // rank 0 holds every candidate and every block's count above the top digit
     GLM5_TOPK_MARK(20);
-    if (top_hist && rank == 0)  // every block read it before the barrier above: consumed
-      for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
+    if (top_hist)  // every block read it before the barrier above: consumed; each block zeroes 1/C of the copies
+      for (int i = rank * kTopkThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += C * kTopkThreads) top_hist[i] = 0;
     if (rank == 0) {
       const unsigned count = gather_count;  // == merged[top digit]
-      uint32_t low = 0, low_mask = 0;
-      for (int pass = 1; pass < 3; ++pass) {  // digits: bits 20..10, 9..0
-        const int shift = pass == 1 ? 10 : 0, bits = pass == 1 ? 11 : 10, nbins = 1 << bits;
-        for (int i = tid; i < nbins; i += kTopkThreads) hist[i] = 0;
-        __syncthreads();
-        for (unsigned base = 0; base < count; base += kTopkThreads) {  // bound uniform: whole warps call hist_add
+      // Pass 1 (bits 20..10) over every candidate.
+      for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
+      if (tid == 0) few_count = 0;
+      __syncthreads();
+      for (unsigned base = 0; base < count; base += kTopkThreads) {  // bound uniform: whole warps call hist_add
+        const unsigned i = base + tid;
+        hist_add(hist, digit_of(i < count ? cand[i] & kLow : 0u, i < count, 0u, 0u, 10, 11));
+      }
+      __syncthreads();
+      select_digit(hist, kTopkBins, remaining, warp_sums, sel);
+      uint32_t low = sel[0] << 10;
+      constexpr uint32_t kLowTop = kLow & ~1023u;  // the pass-1 bits of a candidate's low bits
+      remaining -= sel[1];
+      // Pass 2 (bits 9..0): the candidates of the selected pass-1 digit are usually a handful (a quarter octave of
+      // scores over 2,048 digits); up to 32 of them, one warp ranks them against each other (no histogram, no
+      // select); more, and the histogram pass runs.
+      if (hist[sel[0]] <= 32u) {
+        for (unsigned base = 0; base < count; base += kTopkThreads) {
           const unsigned i = base + tid;
-          hist_add(hist, digit_of(i < count ? cand[i] & kLow : 0u, i < count, low, low_mask, shift, bits));
+          const uint32_t w = i < count ? cand[i] & kLow : 0u;
+          const bool in = i < count && (w & kLowTop) == low;
+          const unsigned m = __ballot_sync(0xffffffffu, in);
+          unsigned at = 0;
+          if (lane == 0 && m) at = atomicAdd(&few_count, unsigned(__popc(m)));
+          at = __shfl_sync(0xffffffffu, at, 0);
+          if (in) few[at + __popc(m & ((1u << lane) - 1u))] = w;
         }
         __syncthreads();
-        select_digit(hist, nbins, remaining, warp_sums, sel);
-        low |= sel[0] << shift;
-        low_mask |= uint32_t(nbins - 1) << shift;
+        if (tid < 32) {  // warp 0: the remaining-th largest of the few (ties: the first lane of the tied run wins)
+          const unsigned nf = few_count;
+          const uint32_t v = tid < nf ? few[tid] : 0u;
+          unsigned gt = 0, eq = 0;
+          for (unsigned j = 0; j < nf; ++j) {
+            const uint32_t u = __shfl_sync(0xffffffffu, v, int(j));
+            gt += u > v;
+            eq += u == v;
+          }
+          const bool holds = tid < nf && gt < remaining && gt + eq >= remaining;
+          const unsigned who = __ballot_sync(0xffffffffu, holds);
+          const int src = __ffs(who) - 1;  // at least one lane holds it (the digit has >= remaining keys)
+          low = __shfl_sync(0xffffffffu, v, src);
+          const unsigned above = __shfl_sync(0xffffffffu, gt, src);
+          if (tid == 0) {
+            sel[0] = low;
+            sel[1] = above;
+          }
+        }
+        __syncthreads();
+        low = sel[0];
         remaining -= sel[1];
-        __syncthreads();  // sel is rewritten by the next pass
+      } else {
+        __syncthreads();  // every thread has read hist[sel[0]] and sel
+        for (int i = tid; i < 1024; i += kTopkThreads) hist[i] = 0;
+        __syncthreads();
+        for (unsigned base = 0; base < count; base += kTopkThreads) {
+          const unsigned i = base + tid;
+          hist_add(hist, digit_of(i < count ? cand[i] & kLow : 0u, i < count, low, kLowTop, 0, 10));
+        }
+        __syncthreads();
+        select_digit(hist, 1024, remaining, warp_sums, sel);
+        low |= sel[0];
+        remaining -= sel[1];
       }
-      // Each rank's candidates > and == the k-th key (one rank at a time: two live counters, no local arrays).
+      // Each rank's candidates > and == the k-th key, one pass (shared atomics on 2 C counters).
       if (tid < 2 * C_) rank_cand[tid] = 0;
       __syncthreads();
-#pragma unroll 1
-      for (int r = 0; r < C_; ++r) {
-        unsigned gt = 0, eq = 0;
-        for (unsigned i = tid; i < count; i += kTopkThreads) {
-          const uint32_t w = cand[i];
-          const bool of_r = w >> 21 == uint32_t(r);
-          gt += of_r && (w & kLow) > low;
-          eq += of_r && (w & kLow) == low;
-        }
-        gt = __reduce_add_sync(0xffffffffu, gt);
-        eq = __reduce_add_sync(0xffffffffu, eq);
-        if (lane == 0 && gt) atomicAdd(&rank_cand[r], gt);
-        if (lane == 0 && eq) atomicAdd(&rank_cand[C_ + r], eq);
+      for (unsigned i = tid; i < count; i += kTopkThreads) {
+        const uint32_t w = cand[i], l = w & kLow;
+        if (l > low) atomicAdd(&rank_cand[w >> 21], 1u);
+        else if (l == low) atomicAdd(&rank_cand[C_ + (w >> 21)], 1u);
       }
       __syncthreads();
       if (tid < C) {  // thread r sends block r its verdict
@@ -1034,7 +1090,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   if (!gathered) {
     cluster.sync();  // no block leaves while another may still read its shared memory
     if (top_hist && rank == 0)  // every block read it before the barrier above: consumed
-      for (int i = tid; i < kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
+      for (int i = tid; i < kTopkHistCopies * kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
   }
   GLM5_TOPK_MARK(18);
 }

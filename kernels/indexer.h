@@ -29,11 +29,13 @@ struct IndexerScoreParams {
   // first tile's block-table and key loads before its PDL wait, so their DRAM round trip overlaps the previous
   // kernel's tail, and reloads that tile after the wait when it holds a fresh position. The same results.
   int fresh = 0;
-  // Optional [B, kTopkHistBins]: the first radix pass of the top-k that reads these scores (TopkParams::top_hist),
-  // built here. Every position pos < seq_len (pos < max_pages*64) adds 1 to bin topk_hist_bin(its score) of its
-  // request's row, -inf scores of unmapped pages included. Must hold zeros on entry: the top-k that reads it leaves
-  // it zero (session 22: the top-k's own first-pass histogram and its cluster merge were ~3.3 us of its ~16 at
-  // batch 1 / 32K; here it costs one warp-aggregated atomic per distinct bin per warp of 32 positions).
+  // Optional [B, kTopkHistCopies, kTopkHistBins]: the first radix pass of the top-k that reads these scores
+  // (TopkParams::top_hist), built here. Every position pos < seq_len (pos < max_pages*64) adds 1 to bin
+  // topk_hist_bin(its score) of one copy of its request's histogram (the GPU: the writing warp's index mod
+  // kTopkHistCopies, so the hot bins' atomics spread; the CPU twin: copy 0), -inf scores of unmapped pages included;
+  // the histogram is the sum of the copies. Must hold zeros on entry: the top-k that reads it leaves it zero
+  // (session 22: the top-k's own first-pass histogram and its cluster merge were ~3 us of its ~16 at batch 1 / 32K;
+  // here it costs one warp-aggregated atomic per distinct bin per warp of 32 positions).
   unsigned* top_hist = nullptr;
 };
 // Key of logical position pos: slot = block_table[b][pos / 64] * 64 + pos % 64 (page slot / 64 of
@@ -59,8 +61,10 @@ void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream);
 // global memory once when they are <= 32,768, else once per scan) and the
 // histograms summed through distributed shared memory: C = 8 at small batch (>= 4096 positions per
 // block), down to 1 when B alone fills the GPU (chosen by topk_cuda; sm_90 clusters).
-// The top-k's first radix digit: the top 11 bits of the order key (topk_order_key below).
+// The top-k's first radix digit: the top 11 bits of the order key (topk_order_key below); the histogram of those
+// digits that the score kernel builds has kTopkHistCopies copies per request (IndexerScoreParams::top_hist).
 constexpr int kTopkHistBins = 2048;
+constexpr int kTopkHistCopies = 8;
 
 struct TopkParams {
   const float* scores;        // [B, score_stride]
@@ -76,7 +80,7 @@ struct TopkParams {
   // instead of five); used when they fit its shared memory (<= 16,384 keys), else the three cluster passes run.
   // false: always the three cluster passes (A/B tuning). The same slots either way.
   bool gather = true;
-  // Optional [B, kTopkHistBins]: the histogram of these scores' first digits built by indexer_score
+  // Optional [B, kTopkHistCopies, kTopkHistBins]: the histogram of these scores' first digits built by indexer_score
   // (IndexerScoreParams::top_hist): the first pass reads it instead of building and merging its own; the kernel
   // (and the CPU twin) then zero it for the next use. Requires score_stride == max_pages * 64 (the positions the
   // score kernel counted are the ones the top-k ranks).

@@ -73,7 +73,7 @@ void indexer_score_cpu(const IndexerScoreParams& p) {
       out[pos] = score;
     }
     if (p.top_hist)
-      for (int64_t pos = 0; pos < std::min<int64_t>(n, positions); ++pos) ++p.top_hist[int64_t(b) * kTopkHistBins + topk_hist_bin(out[pos])];
+      for (int64_t pos = 0; pos < std::min<int64_t>(n, positions); ++pos) ++p.top_hist[int64_t(b) * kTopkHistCopies * kTopkHistBins + topk_hist_bin(out[pos])];
   }
 }
 
@@ -116,7 +116,7 @@ void topk_cpu(const TopkParams& p) {
       out[i] = p.block_table[int64_t(b) * p.max_pages + pos[i] / kPageSize] * kPageSize + pos[i] % kPageSize;
     for (int i = keep; i < p.k; ++i) out[i] = -1;
   }
-  if (p.top_hist) std::fill(p.top_hist, p.top_hist + int64_t(p.B) * kTopkHistBins, 0u);  // consumed (GPU: the same)
+  if (p.top_hist) std::fill(p.top_hist, p.top_hist + int64_t(p.B) * kTopkHistCopies * kTopkHistBins, 0u);  // consumed (GPU: the same)
 }
 
 }  // namespace glm5

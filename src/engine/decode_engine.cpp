@@ -339,8 +339,8 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     idx_k_ = fl(B * c.index_head_dim, "indexer k");
     idx_w_ = fl(B * c.index_n_heads, "indexer head weights");
     if (opt.topk_score_hist) {  // EngineOptions::topk_score_hist: zero once here, then each top-k leaves it zero
-      top_hist_ = Buffer(where_, size_t(B) * kTopkHistBins * 4, "top-k first-digit histogram");
-      std::vector<uint32_t> zeros(size_t(B) * kTopkHistBins, 0u);
+      top_hist_ = Buffer(where_, size_t(B) * kTopkHistCopies * kTopkHistBins * 4, "top-k first-digit histogram");
+      std::vector<uint32_t> zeros(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u);
       top_hist_.upload(zeros.data(), zeros.size() * 4);
     }
   }

@@ -333,7 +333,7 @@ class DecodeEngine {
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
-  Buffer top_hist_;  // [B, kTopkHistBins] (EngineOptions::topk_score_hist): zero between a layer's top-k and score
+  Buffer top_hist_;  // [B, kTopkHistCopies, kTopkHistBins] (EngineOptions::topk_score_hist): zero between a layer's top-k and score
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
   Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;

@@ -159,7 +159,7 @@ TEST(Topk, KLargerThanAllAndErrors) {
   for (int cluster : {0, 1, 2, 4, 8})
     EXPECT_NO_THROW(validate_topk_params({scores.data(), 128, seq, bt.data(), max_pages, out.data(), 1, 16, cluster}));
   // TopkParams::top_hist counts the positions of score rows max_pages * 64 long: another stride is refused.
-  std::vector<unsigned> hist(kTopkHistBins, 0u);
+  std::vector<unsigned> hist(kTopkHistCopies * kTopkHistBins, 0u);
   TopkParams p{scores.data(), 127, seq, bt.data(), max_pages, out.data(), 1, 16};
   p.top_hist = hist.data();
   try {
@@ -191,20 +191,20 @@ TEST(Topk, FirstDigitHistogramBuiltByScoresAndConsumed) {
   std::vector<float> q(size_t(B) * Hi * D), w(size_t(B) * Hi), scores(size_t(B) * max_pages * 64);
   for (size_t i = 0; i < q.size(); ++i) q[i] = rng_normal(seed, 52, i);
   for (size_t i = 0; i < w.size(); ++i) w[i] = rng_normal(seed, 53, i);
-  std::vector<unsigned> hist(size_t(B) * kTopkHistBins, 0u);
-  hist[5] = 7;  // not zero on entry: the twin adds to it
+  std::vector<unsigned> hist(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u);
+  hist[5] = 7;  // not zero on entry: the twin adds to it (copy 0 of each request)
   IndexerScoreParams p{.q = q.data(), .head_weights = w.data(), .key_cache = cache.data(), .layout = il,
                        .block_table = bt.data(), .max_pages = max_pages, .seq_lens = seq.data(),
                        .scores = scores.data(), .B = B, .Hi = Hi};
   p.top_hist = hist.data();
   indexer_score_cpu(p);
-  std::vector<unsigned> want(size_t(B) * kTopkHistBins, 0u);
+  std::vector<unsigned> want(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u);
   want[5] = 7;
   for (int b = 0; b < B; ++b)
     for (int pos = 0; pos < seq[b]; ++pos) {
       const float s = scores[size_t(b) * max_pages * 64 + pos];
       ASSERT_FALSE(std::isinf(s));
-      ++want[size_t(b) * kTopkHistBins + (topk_order_key(s) >> 21)];
+      ++want[size_t(b) * kTopkHistCopies * kTopkHistBins + (topk_order_key(s) >> 21)];
     }
   EXPECT_EQ(hist, want);
   std::vector<int32_t> plain(size_t(B) * k), with(size_t(B) * k);
@@ -214,5 +214,5 @@ TEST(Topk, FirstDigitHistogramBuiltByScoresAndConsumed) {
   t.top_hist = hist.data();
   topk_cpu(t);
   EXPECT_EQ(with, plain);
-  EXPECT_EQ(hist, std::vector<unsigned>(size_t(B) * kTopkHistBins, 0u));
+  EXPECT_EQ(hist, std::vector<unsigned>(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u));
 }

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -65,7 +66,7 @@ int main() {
 
   std::mt19937_64 rng(std::random_device{}());
   const int k = 2048;
-  for (int dist = 0; dist < 5; ++dist)
+  for (int dist = 0; dist < 6; ++dist)
   for (int n : {4096, 32768, 131072}) {
     const int pages = n / kPageSize;
     std::vector<float> s(n);
@@ -76,8 +77,19 @@ int main() {
     // +-1e30 (spread over ~all top digits: the low-contention case)
     // 3: half the scores 0 (a partial heavy tie: all of a position's ReLU terms zero), half lognormal;
     // 4: every score equal (one tie)
-    for (auto& v : s) v = dist == 0 ? ln(rng) : dist == 1 ? nd(rng) : dist == 2 ? ud(rng) : dist == 3 ? (rng() % 2 ? ln(rng) : 0.f) : 1.f;
-    const char* dname[] = {"lognormal(0, 1)", "normal(0, 1)", "uniform(+-1e30)", "half 0, half lognormal", "all equal"};
+    // 5: the DSA indexer's form, sum over 32 heads of w_h ReLU(z_h) with w_h ~ N(0, 1/32) per request, z_h ~ N(0, 1)
+    float wh[32];
+    for (float& w : wh) w = nd(rng) / std::sqrt(32.f);
+    auto indexer_like = [&] {
+      float acc = 0.f;
+      for (float w : wh) acc += w * std::max(nd(rng), 0.f);
+      return acc;
+    };
+    for (auto& v : s)
+      v = dist == 0 ? ln(rng) : dist == 1 ? nd(rng) : dist == 2 ? ud(rng) : dist == 3 ? (rng() % 2 ? ln(rng) : 0.f)
+        : dist == 4 ? 1.f : indexer_like();
+    const char* dname[] = {"lognormal(0, 1)", "normal(0, 1)", "uniform(+-1e30)", "half 0, half lognormal", "all equal",
+                           "indexer-like: sum_h w_h ReLU(z_h)"};
     std::printf("distribution %s\n", dname[dist]);
     std::vector<int32_t> bt(pages), seq = {n};
     for (int i = 0; i < pages; ++i) bt[i] = pages - 1 - i;  // reversed pages: the slots are not the positions

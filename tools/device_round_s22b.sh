@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Session 22, call S22b. After S22a (gathered top-k: probe -2 us per kernel at B 1 / 32K but only -0.4 us per layer in
+# the step, its rank-0 phase 4.8 us; score-kernel histogram: top-k -2.9 us per layer, score +1.6): (1) rank 0's
+# second pass replaced by one warp ranking the few candidates of the selected pass-1 digit (<= 32; else the histogram
+# pass), its per-rank counts in one pass of shared atomics instead of one pass per rank; (2) the score kernel's
+# histogram in kTopkHistCopies = 8 copies (warp index mod 8), so the hot bins' global atomics spread 8 ways.
+# Predicted: rank-0 phase 4.8 -> ~2 us; score +1.6 -> ~+0.5 us per layer. Tests first; the probe (now with an
+# indexer-like distribution); A/B at batch 1 (8 processes): defaults against both off, then --topk-score-hist on|off;
+# batch 8 (4): defaults against both off; one trace of the defaults; engine_gpu_graph and engine_gpu_golden.
+# Usage: tools/device_pack.sh build-lead glm5prof topk_probe kernels_gpu_topk_paths kernels_gpu_indexer
+#        engine_gpu_graph engine_gpu_golden; .device/shared as in S22a; run `bash THIS`, carry [".device"]
+set -u
+. tools/device_round_lib.sh
+device_round_begin s22b
+run_test() {  # NAME TIMEOUT [gtest args]
+  local t=$1 to=$2; shift 2
+  timeout "$to" $BIN/$t "$@" > $W/$t.log 2>&1
+  local rc=$?
+  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)' $W/$t.log | tr '\n' ' ')"
+  grep -hE "Failure|Expected|Which is|gather " $W/$t.log | head -6
+  return $rc
+}
+run_test kernels_gpu_topk_paths 150; a=$?
+run_test kernels_gpu_indexer 150; b=$?
+if [ $a != 0 ] || [ $b != 0 ]; then echo "top-k / indexer tests failed: no step runs"; device_round_pack; exit 0; fi
+timeout 200 $BIN/topk_probe > $W/topk_probe.txt 2>&1; echo "topk_probe rc=$?"
+grep -A1 -E "^n  32768  C [08]" $W/topk_probe.txt | grep -v "^--" | head -48
+OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
+device_round_ab "$OPS" "A B B A A B B A" "--topk-gather on --topk-score-hist on" "--topk-gather off --topk-score-hist off"
+mkdir -p $W/both && mv $W/b1-* $W/both/
+device_round_ab "$OPS" "A B B A A B B A" "--topk-score-hist on" "--topk-score-hist off"
+mkdir -p $W/hist && mv $W/b1-* $W/hist/
+for x in A B B A; do
+  r=$(( ${r:-0} + 1 )); [ $x = A ] && a=on || a=off
+  device_round_profile b8-$r-$x 8 32768 "$OPS" --topk-gather $a --topk-score-hist $a
+done
+mkdir -p $W/b8 && mv $W/b8-* $W/b8/
+device_round_trace trace-default
+run_test engine_gpu_graph 300
+run_test engine_gpu_golden 200
+device_round_pack
