@@ -25,6 +25,14 @@ run_test kernels_gpu_indexer 150; b=$?
 if [ $a != 0 ] || [ $b != 0 ]; then echo "top-k / indexer tests failed: no step runs"; device_round_pack; exit 0; fi
 timeout 200 $BIN/topk_probe > $W/topk_probe.txt 2>&1; echo "topk_probe rc=$?"
 grep -A1 -E "^n  32768  C [08]" $W/topk_probe.txt | grep -v "^--" | head -48
+timeout 200 $BIN/glm5prof bench kernels --only indexer --out $W/indexer.json > $W/indexer.txt 2> $W/indexer.err
+echo "bench indexer rc=$?"; tail -3 $W/indexer.err
+python3 -c "
+import json
+for r in json.load(open('$W/indexer.json')):
+    if r['kernel'] in ('topk', 'indexer_score', 'indexer_score_topk') and r['batch'] in (1, 8, 128) and r['context'] in (32768, 131072):
+        print(r['kernel'], 'B', r['batch'], 'ctx', r['context'], round(r['median_us'], 2), 'us;', r.get('check', '').split('; ', 1)[-1][:70])
+" 2>&1 | head -40
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
 device_round_ab "$OPS" "A B B A A B B A" "--topk-gather on --topk-score-hist on" "--topk-gather off --topk-score-hist off"
 mkdir -p $W/both && mv $W/b1-* $W/both/

@@ -1181,6 +1181,43 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           progress(rt);
           out.push_back(rt);
         }
+        tp.cluster = 0;
+        // The two forms of the passes after the first (TopkParams::gather): the three cluster passes, for comparison.
+        tp.gather = false;
+        std::vector<double> usg = timer.time([&] { topk_cuda(tp, stream); });
+        tp.gather = true;
+        KernelBenchRecord rg = make_record("topk", usg, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);
+        rg.batch = B;
+        rg.topk = kTopk;
+        rg.context = ctx;
+        rg.check = idx_check + "; three cluster passes (--topk-gather off; default: gathered)";
+        progress(rg);
+        out.push_back(rg);
+        // The pair as the decode step runs it: the score kernel builds the top-k's first-digit histogram
+        // (IndexerScoreParams / TopkParams::top_hist, the default) or the top-k makes its own (--topk-score-hist off).
+        // Every repetition runs both kernels, so the histogram is zero again when the next score kernel starts.
+        Buffer hist(Where::Device, size_t(B) * kTopkHistCopies * kTopkHistBins * 4, "bench top-k histogram");
+        CUDA_CHECK(cudaMemset(hist.data(), 0, hist.bytes()));
+        for (bool with_hist : {true, false}) {
+          IndexerScoreParams s2 = sp;
+          TopkParams t2 = tp;
+          s2.top_hist = t2.top_hist = with_hist ? hist.as<unsigned>() : nullptr;
+          std::vector<double> usp = timer.time([&] {
+            indexer_score_cuda(s2, stream);
+            topk_cuda(t2, stream);
+          });
+          const double bytes = double(B) * ctx * (il.bytes_per_token() + 4) + double(pages) * 4 +
+                               double(B) * Hi * (D + 1) * 4 + double(B) * ctx * 4 + double(B) * kTopk * 4;
+          KernelBenchRecord rp = make_record("indexer_score_topk", usp, bytes, 2.0 * B * ctx * Hi * D, c);
+          rp.batch = B;
+          rp.heads = Hi;
+          rp.topk = kTopk;
+          rp.context = ctx;
+          rp.check = idx_check + (with_hist ? "; first-digit histogram built by the score kernel (default)"
+                                            : "; the top-k's own first pass (--topk-score-hist off)");
+          progress(rp);
+          out.push_back(rp);
+        }
       }
     }
   }
