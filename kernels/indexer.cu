@@ -561,6 +561,29 @@ __device__ __forceinline__ void hist_add(unsigned* hist, unsigned digit) {
   }
 }
 
+// Whole warp: appends word[j] of every lane and j with take[j] to dst (in no particular order), the warp's slots
+// reserved with one atomic add on *count (shared memory: this block's, or another block's of the cluster). One atomic
+// per warp, not per key: the same-address atomics of 32 warps were ~1 us of a 4096-key copy.
+__device__ __forceinline__ void warp_append(const bool (&take)[kTopkPerThread], const uint32_t (&word)[kTopkPerThread],
+                                            unsigned* count, uint32_t* dst) {
+  const unsigned lane = threadIdx.x % 32;
+  unsigned mask[kTopkPerThread], total = 0;
+#pragma unroll
+  for (int j = 0; j < kTopkPerThread; ++j) {
+    mask[j] = __ballot_sync(0xffffffffu, take[j]);
+    total += __popc(mask[j]);
+  }
+  unsigned at = 0;
+  if (lane == 0 && total) at = atomicAdd(count, total);
+  at = __shfl_sync(0xffffffffu, at, 0);
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int j = 0; j < kTopkPerThread; ++j) {
+    if (mask[j] >> lane & 1u) dst[at + __popc(mask[j] & below)] = word[j];
+    at += __popc(mask[j]);
+  }
+}
+
 // Digit of `key` for a pass at `shift` with `bits`, or kNoDigit unless valid and the bits above
 // the digit equal `prefix` under `prefix_mask`.
 __device__ __forceinline__ unsigned digit_of(uint32_t key, bool valid, uint32_t prefix, uint32_t prefix_mask, int shift,
@@ -851,23 +874,10 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
         uint32_t key[kTopkPerThread];
         bool valid[kTopkPerThread];
         fetch(base, key, valid);
-        // One shared atomic per warp and step (the warp's takes of all 8 keys), not one per key: the
-        // same-address atomics of 32 warps were ~1 us of this copy at 4096 positions per block.
-        unsigned mask[kTopkPerThread], total = 0;
+        bool take[kTopkPerThread];
 #pragma unroll
-        for (int j = 0; j < kTopkPerThread; ++j) {
-          mask[j] = __ballot_sync(0xffffffffu, valid[j] && (key[j] & prefix_mask) == prefix);
-          total += __popc(mask[j]);
-        }
-        unsigned at = 0;
-        if (lane == 0 && total) at = atomicAdd(&cand_count, total);
-        at = __shfl_sync(0xffffffffu, at, 0);
-        const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-        for (int j = 0; j < kTopkPerThread; ++j) {
-          if (mask[j] >> lane & 1u) cand[at + __popc(mask[j] & below)] = key[j];
-          at += __popc(mask[j]);
-        }
+        for (int j = 0; j < kTopkPerThread; ++j) take[j] = valid[j] && (key[j] & prefix_mask) == prefix;
+        warp_append(take, key, &cand_count, cand);
       }
       __syncthreads();
       in_smem = true;
@@ -892,22 +902,15 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       uint32_t key[kTopkPerThread];
       bool valid[kTopkPerThread];
       fetch(base, key, valid);
-      unsigned mask[kTopkPerThread], total = 0;
+      bool take[kTopkPerThread];
+      uint32_t word[kTopkPerThread];
 #pragma unroll
       for (int j = 0; j < kTopkPerThread; ++j) {
-        mask[j] = __ballot_sync(0xffffffffu, valid[j] && key[j] >> 21 == top);
-        total += __popc(mask[j]);
+        take[j] = valid[j] && key[j] >> 21 == top;
+        word[j] = (key[j] & kLow) | uint32_t(rank) << 21;
         mine_above += valid[j] && key[j] >> 21 > top;
       }
-      unsigned at = 0;  // one remote add per warp and step
-      if (lane == 0 && total) at = atomicAdd(dst_count, total);
-      at = __shfl_sync(0xffffffffu, at, 0);
-      const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-      for (int j = 0; j < kTopkPerThread; ++j) {
-        if (mask[j] >> lane & 1u) dst_cand[at + __popc(mask[j] & below)] = (key[j] & kLow) | uint32_t(rank) << 21;
-        at += __popc(mask[j]);
-      }
+      warp_append(take, word, dst_count, dst_cand);  // one remote add per warp and step
     }
     mine_above = __reduce_add_sync(0xffffffffu, mine_above);
     if (lane == 0 && mine_above) atomicAdd(cluster.map_shared_rank(&rank_above[rank], 0), mine_above);

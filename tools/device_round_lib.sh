@@ -20,6 +20,9 @@
 #                            and the table
 #   device_round_moe_grouped_alone
 #                            kernels_gpu_moe_grouped's PairDownMatchesPerTokenBitwise alone (240 s)
+#   device_round_test NAME TIMEOUT [GTEST ARGS...]
+#                            one GPU test executable of $BIN under TIMEOUT into $W/NAME.log: prints its rc, gtest's
+#                            PASSED / FAILED lines and the first failure lines; returns its rc
 #   device_round_ncu_summary CSV
 #                            per kernel of an `ncu --csv --print-units base` file with gpu__time_duration.sum,
 #                            dram__bytes_read.sum and lts__t_sector_hit_rate.pct: its time, DRAM bytes and L2 hit rate
@@ -92,4 +95,12 @@ device_round_trace() {
     --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out "$d" > "$d/log" 2>&1
   echo "trace $(basename "$d") rc=$? untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
   gzip -9 "$d/trace.json"
+}
+device_round_test() {
+  local t=$1 to=$2; shift 2
+  timeout "$to" "$BIN/$t" "$@" > "$W/$t.log" 2>&1
+  local rc=$?
+  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)' "$W/$t.log" | tr '\n' ' ')"
+  grep -hE "Failure|Expected|Which is|gather " "$W/$t.log" | head -6
+  return $rc
 }

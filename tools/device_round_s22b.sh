@@ -12,16 +12,8 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s22b
-run_test() {  # NAME TIMEOUT [gtest args]
-  local t=$1 to=$2; shift 2
-  timeout "$to" $BIN/$t "$@" > $W/$t.log 2>&1
-  local rc=$?
-  echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)' $W/$t.log | tr '\n' ' ')"
-  grep -hE "Failure|Expected|Which is|gather " $W/$t.log | head -6
-  return $rc
-}
-run_test kernels_gpu_topk_paths 150; a=$?
-run_test kernels_gpu_indexer 150; b=$?
+device_round_test kernels_gpu_topk_paths 150; a=$?
+device_round_test kernels_gpu_indexer 150; b=$?
 if [ $a != 0 ] || [ $b != 0 ]; then echo "top-k / indexer tests failed: no step runs"; device_round_pack; exit 0; fi
 timeout 200 $BIN/topk_probe > $W/topk_probe.txt 2>&1; echo "topk_probe rc=$?"
 grep -A1 -E "^n  32768  C [08]" $W/topk_probe.txt | grep -v "^--" | head -48
@@ -44,6 +36,6 @@ for x in A B B A; do
 done
 mkdir -p $W/b8 && mv $W/b8-* $W/b8/
 device_round_trace trace-default
-run_test engine_gpu_graph 300
-run_test engine_gpu_golden 200
+device_round_test engine_gpu_graph 300
+device_round_test engine_gpu_golden 200
 device_round_pack

@@ -20,6 +20,21 @@
 
 using namespace glm5;
 
+namespace {
+
+// topk_cuda with `d` (its out_slots first filled with 0x7f7f7f7f), then its slots against `want`, slot for slot.
+void expect_gpu_topk(const TopkParams& d, const Buffer& dout, const std::vector<int32_t>& want) {
+  CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
+  topk_cuda(d, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "cluster " << d.cluster << " gather " << d.gather << " request " << i / d.k
+                               << " rank " << i % d.k;
+}
+
+}  // namespace
+
 TEST(GpuTopkPaths, EqualsCpuOnEveryPath) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   for (int stride : {131072, 100003}) {  // aligned rows (vector loads) and odd rows (scalar loads)
@@ -50,12 +65,7 @@ TEST(GpuTopkPaths, EqualsCpuOnEveryPath) {
       for (bool gather : {true, false}) {
         TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
         d.gather = gather;
-        CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
-        topk_cuda(d, nullptr);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(got[i], want[i]) << "gather " << gather << " request " << i / k << " rank " << i % k;
+        expect_gpu_topk(d, dout, want);
       }
     }
   }
@@ -101,13 +111,7 @@ TEST(GpuTopkPaths, ClusterSplitEqualsCpu) {
     for (bool gather : {true, false}) {
       TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
       d.gather = gather;
-      CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
-      topk_cuda(d, nullptr);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
-      for (size_t i = 0; i < want.size(); ++i)
-        ASSERT_EQ(got[i], want[i]) << "gather " << gather << " request " << i / k << " (seq_len " << seq[i / k]
-                                   << ") rank " << i % k;
+      expect_gpu_topk(d, dout, want);
     }
   }
 }
@@ -146,12 +150,7 @@ TEST(GpuTopkPaths, GatheredFormAtCapacityAndStepShape) {
         TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), 1, k,
                      cluster};
         d.gather = gather;
-        CUDA_CHECK(cudaMemset(dout.data(), 0x7f, want.size() * 4));
-        topk_cuda(d, nullptr);
-        CUDA_CHECK(cudaDeviceSynchronize());
-        std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
-        for (int i = 0; i < k; ++i)
-          ASSERT_EQ(got[i], want[i]) << "cluster " << cluster << " gather " << gather << " rank " << i;
+        expect_gpu_topk(d, dout, want);
       }
   }
 }
