@@ -261,10 +261,6 @@ __global__ void __launch_bounds__(kThreads) mla_decode_kernel(MlaDecodeParams p,
 }
 
 constexpr int kCombineThreads = 512, kCombineGroups = 4, kCombineLanes = kCombineThreads / kCombineGroups;
-// Partials per thread loaded together: 4, two batches at batch 1 (S = 32). Held to 40 registers (3 CTAs of 512 threads
-// per SM by the launch bounds: 20,480 registers, what a batch-1 MLA CTA of 256 x 168 leaves free, so the combine waits
-// beside it), 4 fit without spilling; 8 spilled 352 bytes, and unbounded they took 59 registers.
-constexpr int kCombineBatch = 4;
 // MlaDecodeParams::l2_prefetch, run by the combine before its PDL wait (the combine is admitted when the split-K CTAs
 // start): CTA (h, 0) with h < H asks L2 for head h's region, as 16 KiB prefetch requests, one per thread, or
 // (l2_prefetch_loads) as plain loads. Weights of the next kernel, which nothing in the step writes. Each form is its
@@ -305,12 +301,14 @@ __device__ __forceinline__ void combine_l2_rider(const MlaDecodeParams& p) {
 
 // Merges the S partials of (b, h) = (blockIdx.y, blockIdx.x) (layout of mla_decode_kernel<true>)
 // with the log-sum-exp rule; S floats of dynamic shared memory hold the weights w_s = exp(m_s - M).
-// 512 threads: 4 groups of 128, group g sums its quarter of the S partials for float4 d (kCombineBatch loads in
-// flight per thread, the first batch before the weights), the groups' sums are added in fixed order
-// (deterministic). At B = 1 (then S = 64) a 128-thread loop over the partials cost tens of microseconds of round trips.
+// 512 threads: 4 groups of 128, group g sums its quarter of the S partials for float4 d (16 loads in
+// flight per thread), the groups' sums are added in fixed order (deterministic). At B = 1 (S = 64) a
+// 128-thread loop over the partials cost tens of microseconds of round trips. (Session 22 tried issuing 4 partials per
+// thread before warp 0's split weights, held to 40 registers by launch bounds: in the batch-1 step the combine then
+// ended 4.8 us after the split-K kernel instead of 3.2 (S22b against S22a, median over the layers), so not kept.)
 // kRider: 0 none, 1 prefetch requests, 2 loads (MlaDecodeParams::l2_prefetch / l2_prefetch_loads).
 template <int kRider>
-__global__ void __launch_bounds__(kCombineThreads, kRider == 2 ? 1 : 3) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
+__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(MlaDecodeParams p, int S) {
   if constexpr (kRider > 0) combine_l2_rider<kRider == 2>(p);
   pdl_begin();
   extern __shared__ float w_s[];
@@ -320,20 +318,6 @@ __global__ void __launch_bounds__(kCombineThreads, kRider == 2 ? 1 : 3) mla_deco
   const int64_t n_part = int64_t(p.B) * HQ * S, bh = int64_t(b) * HQ + h;
   const float* m_p = p.workspace + n_part * L + bh * S;
   const float* l_p = p.workspace + n_part * (L + 1) + bh * S;
-  // This thread's partials come in batches of kCombineBatch, loaded before use. The first batch is issued before
-  // warp 0 computes the weights (they do not depend on them), so its L2 round trip overlaps warp 0's (the split
-  // maxima, then the weights). (Until session 22 a 16-wide batch came after the weights, and S = 32 at batch 1 took
-  // the one-at-a-time tail loop instead.)
-  const float4* acc = reinterpret_cast<const float4*>(p.workspace + bh * S * L);
-  const int L4 = L / 4, g = tid / kCombineLanes, d = tid % kCombineLanes;  // L4 <= 128 (L <= 512)
-  const int per = (S + kCombineGroups - 1) / kCombineGroups, s0 = min(S, g * per), s1 = min(S, s0 + per);
-  float4 a[kCombineBatch];
-  auto load_batch = [&](int s) {
-#pragma unroll
-    for (int k = 0; k < kCombineBatch; ++k)
-      a[k] = d < L4 && s + k < s1 ? __ldg(acc + int64_t(s + k) * L4 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
-  };
-  load_batch(s0);
   if (tid < 32) {
     float m = -INFINITY;
     for (int s = tid; s < S; s += 32) m = fmaxf(m, m_p[s]);
@@ -353,21 +337,34 @@ __global__ void __launch_bounds__(kCombineThreads, kRider == 2 ? 1 : 3) mla_deco
   }
   __syncthreads();
   const float inv = stat_s[1];
+  const float4* acc = reinterpret_cast<const float4*>(p.workspace + bh * S * L);
   float4* o = reinterpret_cast<float4*>(p.out + bh * L);
+  const int L4 = L / 4, g = tid / kCombineLanes, d = tid % kCombineLanes;  // L4 <= 128 (L <= 512)
+  const int per = (S + kCombineGroups - 1) / kCombineGroups, s0 = min(S, g * per), s1 = min(S, s0 + per);
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s = s0; s < s1; s += kCombineBatch) {  // (uniform per group: every lane of it walks the same s)
-    if (s != s0) load_batch(s);
-#pragma unroll
-    for (int k = 0; k < kCombineBatch; ++k) {
-      if (s + k >= s1) break;
-      const float w = w_s[s + k];
-      v.x = fmaf(w, a[k].x, v.x);
-      v.y = fmaf(w, a[k].y, v.y);
-      v.z = fmaf(w, a[k].z, v.z);
-      v.w = fmaf(w, a[k].w, v.w);
-    }
-  }
   if (d < L4) {
+    int s = s0;
+    for (; s + 16 <= s1; s += 16) {
+      float4 a[16];
+#pragma unroll
+      for (int k = 0; k < 16; ++k) a[k] = __ldg(acc + int64_t(s + k) * L4 + d);
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const float w = w_s[s + k];
+        v.x = fmaf(w, a[k].x, v.x);
+        v.y = fmaf(w, a[k].y, v.y);
+        v.z = fmaf(w, a[k].z, v.z);
+        v.w = fmaf(w, a[k].w, v.w);
+      }
+    }
+    for (; s < s1; ++s) {
+      const float4 a = __ldg(acc + int64_t(s) * L4 + d);
+      const float w = w_s[s];
+      v.x = fmaf(w, a.x, v.x);
+      v.y = fmaf(w, a.y, v.y);
+      v.z = fmaf(w, a.z, v.z);
+      v.w = fmaf(w, a.w, v.w);
+    }
     if (g > 0) part_s[g - 1][d] = v;
   }
   __syncthreads();
