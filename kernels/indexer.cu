@@ -1171,16 +1171,16 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   const size_t smem = topk_smem_bytes();
   // Cluster size: the largest power of two <= 8 that keeps B * C blocks within about half the SMs
   // (a 1024-thread, 208 KiB block fills an SM) and >= 4096 positions per block, and that the GPU
-  // can co-schedule (cudaOccupancyMaxActiveClusters); B = 1 at 32K and 128K: 8, B = 32: 2, B >= 67: 1.
+  // can co-schedule (cudaOccupancyMaxActiveClusters); B <= 16 at 32K and 128K: 8, B = 32: 4, B >= 67: 1
+  // (topk_cluster_blocks).
   // (A one-block-per-request top-k, tried: 52 us at B 1 / 32K, 123 us streamed at 128K; a block's
   // time grows ~1.2-1.6 ns per key it holds, so the keys are spread over up to 8 SMs instead.
   // A non-portable cluster of 16, tried in session 18 (S18a): slower everywhere, 23.3 vs 17.4 us chained at
   // B 1 / 32K and 23.9 vs 22.6 at 128K: its 16 SMs start later and its merges cost more than the halved keys.
   // 4 positions per thread instead of 8 when a block holds <= 4096 (S18b): -1.6 to -2.0 us at B 1 / 32K exactly,
   // but a decode step's request holds 32K + 1 or more positions, so it never applied there; not kept.)
-  const int sms = current_device_sm_count();
-  int C = 1;
-  while (C < kMaxCluster && int64_t(p.B) * C * 2 <= sms && int64_t(C) * 2 * kMinClusterChunk <= limit) C *= 2;
+  static_assert(kMaxCluster == 8 && kMinClusterChunk == 4096, "topk_cluster_blocks' rule");
+  int C = topk_cluster_blocks(p.B, limit, current_device_sm_count());
   if (p.cluster > 0) C = p.cluster;  // tuning override (still halved below if it cannot be co-scheduled)
   for (;; C /= 2) {
     CUDA_CHECK(cudaFuncSetAttribute(topk_kernel_for(C), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));

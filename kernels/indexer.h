@@ -93,6 +93,18 @@ struct TopkParams {
 // also on seq_len outside [0, min(score_stride, max_pages*64)] or a negative page id below seq_len
 // (the kernel clamps seq_len to that range and writes slot -1 for a negative page id).
 void validate_topk_params(const TopkParams& p);
+
+// Blocks per request (the thread-block cluster size) topk_cuda starts from for B requests of `limit` positions on a GPU
+// of `sms` SMs: the largest power of two <= 8 with B * C * 2 <= sms and C * 2 * 4096 <= limit (topk_cuda halves it
+// further if the GPU cannot co-schedule it; TopkParams::cluster overrides it). H200 (132 SMs), >= 32K positions:
+// B <= 16: 8, B <= 33: 4, B <= 66: 2, else 1.
+int topk_cluster_blocks(int B, int limit, int sms);
+// Whether the score kernel's first-digit histogram (IndexerScoreParams / TopkParams::top_hist) pays: while the top-k
+// runs each request as a cluster (topk_cluster_blocks > 1), where it replaces a merge through distributed shared
+// memory; not when each request is one block, whose own histogram costs less than the score kernel's atomics.
+// Measured on the H200 (bench kernels --only indexer, S22b, score + top-k at 32K): B 1 21.0 us with it against 23.0
+// without, B 8 34.9 / 36.2, B 32 (4 blocks each) 83.2 / 84.1, B 128 (one block each) 239.3 / 230.8.
+bool topk_score_hist_pays(int B, int limit, int sms);
 void topk_cpu(const TopkParams& p);
 void topk_cuda(const TopkParams& p, cudaStream_t stream);
 

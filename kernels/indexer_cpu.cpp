@@ -92,6 +92,14 @@ void validate_topk_params(const TopkParams& p) {
           "topk: scores, seq_lens, block_table and out_slots must be non-null");
 }
 
+int topk_cluster_blocks(int B, int limit, int sms) {
+  int C = 1;
+  while (C < 8 && int64_t(B) * C * 2 <= sms && int64_t(C) * 2 * 4096 <= limit) C *= 2;
+  return C;
+}
+
+bool topk_score_hist_pays(int B, int limit, int sms) { return topk_cluster_blocks(B, limit, sms) > 1; }
+
 void topk_cpu(const TopkParams& p) {
   validate_topk_params(p);
   const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));

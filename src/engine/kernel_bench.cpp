@@ -1114,7 +1114,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
   if (!idx_check.empty()) std::fprintf(stderr, "bench kernels: indexer_score, topk\n");
   const IndexerLayout il{kIndexerDim, true};
   for (int64_t ctx : idx_check.empty() ? std::vector<int64_t>{} : std::vector<int64_t>{4096, 8192, 32768, 131072}) {
-    // topk: a cluster of 8 blocks per request at B 1 / 8 from 32K, 2 at B 32, 1 at B 128
+    // topk: a cluster of 8 blocks per request at B 1 / 8 from 32K, 4 at B 32, 1 at B 128 (topk_cluster_blocks)
     for (int B : opt.quick ? std::vector<int>{1} : std::vector<int>{1, 8, 32, 128}) {
       const int max_pages = int(ctx / kPageSize), Hi = kIndexerHeads, D = kIndexerDim;
       const int64_t pages = int64_t(B) * max_pages;

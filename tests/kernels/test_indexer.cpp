@@ -216,3 +216,23 @@ TEST(Topk, FirstDigitHistogramBuiltByScoresAndConsumed) {
   EXPECT_EQ(with, plain);
   EXPECT_EQ(hist, std::vector<unsigned>(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u));
 }
+
+// The cluster-size rule topk_cuda starts from, and where the score kernel's histogram is used (the H200's 132 SMs).
+TEST(Topk, ClusterRuleAndWhereTheScoreHistogramPays) {
+  EXPECT_EQ(topk_cluster_blocks(1, 32832, 132), 8);
+  EXPECT_EQ(topk_cluster_blocks(8, 131072, 132), 8);
+  EXPECT_EQ(topk_cluster_blocks(16, 32832, 132), 8);
+  EXPECT_EQ(topk_cluster_blocks(17, 32832, 132), 4);
+  EXPECT_EQ(topk_cluster_blocks(33, 32832, 132), 4);
+  EXPECT_EQ(topk_cluster_blocks(34, 32832, 132), 2);
+  EXPECT_EQ(topk_cluster_blocks(66, 32832, 132), 2);
+  EXPECT_EQ(topk_cluster_blocks(67, 32832, 132), 1);
+  EXPECT_EQ(topk_cluster_blocks(1, 8192, 132), 2);   // >= 4096 positions per block
+  EXPECT_EQ(topk_cluster_blocks(1, 8191, 132), 1);
+  EXPECT_TRUE(topk_score_hist_pays(1, 32832, 132));
+  EXPECT_TRUE(topk_score_hist_pays(32, 32832, 132));
+  EXPECT_TRUE(topk_score_hist_pays(64, 32832, 132));
+  EXPECT_FALSE(topk_score_hist_pays(67, 32832, 132));
+  EXPECT_FALSE(topk_score_hist_pays(128, 8256, 132));
+  EXPECT_FALSE(topk_score_hist_pays(1, 4096, 132));
+}
