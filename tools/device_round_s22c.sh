@@ -3,7 +3,7 @@
 # (tools/device_tests.sh, 4 at a time; kernels_gpu_moe_grouped set aside: MoE code unchanged since S18b); (2) the whole FP8-weight
 # sweep on the final defaults (gathered top-k, the score kernel's first-digit histogram):
 # BATCHES="1 8 32 128" WEIGHTS=fp8 GRAPHS="1 0" tools/decode_step_bench.sh.
-# Usage: tools/device_pack.sh build-lead glm5prof <every *_gpu_* executable>; .device/shared as in S22a;
+# Usage: XZ_OPT="-9 -T1" tools/device_pack.sh build-lead glm5prof <every *_gpu_* executable>; .device/shared as in S22a;
 #        run `bash THIS`, carry [".device"]
 set -u
 . tools/device_round_lib.sh
