@@ -564,8 +564,10 @@ __device__ __forceinline__ void hist_add(unsigned* hist, unsigned digit) {
 // Whole warp: appends word[j] of every lane and j with take[j] to dst (in no particular order), the warp's slots
 // reserved with one atomic add on *count (shared memory: this block's, or another block's of the cluster). One atomic
 // per warp, not per key: the same-address atomics of 32 warps were ~1 us of a 4096-key copy.
+// Slots at or past `cap` are not written (the count still grows): a histogram that undercounts the selected digit
+// cannot make the gathered form write past rank 0's candidate buffer.
 __device__ __forceinline__ void warp_append(const bool (&take)[kTopkPerThread], const uint32_t (&word)[kTopkPerThread],
-                                            unsigned* count, uint32_t* dst) {
+                                            unsigned* count, uint32_t* dst, unsigned cap) {
   const unsigned lane = threadIdx.x % 32;
   unsigned mask[kTopkPerThread], total = 0;
 #pragma unroll
@@ -579,7 +581,10 @@ __device__ __forceinline__ void warp_append(const bool (&take)[kTopkPerThread], 
   const unsigned below = (1u << lane) - 1u;
 #pragma unroll
   for (int j = 0; j < kTopkPerThread; ++j) {
-    if (mask[j] >> lane & 1u) dst[at + __popc(mask[j] & below)] = word[j];
+    if (mask[j] >> lane & 1u) {
+      const unsigned slot = at + __popc(mask[j] & below);
+      if (slot < cap) dst[slot] = word[j];
+    }
     at += __popc(mask[j]);
   }
 }
@@ -733,7 +738,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   // TopkParams::top_hist: the first pass's merged histogram as the score kernel built it, loaded beside the keys.
   static_assert(kTopkHistBins == kTopkBins && kTopkBins == 2 * kTopkThreads, "two bins per thread");
   unsigned th0 = 0, th1 = 0;
-  if (top_hist) {  // the sum of the score kernel's copies
+  if (!own_pass0) {  // the sum of the score kernel's copies
     unsigned c0[kTopkHistCopies], c1[kTopkHistCopies];
 #pragma unroll
     for (int c = 0; c < kTopkHistCopies; ++c) {
@@ -763,7 +768,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       }
     }
   }
-  if (top_hist) {
+  if (!own_pass0) {
     merged[tid] = th0;
     merged[tid + kTopkThreads] = th1;
   }
@@ -797,7 +802,10 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   unsigned count = 0;        // keys in cand when in_smem
   unsigned above_top = 0;    // this block's keys whose top digit is above the selected one
   bool gathered = false;     // the gathered form runs passes 1 and 2 (below)
-  if (!own_pass0) {  // the first digit from the score kernel's histogram: no pass 0 of our own
+  // The histogram is used only when it counts exactly the n positions (the same in every block: one row); otherwise
+  // (a score kernel run without its top-k, an aborted step) the kernel makes its own pass 0.
+  const bool hist_ok = !own_pass0 && block_sum(th0 + th1, warp_sums) == unsigned(n);
+  if (hist_ok) {  // the first digit from the score kernel's histogram: no pass 0 of our own
     if (tid == 0) sel[0] = sel[1] = 0;  // (a histogram that does not hold k keys selects nothing: no stale index)
     __syncthreads();
     select_digit(merged, kTopkBins, remaining, warp_sums, sel);
@@ -877,7 +885,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
         bool take[kTopkPerThread];
 #pragma unroll
         for (int j = 0; j < kTopkPerThread; ++j) take[j] = valid[j] && (key[j] & prefix_mask) == prefix;
-        warp_append(take, key, &cand_count, cand);
+        warp_append(take, key, &cand_count, cand, kTopkCandidates);
       }
       __syncthreads();
       in_smem = true;
@@ -910,7 +918,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
         word[j] = (key[j] & kLow) | uint32_t(rank) << 21;
         mine_above += valid[j] && key[j] >> 21 > top;
       }
-      warp_append(take, word, dst_count, dst_cand);  // one remote add per warp and step
+      warp_append(take, word, dst_count, dst_cand, kTopkCandidates);  // one remote add per warp and step
     }
     mine_above = __reduce_add_sync(0xffffffffu, mine_above);
     if (lane == 0 && mine_above) atomicAdd(cluster.map_shared_rank(&rank_above[rank], 0), mine_above);
@@ -920,7 +928,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     if (top_hist)  // every block read it before the barrier above: consumed; each block zeroes 1/C of the copies
       for (int i = rank * kTopkThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += C * kTopkThreads) top_hist[i] = 0;
     if (rank == 0) {
-      const unsigned count = gather_count;  // == merged[top digit]
+      const unsigned count = min(gather_count, unsigned(kTopkCandidates));  // == merged[top digit]
       // Pass 1 (bits 20..10) over every candidate.
       for (int i = tid; i < kTopkBins; i += kTopkThreads) hist[i] = 0;
       if (tid == 0) few_count = 0;

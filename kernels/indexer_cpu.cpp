@@ -108,6 +108,15 @@ void topk_cpu(const TopkParams& p) {
     const int n = p.seq_lens[b];
     check_seq_and_pages(b, n, limit, p.block_table, p.max_pages, "topk");
     const float* s = p.scores + int64_t(b) * p.score_stride;
+    if (p.top_hist) {  // the contract the GPU kernel relies on: the copies sum to the first digits of these n scores
+      std::vector<unsigned> want(kTopkHistBins, 0u), got(kTopkHistBins, 0u);
+      for (int i = 0; i < n; ++i) ++want[topk_hist_bin(s[i])];
+      for (int c = 0; c < kTopkHistCopies; ++c)
+        for (int d = 0; d < kTopkHistBins; ++d) got[d] += p.top_hist[(int64_t(b) * kTopkHistCopies + c) * kTopkHistBins + d];
+      require(got == want, "topk: top_hist of request " + std::to_string(b) +
+                               " is not the first-digit histogram of its " + std::to_string(n) +
+                               " scores (IndexerScoreParams::top_hist builds it; it must start zeroed)");
+    }
     pos.resize(n);
     for (int i = 0; i < n; ++i) pos[i] = i;
     const int keep = std::min(n, p.k);

@@ -29,8 +29,24 @@ void expect_gpu_topk(const TopkParams& d, const Buffer& dout, const std::vector<
   CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<int32_t> got = to_host<int32_t>(dout, want.size());
   for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_EQ(got[i], want[i]) << "cluster " << d.cluster << " gather " << d.gather << " request " << i / d.k
-                               << " rank " << i % d.k;
+    ASSERT_EQ(got[i], want[i]) << "cluster " << d.cluster << " gather " << d.gather << " top_hist "
+                               << (d.top_hist != nullptr) << " request " << i / d.k << " rank " << i % d.k;
+}
+
+// TopkParams::top_hist as the score kernel leaves it (built here on the host, position i counted in copy i % 8, so
+// the kernel must sum the copies); then topk_cuda with it against `want`, and the histogram zero afterwards. `d`'s
+// score_stride must be max_pages * 64.
+void expect_gpu_topk_with_hist(TopkParams d, const Buffer& dout, const std::vector<int32_t>& want,
+                               const std::vector<float>& scores, const std::vector<int32_t>& seq) {
+  const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
+  std::vector<uint32_t> hist(size_t(d.B) * row, 0u);
+  for (int b = 0; b < d.B; ++b)
+    for (int i = 0; i < seq[b]; ++i)
+      ++hist[b * row + size_t(i % kTopkHistCopies) * kTopkHistBins + topk_hist_bin(scores[size_t(b) * d.score_stride + i])];
+  Buffer dh = to_device(hist, "top_hist");
+  d.top_hist = dh.as<unsigned>();
+  expect_gpu_topk(d, dout, want);
+  ASSERT_EQ(to_host<uint32_t>(dh, hist.size()), std::vector<uint32_t>(hist.size(), 0u)) << "top_hist left non-zero";
 }
 
 }  // namespace
@@ -66,6 +82,7 @@ TEST(GpuTopkPaths, EqualsCpuOnEveryPath) {
         TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
         d.gather = gather;
         expect_gpu_topk(d, dout, want);
+        if (stride == max_pages * 64) expect_gpu_topk_with_hist(d, dout, want, s, seq);
       }
     }
   }
@@ -112,8 +129,33 @@ TEST(GpuTopkPaths, ClusterSplitEqualsCpu) {
       TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
       d.gather = gather;
       expect_gpu_topk(d, dout, want);
+      expect_gpu_topk_with_hist(d, dout, want, s, seq);  // B > 1 clusters, n <= k rows, the fallback's top digit
     }
   }
+}
+
+// A histogram that does not count the request's positions (a score kernel run without its top-k before): the kernel
+// falls back to its own first pass, returns the twin's slots, and leaves the histogram zero.
+TEST(GpuTopkPaths, MismatchedHistogramFallsBackToItsOwnPass) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const int k = 2048, n = 32769, stride = 32832, max_pages = stride / 64;
+  std::vector<float> s(stride, 0.f);
+  for (int i = 0; i < n; ++i) s[i] = rng_normal(seed, 7, i);
+  std::vector<int32_t> seq = {n}, bt(max_pages);
+  for (int i = 0; i < max_pages; ++i) bt[i] = i;
+  std::vector<int32_t> want(k);
+  topk_cpu({s.data(), stride, seq.data(), bt.data(), max_pages, want.data(), 1, k});
+  Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+         dout(Where::Device, want.size() * 4, "slots");
+  std::vector<uint32_t> hist(size_t(kTopkHistCopies) * kTopkHistBins, 0u);
+  for (int i = 0; i < n; ++i) hist[topk_hist_bin(s[i])] += 2;  // every position twice
+  Buffer dh = to_device(hist, "top_hist");
+  TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), 1, k};
+  d.top_hist = dh.as<unsigned>();
+  expect_gpu_topk(d, dout, want);
+  ASSERT_EQ(to_host<uint32_t>(dh, hist.size()), std::vector<uint32_t>(hist.size(), 0u));
 }
 
 // The decode step's batch-1 shape (32,768 + 1 positions, C = 8) with the gathered form at its capacity: `top`
@@ -151,6 +193,7 @@ TEST(GpuTopkPaths, GatheredFormAtCapacityAndStepShape) {
                      cluster};
         d.gather = gather;
         expect_gpu_topk(d, dout, want);
+        expect_gpu_topk_with_hist(d, dout, want, s, seq);  // at and one past the gathered form's capacity
       }
   }
 }

@@ -212,7 +212,18 @@ TEST(Topk, FirstDigitHistogramBuiltByScoresAndConsumed) {
   topk_cpu(t);
   t.out_slots = with.data();
   t.top_hist = hist.data();
-  topk_cpu(t);
+  try {  // the 7 that was there before: not the histogram of request 0's scores
+    topk_cpu(t);
+    FAIL() << "a histogram that does not match the scores was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("top_hist of request 0 is not the first-digit histogram of its 384 scores"),
+              std::string::npos)
+        << e.what();
+  }
+  hist[5] -= 7;
+  hist[size_t(kTopkHistCopies) * kTopkHistBins + topk_hist_bin(scores[size_t(max_pages) * 64])] -= 1;  // request 1:
+  hist[size_t(kTopkHistCopies + 3) * kTopkHistBins + topk_hist_bin(scores[size_t(max_pages) * 64])] += 1;  // copy 3
+  topk_cpu(t);  // the copies are summed
   EXPECT_EQ(with, plain);
   EXPECT_EQ(hist, std::vector<unsigned>(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u));
 }
