@@ -36,16 +36,15 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-// IndexerScoreParams::top_hist: each lane with `counted` adds its score to bin topk_hist_bin(s) of `hist` (its
-// request's row), one atomic per distinct bin among the warp's lanes. Called by whole warps (every call site's
-// branch is uniform per warp).
-// The copy of request b's histogram this warp adds to (global warp index mod kTopkHistCopies: the hot bins' atomics
-// spread over the copies), or null.
+// IndexerScoreParams::top_hist: the copy of request b's histogram this warp adds to (global warp index mod
+// kTopkHistCopies: the hot bins' atomics spread over the copies), or null.
 __device__ __forceinline__ unsigned* top_hist_copy(const IndexerScoreParams& p, int b) {
   if (!p.top_hist) return nullptr;
   const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   return p.top_hist + (int64_t(b) * kTopkHistCopies + warp % kTopkHistCopies) * kTopkHistBins;
 }
+// Each lane with `counted` adds its score to bin topk_hist_bin(s) of `hist`, one atomic per distinct bin among the
+// warp's lanes. Called by whole warps (every call site's branch is uniform per warp).
 __device__ __forceinline__ void top_hist_note(unsigned* hist, float s, bool counted) {
   const unsigned bin = counted ? topk_hist_bin(s) : 0xffffffffu;
   const unsigned peers = __match_any_sync(0xffffffffu, bin);
@@ -566,12 +565,13 @@ __device__ __forceinline__ void hist_add(unsigned* hist, unsigned digit) {
 // per warp, not per key: the same-address atomics of 32 warps were ~1 us of a 4096-key copy.
 // Slots at or past `cap` are not written (the count still grows): a histogram that undercounts the selected digit
 // cannot make the gathered form write past rank 0's candidate buffer.
-__device__ __forceinline__ void warp_append(const bool (&take)[kTopkPerThread], const uint32_t (&word)[kTopkPerThread],
-                                            unsigned* count, uint32_t* dst, unsigned cap) {
+template <int N>
+__device__ __forceinline__ void warp_append(const bool (&take)[N], const uint32_t (&word)[N], unsigned* count,
+                                            uint32_t* dst, unsigned cap) {
   const unsigned lane = threadIdx.x % 32;
-  unsigned mask[kTopkPerThread], total = 0;
+  unsigned mask[N], total = 0;
 #pragma unroll
-  for (int j = 0; j < kTopkPerThread; ++j) {
+  for (int j = 0; j < N; ++j) {
     mask[j] = __ballot_sync(0xffffffffu, take[j]);
     total += __popc(mask[j]);
   }
@@ -580,7 +580,7 @@ __device__ __forceinline__ void warp_append(const bool (&take)[kTopkPerThread], 
   at = __shfl_sync(0xffffffffu, at, 0);
   const unsigned below = (1u << lane) - 1u;
 #pragma unroll
-  for (int j = 0; j < kTopkPerThread; ++j) {
+  for (int j = 0; j < N; ++j) {
     if (mask[j] >> lane & 1u) {
       const unsigned slot = at + __popc(mask[j] & below);
       if (slot < cap) dst[slot] = word[j];
@@ -708,12 +708,17 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
   unsigned* top_hist = p.top_hist ? p.top_hist + int64_t(b) * kTopkHistCopies * kTopkHistBins : nullptr;
+  // Zeroes this request's histogram (consumed) once every block has read it: blocks `first`.. of `blocks` each
+  // clear their share.
+  auto clear_top_hist = [&](int first, int blocks) {
+    if (top_hist && rank >= first && rank < first + blocks)
+      for (int i = (rank - first) * kTopkThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += blocks * kTopkThreads)
+        top_hist[i] = 0;
+  };
   if (n <= p.k) {  // the same in every block of the cluster: no cluster barrier is skipped unevenly
-    if (rank == 0) {
+    if (rank == 0)
       for (int i = tid; i < p.k; i += kTopkThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
-      if (top_hist)  // consumed (no other block reads it)
-        for (int i = tid; i < kTopkHistCopies * kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
-    }
+    clear_top_hist(0, 1);  // no block read it
     return;
   }
   if (tid == 0) gather_count = 0;  // before pass 0's cluster barrier (or `started`), which every remote add follows
@@ -802,6 +807,13 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   unsigned count = 0;        // keys in cand when in_smem
   unsigned above_top = 0;    // this block's keys whose top digit is above the selected one
   bool gathered = false;     // the gathered form runs passes 1 and 2 (below)
+  // After the first digit (the same in every block): the gathered form when its keys fit rank 0's buffer.
+  auto gather_at = [&](unsigned digit, unsigned above) {
+    if (!p.gather || merged[digit] > unsigned(kTopkCandidates)) return false;
+    prefix = digit << 21;
+    remaining -= above;
+    return true;
+  };
   // The histogram is used only when it counts exactly the n positions (the same in every block: one row); otherwise
   // (a score kernel run without its top-k, an aborted step) the kernel makes its own pass 0.
   const bool hist_ok = !own_pass0 && block_sum(th0 + th1, warp_sums) == unsigned(n);
@@ -810,11 +822,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     __syncthreads();
     select_digit(merged, kTopkBins, remaining, warp_sums, sel);
     GLM5_TOPK_MARK(5);
-    if (merged[sel[0]] <= unsigned(kTopkCandidates)) {  // the same in every block; else the three cluster passes
-      gathered = true;
-      prefix = sel[0] << 21;
-      remaining -= sel[1];
-    }
+    gathered = gather_at(sel[0], sel[1]);  // else the three cluster passes, their own pass 0 included
   }
   for (int pass = 0; pass < 3 && !gathered; ++pass) {  // digits: bits 31..21, 20..10, 9..0
     const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0, bits = pass == 2 ? 10 : 11, nbins = 1 << bits;
@@ -859,12 +867,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     select_digit(merged, nbins, remaining, warp_sums, sel);
     GLM5_TOPK_MARK(5 + 4 * pass);
     const unsigned digit = sel[0], above = sel[1];
-    if (pass == 0 && p.gather && merged[digit] <= unsigned(kTopkCandidates)) {  // the same in every block
-      gathered = true;
-      prefix = digit << shift;
-      remaining -= above;
-      break;
-    }
+    if (pass == 0 && (gathered = gather_at(digit, above))) break;
     const unsigned in_digit = hist[digit];  // this block's keys in the selected digit
     prefix |= digit << shift;
     prefix_mask |= uint32_t(nbins - 1) << shift;
@@ -925,8 +928,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     GLM5_TOPK_MARK(19);
     cluster.sync();  // rank 0 holds every candidate and every block's count above the top digit
     GLM5_TOPK_MARK(20);
-    if (top_hist)  // every block read it before the barrier above: consumed; each block zeroes 1/C of the copies
-      for (int i = rank * kTopkThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += C * kTopkThreads) top_hist[i] = 0;
+    clear_top_hist(0, C);  // every block read it before the barrier above; each zeroes 1/C of it
     if (rank == 0) {
       const unsigned count = min(gather_count, unsigned(kTopkCandidates));  // == merged[top digit]
       // Pass 1 (bits 20..10) over every candidate.
@@ -946,15 +948,11 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
       // scores over 2,048 digits); up to 32 of them, one warp ranks them against each other (no histogram, no
       // select); more, and the histogram pass runs.
       if (hist[sel[0]] <= 32u) {
-        for (unsigned base = 0; base < count; base += kTopkThreads) {
+        for (unsigned base = 0; base < count; base += kTopkThreads) {  // bound uniform: whole warps append
           const unsigned i = base + tid;
-          const uint32_t w = i < count ? cand[i] & kLow : 0u;
-          const bool in = i < count && (w & kLowTop) == low;
-          const unsigned m = __ballot_sync(0xffffffffu, in);
-          unsigned at = 0;
-          if (lane == 0 && m) at = atomicAdd(&few_count, unsigned(__popc(m)));
-          at = __shfl_sync(0xffffffffu, at, 0);
-          if (in) few[at + __popc(m & ((1u << lane) - 1u))] = w;
+          const uint32_t w[1] = {i < count ? cand[i] & kLow : 0u};
+          const bool in[1] = {i < count && (w[0] & kLowTop) == low};
+          warp_append(in, w, &few_count, few, 32u);
         }
         __syncthreads();
         if (tid < 32) {  // warp 0: the remaining-th largest of the few (ties: the first lane of the tied run wins)
@@ -1100,8 +1098,7 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   GLM5_TOPK_MARK(17);
   if (!gathered) {
     cluster.sync();  // no block leaves while another may still read its shared memory
-    if (top_hist && rank == 0)  // every block read it before the barrier above: consumed
-      for (int i = tid; i < kTopkHistCopies * kTopkHistBins; i += kTopkThreads) top_hist[i] = 0;
+    clear_top_hist(0, 1);  // every block read it before the barrier above
   }
   GLM5_TOPK_MARK(18);
 }
@@ -1171,6 +1168,8 @@ TopkKernel topk_kernel_for(int C) {  // the cluster-size instantiations topk_cud
   }
 }
 }  // namespace
+
+bool topk_score_hist_pays_here(int B, int limit) { return topk_score_hist_pays(B, limit, current_device_sm_count()); }
 
 void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   validate_topk_params(p);

@@ -105,6 +105,8 @@ int topk_cluster_blocks(int B, int limit, int sms);
 // Measured on the H200 (bench kernels --only indexer, S22b, score + top-k at 32K): B 1 21.0 us with it against 23.0
 // without, B 8 34.9 / 36.2, B 32 (4 blocks each) 83.2 / 84.1, B 128 (one block each) 239.3 / 230.8.
 bool topk_score_hist_pays(int B, int limit, int sms);
+// The same on the current CUDA device (its SM count). Throws glm5::Error when the device query fails.
+bool topk_score_hist_pays_here(int B, int limit);
 void topk_cpu(const TopkParams& p);
 void topk_cuda(const TopkParams& p, cudaStream_t stream);
 

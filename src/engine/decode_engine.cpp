@@ -338,13 +338,8 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     idx_q_ = fl(B * c.index_n_heads * c.index_head_dim, "indexer q");
     idx_k_ = fl(B * c.index_head_dim, "indexer k");
     idx_w_ = fl(B * c.index_n_heads, "indexer head weights");
-    int sms = 0;  // the histogram only where it pays (topk_score_hist_pays); the CPU engine runs it when asked
-    if (cuda_) {
-      int dev = 0;
-      CUDA_CHECK(cudaGetDevice(&dev));
-      CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
-    if (opt.topk_score_hist && (!cuda_ || topk_score_hist_pays(B, score_stride, sms))) {
+    // The histogram only where it pays on this GPU; the CPU engine runs it when asked.
+    if (opt.topk_score_hist && (!cuda_ || topk_score_hist_pays_here(B, score_stride))) {
       // EngineOptions::topk_score_hist: zero once here, then each top-k leaves it zero
       top_hist_ = Buffer(where_, size_t(B) * kTopkHistCopies * kTopkHistBins * 4, "top-k first-digit histogram");
       std::vector<uint32_t> zeros(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u);

@@ -148,7 +148,7 @@ struct EngineOptions {
   bool topk_gather = true;
   // IndexerScoreParams::top_hist / TopkParams::top_hist: attn.indexer.score also builds the histogram of its scores'
   // first radix digits, and attn.indexer.topk reads it instead of building and merging its own (session 22), at the
-  // batches where it pays (topk_score_hist_pays: B <= 32 on an H200). The same slots. false: the top-k's own first
+  // batches where it pays (topk_score_hist_pays: B <= 66 on an H200). The same slots. false: the top-k's own first
   // pass (A/B).
   bool topk_score_hist = true;
   // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next

@@ -1145,11 +1145,12 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
                             .layout = il, .block_table = dbt.as<int32_t>(), .max_pages = max_pages,
                             .seq_lens = dseq.as<int32_t>(), .scores = scores.as<float>(), .B = B, .Hi = Hi,
                             .softmax_scale = 1.f / std::sqrt(float(D))};
+      const double score_bytes = double(B) * ctx * (il.bytes_per_token() + 4) + double(pages) * 4 +
+                                 double(B) * Hi * (D + 1) * 4;
+      const double topk_bytes = double(B) * ctx * 4 + double(B) * kTopk * 4;
       {
         std::vector<double> us = timer.time([&] { indexer_score_cuda(sp, stream); });
-        const double bytes = double(B) * ctx * (il.bytes_per_token() + 4) + double(pages) * 4 +
-                             double(B) * Hi * (D + 1) * 4;
-        KernelBenchRecord r = make_record("indexer_score", us, bytes, 2.0 * B * ctx * Hi * D, c);
+        KernelBenchRecord r = make_record("indexer_score", us, score_bytes, 2.0 * B * ctx * Hi * D, c);
         r.batch = B;
         r.heads = Hi;
         r.context = ctx;
@@ -1161,7 +1162,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         TopkParams tp{scores.as<float>(), int(ctx), dseq.as<int32_t>(), dbt.as<int32_t>(), max_pages,
                       slots.as<int32_t>(), B, kTopk};
         std::vector<double> us = timer.time([&] { topk_cuda(tp, stream); });
-        KernelBenchRecord r = make_record("topk", us, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);
+        KernelBenchRecord r = make_record("topk", us, topk_bytes, 0, c);
         r.batch = B;
         r.topk = kTopk;
         r.context = ctx;
@@ -1172,7 +1173,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         for (int cl : B == 1 && !opt.quick && ctx >= 8192 ? std::vector<int>{1, 2, 4, 8} : std::vector<int>{}) {
           tp.cluster = cl;
           std::vector<double> ust = timer.time([&] { topk_cuda(tp, stream); });
-          KernelBenchRecord rt = make_record("topk", ust, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);
+          KernelBenchRecord rt = make_record("topk", ust, topk_bytes, 0, c);
           rt.batch = B;
           rt.topk = kTopk;
           rt.context = ctx;
@@ -1186,7 +1187,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         tp.gather = false;
         std::vector<double> usg = timer.time([&] { topk_cuda(tp, stream); });
         tp.gather = true;
-        KernelBenchRecord rg = make_record("topk", usg, double(B) * ctx * 4 + double(B) * kTopk * 4, 0, c);
+        KernelBenchRecord rg = make_record("topk", usg, topk_bytes, 0, c);
         rg.batch = B;
         rg.topk = kTopk;
         rg.context = ctx;
@@ -1206,9 +1207,8 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
             indexer_score_cuda(s2, stream);
             topk_cuda(t2, stream);
           });
-          const double bytes = double(B) * ctx * (il.bytes_per_token() + 4) + double(pages) * 4 +
-                               double(B) * Hi * (D + 1) * 4 + double(B) * ctx * 4 + double(B) * kTopk * 4;
-          KernelBenchRecord rp = make_record("indexer_score_topk", usp, bytes, 2.0 * B * ctx * Hi * D, c);
+          KernelBenchRecord rp =
+              make_record("indexer_score_topk", usp, score_bytes + topk_bytes, 2.0 * B * ctx * Hi * D, c);
           rp.batch = B;
           rp.heads = Hi;
           rp.topk = kTopk;
