@@ -394,6 +394,12 @@ int main(int argc, char** argv) {
                    "digits, which the top-k reads instead of building its own. Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--indexer-first", po.indexer_first,
+                   "on | off: the DSA indexer's query projection runs as its own GEMV on the side stream, followed "
+                   "there by the score and the top-k, beside attn.q_b_proj and the absorption on the main stream "
+                   "(where the batch-1 GEMV folds the q_a norm and RoPE). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()
       ->check(kNonNegativeInteger);
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")

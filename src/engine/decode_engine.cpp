@@ -217,12 +217,15 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
   require(opt.batch > 0, "engine: batch must be positive");
   require(opt.max_seq_len > 0, "engine: max sequence length must be positive");
   if (cuda_) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    // EngineOptions::indexer_first: the main stream (the indexer's chain) above the side stream (q_b's GEMV).
+    const bool main_first = opt.indexer_first && opt.overlap;
+    CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, main_first ? greatest : 0));
     launch_ = stream_;
     if (opt.overlap) {
-      int least = 0, greatest = 0;
-      CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking, opt.side_priority ? greatest : least));
+      CUDA_CHECK(cudaStreamCreateWithPriority(&side_, cudaStreamNonBlocking,
+                                              opt.side_priority && !main_first ? greatest : least));
       CUDA_CHECK(cudaEventCreateWithFlags(&fork_ev_, cudaEventDisableTiming));
       for (cudaEvent_t& e : side_ev_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
@@ -770,19 +773,70 @@ void DecodeEngine::attention(int l) {
     linear_group("attn.qkv_a_proj", l, xn, qkv_a, B);
   // EngineOptions::gemv_fold: attn.q_a_norm inside attn.q_up_proj (only with the side stream, where the q part
   // of the prologue is its own launch; q_a_ then stays un-normalized: the q_up group is its only reader).
-  std::vector<Proj> q_up = {{"attn.q_b_proj", &L.q_b, q_.as<float>()}};
-  if (run_indexer) q_up.push_back({"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()});
   const InputRmsNorm q_norm{L.q_a_norm, c.mla_norm_eps};
   // EngineOptions::gemv_fold: the query heads' RoPE (and the indexer's) inside attn.q_up_proj too, where it runs as
   // one GEMV (batch 1) and the RoPE is interleaved (GLM-5); attn.rope then launches nothing.
   const RopeParams q_rope{q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, H, H * qk, qk,
                           c.qk_nope_head_dim, R, c.rope_interleave, 1.f};
+  const RopeParams idx_rope{idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
+                            c.indexer_rope_interleave, 1.f};
+  const Proj q_b_proj{"attn.q_b_proj", &L.q_b, q_.as<float>()};
+  const Proj idx_wq_b_proj{"attn.indexer.wq_b", &L.idx_wq_b, idx_q_.as<float>()};
+  // EngineOptions::indexer_first: the indexer's chain (prologue, its wq_b as its own GEMV, score, top-k) on the main
+  // stream, attn.q_up_proj (q_b alone) and the absorption forked on the side stream. Only where both GEMVs fold the
+  // q_a RMSNorm (q_a_ is then read-only: no in-place norm racing the other GEMV) and their RoPE; else the one q_up
+  // group as before.
+  const std::vector<Proj> idx_up = {idx_wq_b_proj};
+  const std::vector<RopeParams> idx_ropes = {idx_rope};
+  bool idx_first = false;
+  if (opt_.indexer_first && side_ && run_indexer) {
+    const std::vector<RopeParams> q_only = {q_rope};
+    const GroupFold qf = group_fold(qa_.as<float>(), {q_b_proj}, B, &q_norm, &q_only);
+    const GroupFold xf = group_fold(qa_.as<float>(), idx_up, B, &q_norm, &idx_ropes);
+    idx_first = qf.norm && qf.rope && xf.norm && xf.rope;
+  }
+  std::vector<Proj> q_up = {q_b_proj};
   std::vector<RopeParams> q_ropes = {q_rope};
-  if (run_indexer)
-    q_ropes.push_back({idx_q_.as<float>(), pool_->positions(), inv_freq_.as<float>(), B, Hi, Hi * D, D, 0, R,
-                       c.indexer_rope_interleave, 1.f});
+  if (run_indexer && !idx_first) {
+    q_up.push_back(idx_wq_b_proj);
+    q_ropes.push_back(idx_rope);
+  }
   const GroupFold q_fold = group_fold(qa_.as<float>(), q_up, B, &q_norm, &q_ropes);
   const bool fuse_q_norm = q_fold.norm, fuse_rope = q_fold.rope;
+  // The DSA indexer's score kernel and the top-k (or, without an indexer, the positions turned into pool slots): on
+  // the main stream after attn.q_up_proj, or (EngineOptions::indexer_first) on the side stream after the prologue.
+  const int score_stride = pool_->max_pages() * kPageSize;
+  const int topk = c.has_indexer ? c.index_topk : score_stride;
+  const double ctx_tokens = context_tokens_;
+  auto run_score = [&] {
+    const IndexerLayout& il = pool_->indexer_layout();
+    OpScope s(*tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
+                            2.0 * ctx_tokens * Hi * D));
+    IndexerScoreParams p{idx_q_.as<float>(), idx_w_.as<float>(), 1.f / std::sqrt(float(Hi)), pool_->indexer(l), il,
+                         pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
+                         1.f / std::sqrt(float(D))};
+    p.fresh = opt_.score_early_keys ? 1 : 0;  // one new token per request this step (its key: attn.prologue)
+    p.top_hist = top_hist_.as<unsigned>();    // null unless EngineOptions::topk_score_hist; read by the top-k below
+    GLM5_RUN(indexer_score, p);
+  };
+  auto run_absorb = [&] {
+    OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
+                            2.0 * B * H * c.qk_nope_head_dim * Lr));
+    MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
+                      c.v_head_dim, Lr, qk, opt_.absorb_tc};
+    GLM5_RUN(mla_absorb, p);
+  };
+  auto run_topk = [&] {
+    // Without an indexer (deepseek_v3) every scores entry is 0 and top-k keeps all positions: the op
+    // only turns positions into pool slots.
+    OpScope s(*tracer_, desc(c.has_indexer ? "attn.indexer.topk" : "attn.kv_indices", l,
+                             double(B) * score_stride * 4 + double(B) * topk * 4, 0));
+    TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
+                 topk_.as<int32_t>(), B, topk, opt_.topk_cluster};
+    p.gather = opt_.topk_gather;
+    if (run_indexer) p.top_hist = top_hist_.as<unsigned>();  // built by this layer's score kernel (or null)
+    GLM5_RUN(topk, p);
+  };
   {
     AttnPrologueParams p;
     p.q_a_norm = {qa_.as<float>(), L.q_a_norm, nullptr, qa_.as<float>(), B, c.q_lora_rank, c.q_lora_rank,
@@ -802,7 +856,27 @@ void DecodeEngine::attention(int l) {
       p.idx_k_write = {idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
       bytes += double(B) * (D * 8 + il.bytes_per_token());
     }
-    if (side_) {
+    if (idx_first) {
+      // EngineOptions::indexer_first. Side segment 1 forked at qkv_a's end: q_b (norm and RoPE folded), then the
+      // absorption (joined before attn.mla). The main stream: the KV / indexer-key prologue, the indexer's wq_b, its
+      // score (after side segment 0: weights_proj) and top-k, each launched under its predecessor (PDL), so that
+      // their blocks are placed before q_b's fill the GPU (the main stream at the highest priority, the side at the
+      // lowest: the engine's constructor).
+      side_begin();
+      linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, &q_norm, &q_ropes);
+      run_absorb();
+      side_end(1);
+      {
+        OpScope s(*tracer_, desc("attn.prologue", l, bytes - double(B) * c.q_lora_rank * 8, 4.0 * B * Lr + 6.0 * B * R));
+        AttnPrologueParams rest = p;
+        rest.q_part = false;
+        GLM5_RUN(attn_prologue, rest);
+      }
+      linear_group("attn.indexer.wq_b", l, qa_.as<float>(), idx_up, B, &q_norm, &idx_ropes);
+      side_join(0);
+      run_score();
+      run_topk();
+    } else if (side_) {
       // EngineOptions::overlap: the q_a RMSNorm (what attn.q_up_proj waits for) alone on the main stream, the KV
       // and indexer-key parts on the side stream (segment 0, joined before attn.indexer.score, the KV path and
       // attn.mla). The same bits as the one launch (gpu_attn_prologue).
@@ -825,24 +899,20 @@ void DecodeEngine::attention(int l) {
     }
   }
   // q_b and the indexer's wq_b both up-project the normalized q latent: attn.q_up_proj when fused.
-  linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr,
-               fuse_rope ? &q_ropes : nullptr);
+  if (!idx_first)
+    linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, fuse_q_norm ? &q_norm : nullptr,
+                 fuse_rope ? &q_ropes : nullptr);
   // Side segment 1: the query absorption reads q_'s nope columns, which attn.rope does not touch, and is first
   // needed by attn.mla. Forked here, or (EngineOptions::absorb_after_score, with an indexer) after
   // attn.indexer.score, so that it runs beside the top-k's few blocks instead of beside the score kernel.
+  // (EngineOptions::indexer_first: already in side segment 1, after q_b.)
   auto q_absorb = [&] {
     side_begin();
-    {
-      OpScope s(*tracer_, desc("attn.q_absorb", l, double(H) * c.qk_nope_head_dim * Lr * dsize(L.kv_b.dt),
-                              2.0 * B * H * c.qk_nope_head_dim * Lr));
-      MlaAbsorbParams p{q_.as<float>(), L.kv_b.p, L.kv_b.dt, q_lat_.as<float>(), B, H, c.qk_nope_head_dim,
-                        c.v_head_dim, Lr, qk, opt_.absorb_tc};
-      GLM5_RUN(mla_absorb, p);
-    }
+    run_absorb();
     side_end(1);
   };
   const bool absorb_late = opt_.absorb_after_score && side_ && run_indexer;
-  if (!absorb_late) q_absorb();
+  if (!absorb_late && !idx_first) q_absorb();
   // Side segment 2 (EngineOptions::o_proj_l2_prefetch): part of o_proj's weights asked into L2 while the indexer,
   // attn.mla and attn.v_unabsorb keep HBM nearly idle. Not joined before attn.o_proj unless l2_prefetch_join: it
   // writes nothing, and a second dependency there would cost o_proj its programmatic (PDL) launch after
@@ -857,44 +927,21 @@ void DecodeEngine::attention(int l) {
     prefetch_unjoined_ = true;
   }
   if (!fuse_rope) {
-    const double heads = H + (run_indexer ? Hi : 0);
+    const double heads = H + (q_ropes.size() > 1 ? Hi : 0);
     OpScope s(*tracer_, desc("attn.rope", l, double(B) * heads * R * 8, 6.0 * B * heads * R));
-    if (run_indexer) {
+    if (q_ropes.size() > 1) {
       Rope2Params p{q_ropes[0], q_ropes[1]};
       GLM5_RUN(rope2, p);
     } else {
       GLM5_RUN(rope, q_ropes[0]);
     }
   }
-  const int score_stride = pool_->max_pages() * kPageSize;
-  int topk = c.has_indexer ? c.index_topk : score_stride;
-  const double ctx_tokens = context_tokens_;
-  if (run_indexer) {
+  if (run_indexer && !idx_first) {
     side_join(0);
-    const IndexerLayout& il = pool_->indexer_layout();
-    {
-      OpScope s(*tracer_, desc("attn.indexer.score", l, ctx_tokens * il.bytes_per_token() + double(B) * score_stride * 4,
-                              2.0 * ctx_tokens * Hi * D));
-      IndexerScoreParams p{idx_q_.as<float>(), idx_w_.as<float>(), 1.f / std::sqrt(float(Hi)), pool_->indexer(l), il,
-                           pool_->block_table(), pool_->max_pages(), pool_->seq_lens(), scores_.as<float>(), B, Hi,
-                           1.f / std::sqrt(float(D))};
-      p.fresh = opt_.score_early_keys ? 1 : 0;  // one new token per request this step (its key: attn.prologue)
-      p.top_hist = top_hist_.as<unsigned>();    // null unless EngineOptions::topk_score_hist; read by the top-k below
-      GLM5_RUN(indexer_score, p);
-    }
+    run_score();
   }
-  if (absorb_late) q_absorb();
-  if (!L.indexer_shared) {
-    // Without an indexer (deepseek_v3) every scores entry is 0 and top-k keeps all positions: the op
-    // only turns positions into pool slots.
-    OpScope s(*tracer_, desc(c.has_indexer ? "attn.indexer.topk" : "attn.kv_indices", l,
-                             double(B) * score_stride * 4 + double(B) * topk * 4, 0));
-    TopkParams p{scores_.as<float>(), score_stride, pool_->seq_lens(), pool_->block_table(), pool_->max_pages(),
-                 topk_.as<int32_t>(), B, topk, opt_.topk_cluster};
-    p.gather = opt_.topk_gather;
-    if (run_indexer) p.top_hist = top_hist_.as<unsigned>();  // built by this layer's score kernel (or null)
-    GLM5_RUN(topk, p);
-  }
+  if (absorb_late && !idx_first) q_absorb();
+  if (!L.indexer_shared && !idx_first) run_topk();
   side_join(0);  // the new token's KV row (attn.prologue on the side stream) before the KV path reads the pool
   // The KV path: how the selected rows reach attention.
   const uint8_t* kv = pool_->latent(l);

@@ -151,6 +151,14 @@ struct EngineOptions {
   // batches where it pays (topk_score_hist_pays: B <= 66 on an H200). The same slots. false: the top-k's own first
   // pass (A/B).
   bool topk_score_hist = true;
+  // attn.indexer.wq_b as its own GEMV on the side stream right after the prologue, then attn.indexer.score and
+  // attn.indexer.topk there too, while the main stream runs attn.q_b_proj (alone) and attn.q_absorb (on the main
+  // stream, no fork). At batch 1 the score kernel otherwise waits for the whole q_up group (q_b + the indexer's wq_b,
+  // 15-19 us) and the chain after q_up (score 7.6 + top-k 13 us, S22b) runs while HBM is nearly idle; here the
+  // indexer's chain overlaps q_b's and the absorption's weight streams (session 23). Only where the GEMV folds the
+  // q_a norm into both projections and the RoPE into the indexer's (gemv_fold, batch 1, a side stream); else the
+  // q_up group as before. The same results. Tuning (A/B).
+  bool indexer_first = false;
   // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next
   // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
   // (session 17; A/B). The same bits either way.

@@ -500,6 +500,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.topk_cluster = o.topk_cluster;
   eo.topk_gather = o.topk_gather == "on";
   eo.topk_score_hist = o.topk_score_hist == "on";
+  eo.indexer_first = o.indexer_first == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
   po.capacity_tokens = pool;
@@ -610,7 +611,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"side_priority", o.side_priority},
                                          {"topk_cluster", o.topk_cluster},
                                          {"topk_gather", o.topk_gather},
-                                         {"topk_score_hist", o.topk_score_hist}}}};
+                                         {"topk_score_hist", o.topk_score_hist},
+                                         {"indexer_first", o.indexer_first}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);
   report.memory_fit = json{{"weights_bytes", weight_bytes},

@@ -475,6 +475,51 @@ TEST(GraphGpu, GemvFoldLeavesNormsAndRopeWithoutLaunches) {
   }
 }
 
+// EngineOptions::indexer_first (batch 1, FP8 weights, side stream, gemv_fold): the indexer's wq_b runs as its own
+// folded GEMV on the main stream after the prologue, followed there by the score and the top-k, while attn.q_up_proj
+// (q_b alone) and attn.q_absorb run on the side stream. The logits are bitwise those of the q_up group (the fold
+// normalizes and rotates per projection), eagerly and from the graph, and the ops run where the option puts them.
+TEST(GraphGpu, IndexerFirstIsBitwiseAndQbOnTheSideStream) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = fp8_device_weights(cfg, 6);
+  int indexer_layers = 0;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l)
+    indexer_layers += cfg.has_indexer && !(l < int(cfg.indexer_shared.size()) && cfg.indexer_shared[l]);
+  ASSERT_GT(indexer_layers, 0);
+  const int steps = 3;
+  auto first = [](EngineOptions& eo) { eo.indexer_first = true; };
+  auto grouped = [](EngineOptions& eo) { eo.indexer_first = false; };
+  const RunOut base = run(cfg, w, KvPath::Fp8, false, false, steps, true, 1, true, false, false, true, true, false,
+                          grouped);
+  auto count = [](const RunOut& r, const char* op, int side) {  // side: 1 side stream, 0 main, -1 either
+    int n = 0;
+    for (const Activity& a : r.timeline.activities)
+      n += a.kind == ActivityKind::kernel && a.step >= 0 && a.op == op && (side < 0 || a.side_stream == (side == 1));
+    return n;
+  };
+  EXPECT_EQ(count(base, "attn.indexer.wq_b", -1), 0);  // inside attn.q_up_proj
+  EXPECT_EQ(count(base, "attn.indexer.score", 1), 0);
+  for (bool graph : {false, true}) {
+    const char* form = graph ? "graph" : "eager";
+    const RunOut r = run(cfg, w, KvPath::Fp8, graph, true, steps, true, 1, true, false, false, true, true, false, first);
+    ASSERT_EQ(base.logits.size(), r.logits.size());
+    for (size_t s = 0; s < r.logits.size(); ++s)
+      EXPECT_EQ(std::memcmp(base.logits[s].data(), r.logits[s].data(), r.logits[s].size() * 4), 0)
+          << form << " step " << s << ": logits differ with the indexer's chain first";
+    const int n = steps * indexer_layers;
+    EXPECT_EQ(count(r, "attn.indexer.wq_b", 0), n) << form;  // one folded GEMV per indexer layer, on the main stream
+    EXPECT_EQ(count(r, "attn.indexer.wq_b", 1), 0) << form;
+    EXPECT_EQ(count(r, "attn.indexer.score", 0), count(base, "attn.indexer.score", 0)) << form;
+    EXPECT_EQ(count(r, "attn.indexer.topk", 0), count(base, "attn.indexer.topk", 0)) << form;
+    EXPECT_EQ(count(r, "attn.prologue", 0), count(base, "attn.prologue", 1)) << form;  // on the main stream
+    EXPECT_EQ(count(r, "attn.q_up_proj", 1), n) << form;  // q_b alone, forked
+    EXPECT_EQ(count(r, "attn.q_absorb", 1), count(base, "attn.q_absorb", 1)) << form;
+    EXPECT_EQ(count(r, "attn.rope", -1), 0) << form;  // folded into both GEMVs
+  }
+}
+
 // A graph captured and instantiated before CUPTI attached, replayed while tracing. `profile` does not
 // rely on it (it re-captures once CUPTI is attached); the logits must match, the attribution is
 // reported (whether CUPTI traces graphs instantiated before it attached depends on the driver).
