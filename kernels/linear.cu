@@ -17,6 +17,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_bf16.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/sm90a/linear_fp8_wgmma.h"
 #include "kernels/linear_fp8_tma.h"
 #include "kernels/launch.cuh"
 
@@ -114,6 +115,10 @@ struct LinearContext::Impl {
   uint8_t* x_fp8 = nullptr;  // FP8 activations and their scales (block-scaled path), grown on demand
   float* x_fp8_scale = nullptr;
   size_t x_fp8_elems = 0;
+  uint8_t* wgmma_x = nullptr;   // the FP8 tensor-core GEMM's quantized activations and scales, grown on demand
+  size_t wgmma_x_elems = 0;
+  float* wgmma_xs = nullptr;
+  size_t wgmma_xs_elems = 0;
   std::map<std::tuple<int, int, int, uint32_t, uint32_t>, LinearPlan> fp8_plans;
 
   void x_fp8_for(size_t elems) {
@@ -254,6 +259,8 @@ struct LinearContext::Impl {
     if (x_fp8) cudaFree(x_fp8);
     if (d_bf16) cudaFree(d_bf16);
     if (x_fp8_scale) cudaFree(x_fp8_scale);
+    if (wgmma_x) cudaFree(wgmma_x);
+    if (wgmma_xs) cudaFree(wgmma_xs);
     if (staging) cudaFree(staging);
     if (w_staging) cudaFree(w_staging);
     if (split_out) cudaFree(split_out);
@@ -327,6 +334,14 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
       const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n, tiles = linear_fp8_gemv_counters(p);
       float* partial = impl.split_out_for(elems);
       linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles);
+      return;
+    }
+    if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
+      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count());
+      linear_fp8_wgmma_cuda(p, LinearContext::Impl::grow(impl.wgmma_x, impl.wgmma_x_elems, q.x_code_bytes),
+                            LinearContext::Impl::grow(impl.wgmma_xs, impl.wgmma_xs_elems, q.x_scale_floats),
+                            impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream);
+      ++ctx.fp8_wgmma_calls;
       return;
     }
     // Block-scaled cuBLASLt needs a dense weight whose scale rows hold ceil(k/128) rounded up to 4

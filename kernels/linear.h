@@ -77,8 +77,11 @@ class LinearContext {
   // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its
   // 128x128 scales (BLK128x128_32F), x with VEC128_32F scales, fp32 output. `act_scale_tokens_fastest`
   // picks the order of x's scales ([k/128][m] vs [m][k/128]); the GPU test checks both.
-  enum class Fp8LargeM { Dequant, BlockScaled };
+  // Wgmma = our block-scaled FP8 tensor-core GEMM (kernels/sm90a/linear_fp8_wgmma.h: x quantized as for
+  // BlockScaled, e4m3 x e4m3 wgmma, W's codes read once by TMA; compute capability 9.0), else Dequant.
+  enum class Fp8LargeM { Dequant, BlockScaled, Wgmma };
   Fp8LargeM fp8_large_m = Fp8LargeM::Dequant;
+  long fp8_wgmma_calls = 0;  // how many calls took the Wgmma path
   bool act_scale_tokens_fastest = true;
   long fp8_block_scaled_calls = 0;  // how many calls took the BlockScaled path (cuBLASLt had an algorithm)
 

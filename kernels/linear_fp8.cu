@@ -310,7 +310,7 @@ __global__ void fp8_block_dequant_bf16_kernel(LinearParams p, uint16_t* __restri
 
 // One warp per (token, 128-column block): amax, then codes (4 per lane per step).
 __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int m, int k, uint8_t* __restrict__ codes,
-                                                float* __restrict__ scales, bool tokens_fastest) {
+                                                float* __restrict__ scales, bool tokens_fastest, int ld) {
   pdl_begin();
   const int warp = blockIdx.x * kWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   const int blocks = k / 128;
@@ -324,7 +324,7 @@ __global__ void fp8_quantize_activations_kernel(const float* __restrict__ x, int
   c[1] = float_to_e4m3_device(v.y / scale);
   c[2] = float_to_e4m3_device(v.z / scale);
   c[3] = float_to_e4m3_device(v.w / scale);
-  if (lane == 0) scales[tokens_fastest ? size_t(b) * m + t : size_t(t) * blocks + b] = scale;
+  if (lane == 0) scales[tokens_fastest ? size_t(b) * ld + t : size_t(t) * ld + b] = scale;
 }
 
 // ---- Tensor-core path (linear_fp8_mma_cuda): the warp tile is fp8_mma_warp_tile (linear_fp8_mma.cuh) ----
@@ -696,12 +696,15 @@ void linear_fp8_mma_cuda(const LinearParams& p, float* partial, size_t partial_e
 }
 
 void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,
-                                   cudaStream_t stream) {
+                                   cudaStream_t stream, int scale_ld) {
   require(k % 128 == 0 && m > 0, "fp8_quantize_activations_cuda: k = " + std::to_string(k) + " must be a positive multiple of 128");
   require(aligned16(x), "fp8_quantize_activations_cuda: x must be 16-byte aligned");
+  const int ld = scale_ld > 0 ? scale_ld : tokens_fastest ? m : k / 128;
+  require(ld >= (tokens_fastest ? m : k / 128), "fp8_quantize_activations_cuda: scale_ld " + std::to_string(scale_ld) +
+                                                    " is shorter than a row of scales");
   const int64_t warps = int64_t(m) * (k / 128);
   launch_kernel(fp8_quantize_activations_kernel, int((warps + kWarps - 1) / kWarps), 32 * kWarps, 0, stream, x, m, k, codes,
-                scales, tokens_fastest);
+                scales, tokens_fastest, ld);
   CUDA_CHECK_LAUNCH();
 }
 

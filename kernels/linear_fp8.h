@@ -52,9 +52,9 @@ void fp8_block_dequant_bf16_cuda(const LinearParams& p, uint16_t* out, cudaStrea
 
 // Per-token, per-128-column FP8 quantization of fp32 activations x [m, k] (k % 128 == 0):
 // scale[t, b] = amax(x[t, 128b : 128b + 128]) / 448 (1 when 0), codes[t, c] = e4m3(x[t, c] / scale);
-// scales stored [k/128][m] (tokens fastest) or [m][k/128].
+// scales stored [k/128][scale_ld] (tokens fastest) or [m][scale_ld]; scale_ld 0: m, resp. k/128 (dense).
 void fp8_quantize_activations_cuda(const float* x, int m, int k, uint8_t* codes, float* scales, bool tokens_fastest,
-                                   cudaStream_t stream);
+                                   cudaStream_t stream, int scale_ld = 0);
 
 
 // ---- Tensor-core FP8 path for 2 <= m <= ~64 tokens (linear_fp8_mma_*) ----

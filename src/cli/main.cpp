@@ -291,10 +291,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   prof->add_option("--fp8-large-m", po.fp8_large_m,
-                   "dequant | block-scaled: FP8 projections above the tensor-core range: W dequantized to BF16 + cuBLASLt, "
-                   "or cuBLASLt's block-scaled FP8 GEMM (x quantized per token and 128 columns)")
+                   "wgmma | dequant | block-scaled: FP8 projections above the tensor-core range: our FP8 tensor-core "
+                   "GEMM (x quantized per token and 128 columns, e4m3 x e4m3 wgmma; H100 / H200), W dequantized to "
+                   "BF16 + cuBLASLt, or cuBLASLt's block-scaled FP8 GEMM (the same quantization of x)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dequant", "block-scaled"}));
+      ->check(CLI::IsMember({"wgmma", "dequant", "block-scaled"}));
   prof->add_option("--mma-pdl", po.mma_pdl,
                    "on | off: the FP8 tensor-core linear (batch 2..64) launched with programmatic dependent launch. Tuning")
       ->capture_default_str()

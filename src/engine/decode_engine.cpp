@@ -233,7 +233,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
     linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
     linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
-    if (opt.fp8_block_scaled) linear_ctx_->fp8_large_m = LinearContext::Fp8LargeM::BlockScaled;
+    linear_ctx_->fp8_large_m = opt.fp8_large_m;
     if (side_) {  // its own cuBLASLt workspace: the streams overlap
       side_linear_ctx_ = std::make_unique<LinearContext>();
       side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;

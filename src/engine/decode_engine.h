@@ -173,10 +173,11 @@ struct EngineOptions {
   //    computes a query head's rope columns rotates them; bitwise the GEMV then the rope kernel).
   bool gemv_fold = true;
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
-  // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt, or
-  // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns). Measured per batch (S14h).
+  // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt,
+  // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns, or our FP8 tensor-core GEMM with the
+  // same quantization, kernels/sm90a/linear_fp8_wgmma.h, session 23). Measured per batch (S14h, S23).
   int fp8_mma_max_m = 64;
-  bool fp8_block_scaled = false;
+  LinearContext::Fp8LargeM fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
   // would read that part from L2. The fraction (0..1) of the weight bytes asked for; 0: off. Skipped when the

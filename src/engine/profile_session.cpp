@@ -480,7 +480,9 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.l2_prefetch_join = o.l2_prefetch_join == "on";
   eo.mma_pdl = o.mma_pdl != "off";
   eo.fp8_mma_max_m = o.fp8_mma_max_m;
-  eo.fp8_block_scaled = o.fp8_large_m == "block-scaled";
+  eo.fp8_large_m = o.fp8_large_m == "block-scaled" ? LinearContext::Fp8LargeM::BlockScaled
+                   : o.fp8_large_m == "wgmma"      ? LinearContext::Fp8LargeM::Wgmma
+                                                   : LinearContext::Fp8LargeM::Dequant;
   eo.o_proj_pdl = o.o_proj_pdl == "on";
   eo.absorb_tc = o.absorb_tc == "on";
   eo.moe_down_early = o.moe_down_early == "on";

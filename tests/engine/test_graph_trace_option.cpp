@@ -162,7 +162,7 @@ TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.gemv_fold == "on", EngineOptions{}.gemv_fold);
   EXPECT_EQ(ProfileOptions{}.side_priority == "on", EngineOptions{}.side_priority);
   EXPECT_EQ(ProfileOptions{}.fp8_mma_max_m, EngineOptions{}.fp8_mma_max_m);
-  EXPECT_EQ(ProfileOptions{}.fp8_large_m == "block-scaled", EngineOptions{}.fp8_block_scaled);
+  EXPECT_EQ(ProfileOptions{}.fp8_large_m == "wgmma", EngineOptions{}.fp8_large_m == LinearContext::Fp8LargeM::Wgmma);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "kernels/linear.h"
 #include "kernels/linear_fp8.h"
 #include "kernels/linear_fp8_tma.h"
+#include "kernels/sm90a/linear_fp8_wgmma.h"
 #include "kernels/moe.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
@@ -425,6 +426,91 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
       }
       EXPECT_LT(best, 4e-2) << "n=" << W->n << " m=" << m;
     }
+  }
+}
+
+// The block-scaled FP8 tensor-core GEMM (LinearContext::Fp8LargeM::Wgmma, kernels/sm90a/linear_fp8_wgmma.h) through
+// linear_cuda, against its CPU twin (the same quantized x: bound 5e-4 of sum |x_q w s|, the tensor core's per-block
+// accumulation and the fp32 promotion order) and against exact arithmetic on the unquantized x (x's e4m3 rounding:
+// 4e-2 of sum |x w|, the BlockScaled bound). Token tiles of 32 / 64 / 128 and past 128, split-K and not, n not a
+// multiple of 128, y accumulated, a column shard (ldw > k), GLM-5's o_proj at batch 128 (the twin on two row
+// blocks), and every case run twice: the split-K counters reset, so the second run is bitwise the first.
+TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  {
+    Fp8Weight probe_w(128, 128, 1);
+    LinearParams probe{nullptr, probe_w.dcodes.data(), DType::F8_E4M3, nullptr, 1, 128, 128, false, false};
+    probe.w_scale = probe_w.dscales.as<float>();
+    const std::string why = linear_fp8_wgmma_unsupported(probe);
+    if (!why.empty()) GTEST_SKIP() << "the FP8 tensor-core GEMM needs " << why;
+  }
+  const uint64_t seed = fresh_seed();
+  struct Case {
+    int n, K, k, c0, m;
+    bool accumulate;
+  };
+  const Case cases[] = {{300, 1024, 1024, 0, 1, false},   {300, 1024, 1024, 0, 7, true},
+                        {300, 1024, 1024, 0, 33, false},  {576, 6144, 6144, 0, 64, true},
+                        {576, 6144, 6144, 0, 65, false},  {2048, 2048, 2048, 0, 128, false},
+                        {256, 2048, 1024, 1024, 130, true}, {6144, 16384, 16384, 0, 128, true}};
+  for (const Case& cs : cases) {
+    Fp8Weight W(cs.n, cs.K, seed % 100000 + cs.n + cs.m);
+    const int n = cs.n, k = cs.k, m = cs.m, lds = (cs.K + 127) / 128;
+    std::vector<float> x(size_t(m) * k), y0(size_t(m) * n);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 3 + m, i) * (1.f + 3.f * float((i / 128) % 3));
+    for (size_t i = 0; i < y0.size(); ++i) y0[i] = rng_normal(seed, 5 + n, i);
+    Buffer dx(Where::Device, x.size() * 4, "x"), dy(Where::Device, y0.size() * 4, "y");
+    dx.upload(x.data(), dx.bytes());
+    LinearParams dp{dx.as<float>(), W.dcodes.as<uint8_t>() + cs.c0, DType::F8_E4M3, dy.as<float>(), m, n, k,
+                    cs.accumulate, false};
+    dp.ldw = cs.K;
+    dp.w_scale = W.dscales.as<float>() + cs.c0 / 128;
+    dp.ld_scale = lds;
+    LinearContext ctx;
+    ctx.fp8_mma_max_m = 0;
+    ctx.fp8_gemv_max_m = 0;
+    ctx.fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
+    std::vector<float> got[2];
+    for (int run = 0; run < 2; ++run) {
+      dy.upload(y0.data(), dy.bytes());
+      linear_cuda(dp, ctx, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      got[run].resize(y0.size());
+      dy.download(got[run].data(), dy.bytes());
+    }
+    ASSERT_EQ(ctx.fp8_wgmma_calls, 2) << "n=" << n << " m=" << m << ": the Wgmma path did not run";
+    EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0) << "n=" << n << " m=" << m;
+    // The twin on all rows, or on the first and last 128-row blocks of a large weight.
+    const int blocks = (n + 127) / 128;
+    double max_twin = 0;
+    for (int rb = 0; rb < blocks; ++rb) {
+      if (n > 2048 && rb != 0 && rb != blocks - 1) continue;
+      const int r0 = 128 * rb, rows = std::min(128, n - r0);
+      std::vector<float> ref(size_t(m) * rows);
+      for (int t = 0; t < m; ++t)
+        for (int r = 0; r < rows; ++r) ref[size_t(t) * rows + r] = y0[size_t(t) * n + r0 + r];
+      LinearParams hp{x.data(), W.codes.data() + size_t(r0) * cs.K + cs.c0, DType::F8_E4M3, ref.data(), m, rows, k,
+                      cs.accumulate, false};
+      hp.ldw = cs.K;
+      hp.w_scale = W.scales.data() + size_t(rb) * lds + cs.c0 / 128;
+      hp.ld_scale = lds;
+      linear_fp8_wgmma_cpu(hp);
+      for (int t = 0; t < m; ++t)
+        for (int r = 0; r < rows; ++r) {
+          double mag = cs.accumulate ? std::fabs(double(y0[size_t(t) * n + r0 + r])) : 0.0;
+          const float* srow = W.scales.data() + size_t(rb) * lds;
+          for (int c = 0; c < k; ++c)
+            mag += std::fabs(double(x[size_t(t) * k + c]) *
+                             double(e4m3_bits_to_float(W.codes[size_t(r0 + r) * cs.K + cs.c0 + c])) * srow[(cs.c0 + c) / 128]);
+          max_twin = std::max(max_twin, std::fabs(double(got[0][size_t(t) * n + r0 + r]) - ref[size_t(t) * rows + r]) /
+                                            std::max(mag, 1e-30));
+        }
+    }
+    const double max_exact = max_rel_err(W, x, m, k, cs.c0, cs.accumulate ? &y0 : nullptr, got[0]);
+    std::printf("fp8 wgmma n=%d k=%d (c0=%d) m=%d acc=%d: vs twin %.3g, vs exact %.3g (seed %llu)\n", n, k, cs.c0, m,
+                int(cs.accumulate), max_twin, max_exact, (unsigned long long)seed);
+    EXPECT_LT(max_twin, 5e-4) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
+    EXPECT_LT(max_exact, 4e-2) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
   }
 }
 

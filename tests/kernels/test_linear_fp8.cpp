@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "kernels/linear.h"
 #include "kernels/linear_fp8.h"
+#include "kernels/sm90a/linear_fp8_wgmma.h"
 
 namespace glm5 {
 namespace {
@@ -194,6 +195,67 @@ TEST(LinearFp8MmaCpu, ExactWhenXIsF16AndMatchesShard) {
   for (size_t i = 0; i < y.size(); i += 17) EXPECT_NEAR(y_acc[i], 2.f + y[i], 1e-5 * (1 + std::fabs(y[i])));
   p.w_dtype = DType::BF16;
   EXPECT_THROW(linear_fp8_mma_cpu(p), Error);
+}
+
+// linear_fp8_wgmma_cpu (twin of the block-scaled FP8 tensor-core GEMM): x quantized per token and 128 columns.
+// (1) Where every x block is +-a single power of two times one magnitude, x / scale is +-448 exactly (an e4m3 value),
+// so the quantization is exact and the twin equals exact arithmetic to fp32 rounding. (2) On normal random x (fresh
+// seed) it differs from exact arithmetic by e4m3's rounding of x: above 1e-4 (so it did quantize) and below 4e-2 of
+// sum |x w|, also with y accumulated and a column shard (ldw > k, offset scales). (3) Parameter errors.
+TEST(LinearFp8WgmmaCpu, QuantizesXPerTokenAndBlock) {
+  std::random_device rd;
+  const uint32_t seed = rd();
+  Fp8Weight W(300, 1024, seed);
+  const int n = 300, m = 5;
+  auto exact_rel = [&](const std::vector<float>& x, int k, int c0, const std::vector<float>& y0, bool acc,
+                       const std::vector<float>& y) {
+    double worst = 0;
+    for (int i = 0; i < m; ++i)
+      for (int r = 0; r < n; ++r) {
+        double ref = acc ? y0[size_t(i) * n + r] : 0.0, mag = std::fabs(ref);
+        for (int c = 0; c < k; ++c) {
+          ref += double(x[size_t(i) * k + c]) * W.value(r, c0 + c);
+          mag += std::fabs(double(x[size_t(i) * k + c]) * W.value(r, c0 + c));
+        }
+        worst = std::max(worst, std::fabs(double(y[size_t(i) * n + r]) - ref) / mag);
+      }
+    return worst;
+  };
+  std::mt19937 rng(seed + 1);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  {  // (1) exact quantization: |x| = 2^e per block, signs random
+    const int k = 1024;
+    std::vector<float> x(size_t(m) * k), y(size_t(m) * n), y0;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(rng() % 2 ? 1.f : -1.f, int((i / 128) % 7) - 3);
+    LinearParams p{x.data(), W.codes.data(), DType::F8_E4M3, y.data(), m, n, k, false, false};
+    p.w_scale = W.scales.data();
+    linear_fp8_wgmma_cpu(p);
+    EXPECT_LT(exact_rel(x, k, 0, y0, false, y), 1e-6);
+  }
+  for (const bool acc : {false, true}) {  // (2) random x, the whole weight and a column shard
+    for (const int c0 : {0, 512}) {
+      const int k = 1024 - c0, lds = 8;
+      std::vector<float> x(size_t(m) * k), y0(size_t(m) * n), y;
+      for (auto& v : x) v = nd(rng);
+      for (auto& v : y0) v = nd(rng);
+      y = y0;
+      LinearParams p{x.data(), W.codes.data() + c0, DType::F8_E4M3, y.data(), m, n, k, acc, false};
+      p.ldw = 1024;
+      p.w_scale = W.scales.data() + c0 / 128;
+      p.ld_scale = lds;
+      linear_fp8_wgmma_cpu(p);
+      const double rel = exact_rel(x, k, c0, y0, acc, y);
+      EXPECT_GT(rel, 1e-4) << "acc " << acc << " c0 " << c0 << " seed " << seed << ": x was not quantized";
+      EXPECT_LT(rel, 4e-2) << "acc " << acc << " c0 " << c0 << " seed " << seed;
+    }
+  }
+  std::vector<float> x(size_t(m) * 1000), y(size_t(m) * n);  // (3) k not a multiple of 128, BF16 weights
+  LinearParams bad{x.data(), W.codes.data(), DType::F8_E4M3, y.data(), m, n, 1000, false, false};
+  bad.w_scale = W.scales.data();
+  EXPECT_THROW(linear_fp8_wgmma_cpu(bad), Error);
+  bad.k = 1024;
+  bad.w_dtype = DType::BF16;
+  EXPECT_THROW(linear_fp8_wgmma_cpu(bad), Error);
 }
 
 }  // namespace

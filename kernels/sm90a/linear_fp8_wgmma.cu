@@ -1,0 +1,383 @@
+// Kernel of linear_fp8_wgmma.h (sm_90a): the block-scaled FP8 GEMM on the FP8 tensor cores. Design and arithmetic
+// in the header; written here from the PTX ISA (wgmma e4m3, cp.async.bulk.tensor, mbarrier) and DeepSeek-V3's public
+// description of its FP8 GEMM (per-128-column promotion), no code taken.
+//
+// CTA (row block rb, token tile tt, split z): W rows [128 rb, 128 rb + 128), tokens [N tt, N tt + N), the 128-column
+// blocks [z kb_per_split, ...) of k. 384 threads = 3 warpgroups:
+//   WG0, thread 0 (producer): per column block, one stage of the shared-memory ring: W's [128 rows x 128 B] box and
+//     x's [N tokens x 128 B] box by TMA (128-byte swizzle: wgmma's K-major layout, kernels/wgmma.cuh; rows past n or m
+//     arrive as zeros) and x's N scales of that block by one bulk copy, all completing the stage's `full` barrier.
+//     W's first stages are issued before the PDL wait (no kernel of the step writes weights); x after it.
+//   WG1, WG2 (consumers): rows 64 (wg - 1) .. + 64 of the block. Per stage: 4 wgmma m64nNk32 (e4m3 x e4m3 -> fp32)
+//     into `tmp`, then acc += tmp * s_x[token] * s_w[block] (masked to 0 past m: the scales there are not x's), then
+//     one arrival per warp on the stage's `empty` barrier.
+// Stages: as many as fit in ~220 KB (N 128: 6 of 33 KB; the W bytes of 6 blocks in flight per SM).
+#include "kernels/sm90a/linear_fp8_wgmma.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/launch.cuh"
+#include "kernels/linear_fp8.h"
+#include "kernels/mbarrier.cuh"
+#include "kernels/tma.h"
+#include "kernels/wgmma.cuh"
+
+namespace glm5 {
+namespace lfw {
+
+constexpr int kThreads = 384;
+constexpr int kRows = 128;                 // W rows per CTA (one scale block)
+constexpr int kCols = kFp8WeightBlock;     // columns per stage (one scale block, one 128-byte swizzle row)
+constexpr int kABytes = kRows * kCols;     // 16 KB of W codes per stage
+constexpr int kConsumerWarps = 8;
+constexpr int kSmemBudget = 220 * 1024;
+
+template <int N>
+struct Cfg {
+  static constexpr int kBBytes = N * kCols;
+  static constexpr int kStageBytes = (kABytes + kBBytes + N * 4 + 1023) / 1024 * 1024;
+  static constexpr int kStages = std::min(8, kSmemBudget / kStageBytes);
+  static constexpr size_t kSmem = size_t(kStages) * kStageBytes + 1024;  // + alignment slack of the base
+};
+
+struct Args {
+  float* y;
+  int m, n, k;
+  bool accumulate;
+  const float* w_scale;
+  int ld_scale;
+  const float* x_scale;  // [k / 128][ld_xs], tokens fastest
+  int ld_xs;
+  float* part;           // [S][m][n] when S > 1
+  int* counters;         // [row_blocks * token_tiles] when S > 1
+  int KB, kb_per_split, S;
+};
+
+// D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 operands K-major 128-byte-swizzled in shared memory (descriptors
+// as wgmma::desc_sw128: a 32-byte k-step is the same byte step as bf16's k16), fp32 D (N / 2 registers per thread,
+// the m64nN layout of wgmma::acc_row / acc_col). accumulate false: D = the product. FP8 operands take no transpose.
+template <int N>
+__device__ __forceinline__ void m64k32_e4m3_ss(float (&d)[N / 2], uint64_t da, uint64_t db, bool accumulate);
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+__device__ __forceinline__ void m64k32_e4m3_ss<32>(float (&d)[16], uint64_t da, uint64_t db, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(int(accumulate)));
+}
+
+template <>
+__device__ __forceinline__ void m64k32_e4m3_ss<64>(float (&d)[32], uint64_t da, uint64_t db, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(int(accumulate)));
+}
+
+template <>
+__device__ __forceinline__ void m64k32_e4m3_ss<128>(float (&d)[64], uint64_t da, uint64_t db, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(int(accumulate)));
+}
+#else
+template <int N>
+__device__ __forceinline__ void m64k32_e4m3_ss(float (&d)[N / 2], uint64_t, uint64_t, bool) {
+  (void)d;
+  __trap();  // wgmma needs sm_90a code
+}
+#endif
+
+template <int N>
+__global__ void __launch_bounds__(kThreads, 1)
+    linear_fp8_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, Args a) {
+  using C = Cfg<N>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ __align__(8) uint64_t full[C::kStages], empty[C::kStages];
+  __shared__ int last_cta;
+  const int tid = threadIdx.x, wg = tid / 128;
+  const int rb = blockIdx.x, tt = blockIdx.y, z = blockIdx.z;
+  const int n0 = rb * kRows, t0 = tt * N;
+  const int kb0 = z * a.kb_per_split, nk = min(a.KB, kb0 + a.kb_per_split) - kb0;
+  if (tid == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(&full[s], 1);                 // the producer's expect_tx arrival (+ the stage's bytes)
+      mbar_init(&empty[s], kConsumerWarps);   // one arrival per consumer warp
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (wg == 0) {  // producer: one thread works
+    if (tid == 0) {
+      constexpr unsigned kTx = unsigned(kABytes + C::kBBytes + N * 4);
+      auto load_x = [&](int i) {
+        uint8_t* st = base + (i % C::kStages) * C::kStageBytes;
+        tma_load_2d(st + kABytes, &xmap, (kb0 + i) * kCols, t0, &full[i % C::kStages]);
+        bulk_copy_g2s(st + kABytes + C::kBBytes, a.x_scale + size_t(kb0 + i) * a.ld_xs + t0, N * 4,
+                      &full[i % C::kStages]);
+      };
+      const int pre = min(nk, C::kStages);
+      for (int i = 0; i < pre; ++i) {  // W's first blocks: in flight before the wait for x's quantization
+        mbar_expect_tx(&full[i], kTx);
+        tma_load_2d(base + i * C::kStageBytes, &wmap, (kb0 + i) * kCols, n0, &full[i]);
+      }
+      pdl_wait();
+      for (int i = 0; i < pre; ++i) load_x(i);
+      for (int i = pre; i < nk; ++i) {
+        const int s = i % C::kStages;
+        mbar_wait(&empty[s], ((i / C::kStages) - 1) & 1);  // the consumers are done with block i - kStages
+        mbar_expect_tx(&full[s], kTx);
+        tma_load_2d(base + s * C::kStageBytes, &wmap, (kb0 + i) * kCols, n0, &full[s]);
+        load_x(i);
+      }
+    }
+    return;
+  }
+  // Consumers: warpgroup h = wg - 1 owns rows n0 + 64 h .. + 63.
+  pdl_wait();  // y, the partials and the counters are written by earlier kernels
+  const int h = wg - 1, ct = tid - 128 * wg, lane = tid % 32;
+  float acc[N / 2], tmp[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  const float* wsr = a.w_scale + size_t(rb) * a.ld_scale + kb0;
+  const int cols_left = a.m - t0 - 2 * (lane % 4);  // column c of this thread's registers is a token iff c' < this
+  for (int i = 0; i < nk; ++i) {
+    const int s = i % C::kStages;
+    const float sw = __ldg(wsr + i);
+    mbar_wait(&full[s], (i / C::kStages) & 1);
+    uint8_t* st = base + s * C::kStageBytes;
+    const uint64_t da = wgmma::desc_sw128(st + h * 64 * kCols), db = wgmma::desc_sw128(st + kABytes);
+    wgmma::fence();
+#pragma unroll
+    for (int j = 0; j < kCols / 32; ++j) m64k32_e4m3_ss<N>(tmp, da + 2 * j, db + 2 * j, j > 0);  // +32 B per k-step
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operand(tmp);
+    const float* sx = reinterpret_cast<const float*>(st + kABytes + C::kBBytes);
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) {  // columns 8 (j / 2) + 2 (lane % 4) + (j % 2): registers 4 (j / 2) + (j % 2) + {0, 2}
+      const float f = 8 * (j / 2) + (j % 2) < cols_left ? sx[8 * (j / 2) + 2 * (lane % 4) + (j % 2)] * sw : 0.f;
+      const int r0 = 4 * (j / 2) + (j % 2);
+      acc[r0] = fmaf(tmp[r0], f, acc[r0]);
+      acc[r0 + 2] = fmaf(tmp[r0 + 2], f, acc[r0 + 2]);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+  }
+  pdl_launch_dependents();
+  // Output: register i holds row n0 + 64 h + acc_row(i, ct), token t0 + acc_col(i, ct). Every load of a pass is
+  // issued before its adds and stores (S23d: element by element, each y or partial load waited for the store before
+  // it, which may alias: ~64 L2 round trips per thread, o_proj at batch 128 took 144 us).
+  // Register i: token t_base + 8 (i / 4) + i % 2, row r_base + 8 ((i % 4) / 2) (wgmma::acc_row / acc_col).
+  const int t_base = t0 + 2 * (ct % 4), r_base = n0 + 64 * h + 16 * (ct / 32) + (ct % 32) / 4;
+  auto offset = [&](int i) {  // y / partial-slice offset of register i (m n < 2^31: m <= 4096), or -1 outside [m, n)
+    const int r = r_base + 8 * ((i % 4) / 2), t = t_base + 8 * (i / 4) + (i % 2);
+    return r < a.n && t < a.m ? t * a.n + r : -1;
+  };
+  constexpr int kHalf = N >= 128 ? N / 8 : N / 4;  // registers per pass (its loads all in flight before its adds)
+  auto store_y = [&](float (&v)[N / 2]) {  // y = v, or y += v
+#pragma unroll
+    for (int h0 = 0; h0 < N / 2; h0 += kHalf) {
+      float prev[kHalf];
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) {
+        const int o = offset(h0 + i);
+        prev[i] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
+      }
+#pragma unroll
+      for (int i = 0; i < kHalf; ++i) {
+        const int o = offset(h0 + i);
+        if (o >= 0) a.y[o] = a.accumulate ? prev[i] + v[h0 + i] : v[h0 + i];
+      }
+    }
+  };
+  if (a.S == 1) {
+    store_y(acc);
+    return;
+  }
+  const int64_t slice = int64_t(a.m) * a.n;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int o = offset(i);
+    if (o >= 0) __stcg(a.part + z * slice + o, acc[i]);
+  }
+  __threadfence();
+  wgmma::bar_sync(1, 256);
+  int* counter = a.counters + size_t(rb) * gridDim.y + tt;
+  if (tid == 128) last_cta = atomicAdd(counter, 1) == a.S - 1;
+  wgmma::bar_sync(1, 256);
+  if (!last_cta) return;
+  __threadfence();
+  // The last CTA adds the tile's S partials in split order (its own read back too: the same order whichever CTA is
+  // last) in a flat, coalesced order (acc is dead here): 4 consecutive rows per thread and load (n % 4 == 0), a
+  // split's loads all in flight before its adds, so the sum costs ~S + 2 L2 round trips.
+  const int ct2 = tid - 128;  // 0..255
+  if (a.n % 4 == 0) {
+    constexpr int kQ = N * (kRows / 4) / 256;  // float4 chunks per thread: N / 8
+    float4 sum[kQ];
+    auto chunk_offset = [&](int q) {  // offset of chunk ct2 + 256 q (token-major, 32 chunks per token), or -1
+      const int c = ct2 + 256 * q, t = t0 + c / (kRows / 4), r = n0 + 4 * (c % (kRows / 4));
+      return t < a.m && r < a.n ? t * a.n + r : -1;
+    };
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int zz = 0; zz < a.S; ++zz) {
+      const float* pz = a.part + zz * slice;
+      float4 v[kQ];
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) {
+        const int o = chunk_offset(q);
+        v[q] = o >= 0 ? __ldcg(reinterpret_cast<const float4*>(pz + o)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) sum[q] = make_float4(sum[q].x + v[q].x, sum[q].y + v[q].y, sum[q].z + v[q].z, sum[q].w + v[q].w);
+    }
+    if (a.accumulate) {
+      float4 prev[kQ];
+#pragma unroll
+      for (int q = 0; q < kQ; ++q) {
+        const int o = chunk_offset(q);
+        prev[q] = o >= 0 ? *reinterpret_cast<const float4*>(a.y + o) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int q = 0; q < kQ; ++q)
+        sum[q] = make_float4(prev[q].x + sum[q].x, prev[q].y + sum[q].y, prev[q].z + sum[q].z, prev[q].w + sum[q].w);
+    }
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) {
+      const int o = chunk_offset(q);
+      if (o >= 0) *reinterpret_cast<float4*>(a.y + o) = sum[q];
+    }
+  } else {  // any n: one element per thread and load, 16 per pass
+    constexpr int kE = N * kRows / 256, kP = 16;
+    for (int e0 = 0; e0 < kE; e0 += kP) {
+      auto elem_offset = [&](int q) {
+        const int e = ct2 + 256 * (e0 + q), t = t0 + e / kRows, r = n0 + e % kRows;
+        return t < a.m && r < a.n ? t * a.n + r : -1;
+      };
+      float sum[kP];
+#pragma unroll
+      for (int q = 0; q < kP; ++q) sum[q] = 0.f;
+      for (int zz = 0; zz < a.S; ++zz) {
+        float v[kP];
+#pragma unroll
+        for (int q = 0; q < kP; ++q) {
+          const int o = elem_offset(q);
+          v[q] = o >= 0 ? __ldcg(a.part + zz * slice + o) : 0.f;
+        }
+#pragma unroll
+        for (int q = 0; q < kP; ++q) sum[q] += v[q];
+      }
+      float prev[kP];
+#pragma unroll
+      for (int q = 0; q < kP; ++q) {
+        const int o = elem_offset(q);
+        prev[q] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
+      }
+#pragma unroll
+      for (int q = 0; q < kP; ++q) {
+        const int o = elem_offset(q);
+        if (o >= 0) a.y[o] = a.accumulate ? prev[q] + sum[q] : sum[q];
+      }
+    }
+  }
+  if (tid == 128) *counter = 0;  // for the next launch (graph replays)
+}
+
+CUtensorMap tensor_map(const void* base, int cols, int rows, int64_t row_bytes, int box_rows, const char* what) {
+  CUtensorMap m;
+  std::memset(&m, 0, sizeof(m));
+  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
+  const cuuint32_t box[2] = {cuuint32_t(kCols), cuuint32_t(box_rows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  const CUresult rc = tensor_map_encode_fn("linear_fp8_wgmma_cuda")(
+      &m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, estrides,
+      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  require(rc == CUDA_SUCCESS, std::string("linear_fp8_wgmma_cuda: cuTensorMapEncodeTiled refused ") + what + " (" +
+                                  std::to_string(rows) + " x " + std::to_string(cols) + ", row stride " +
+                                  std::to_string(row_bytes) + " B): error " + std::to_string(int(rc)));
+  return m;
+}
+
+template <int N>
+void launch(const CUtensorMap& wmap, const CUtensorMap& xmap, const Args& a, dim3 grid, cudaStream_t stream) {
+  auto kernel = linear_fp8_wgmma_kernel<N>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg<N>::kSmem)));
+  launch_kernel(kernel, grid, kThreads, Cfg<N>::kSmem, stream, wmap, xmap, a);
+}
+
+}  // namespace lfw
+
+std::string linear_fp8_wgmma_unsupported(const LinearParams& p) {
+  if (p.w_dtype != DType::F8_E4M3 || !p.w_scale) return "FP8 (e4m3) weights with block scales";
+  if (p.k % kFp8WeightBlock != 0) return "k a multiple of 128 (got " + std::to_string(p.k) + ")";
+  if (int64_t(p.w_stride()) % 16 != 0 || (reinterpret_cast<uintptr_t>(p.w) & 15u) != 0)
+    return "a 16-byte aligned weight with a row stride that is a multiple of 16 bytes (got " +
+           std::to_string(p.w_stride()) + ")";
+  if (p.m > 4096) return "m <= 4096 (got " + std::to_string(p.m) + ")";
+  int dev = 0, major = 0, minor = 0;
+  const bool have = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+  if (!have || major != 9 || minor != 0)
+    return "a compute capability 9.0 GPU (found " +
+           (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")";
+  return "";
+}
+
+Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms) {
+  Fp8WgmmaPlan q;
+  q.N = p.m <= 32 ? 32 : p.m <= 64 ? 64 : 128;
+  q.token_tiles = (p.m + q.N - 1) / q.N;
+  q.row_blocks = (p.n + lfw::kRows - 1) / lfw::kRows;
+  const int KB = p.k / kFp8WeightBlock;
+  // Split-K: as many splits as keep the grid within one CTA per SM, each of at least 4 column blocks (a ring's
+  // worth of streaming before its partial costs its write and read).
+  const int64_t tiles = int64_t(q.row_blocks) * q.token_tiles;
+  q.S = int(std::max<int64_t>(1, std::min<int64_t>(sms / std::max<int64_t>(1, tiles), KB / 4)));
+  q.kb_per_split = (KB + q.S - 1) / q.S;
+  q.S = (KB + q.kb_per_split - 1) / q.kb_per_split;
+  q.partial_elems = q.S > 1 ? size_t(q.S) * p.m * p.n : 0;
+  q.counters = q.S > 1 ? size_t(tiles) : 0;
+  q.x_code_bytes = size_t(p.m) * p.k;
+  q.x_scale_ld = (p.m + 3) / 4 * 4;
+  q.x_scale_floats = size_t(KB) * q.x_scale_ld + q.N;
+  return q;
+}
+
+void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
+                           cudaStream_t stream) {
+  validate_linear_params(p, "linear_fp8_wgmma_cuda", false);
+  const std::string why = linear_fp8_wgmma_unsupported(p);
+  require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
+  const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count());
+  require(x_codes && x_scales && (q.S == 1 || (partial && counters)),
+          "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
+  require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
+          "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
+  fp8_quantize_activations_cuda(p.x, p.m, p.k, x_codes, x_scales, true, stream, q.x_scale_ld);
+  const CUtensorMap wmap = lfw::tensor_map(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "the weight");
+  const CUtensorMap xmap = lfw::tensor_map(x_codes, p.k, p.m, p.k, q.N, "the quantized activations");
+  lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
+              p.k / kFp8WeightBlock, q.kb_per_split, q.S};
+  const dim3 grid(unsigned(q.row_blocks), unsigned(q.token_tiles), unsigned(q.S));
+  if (q.N == 32) lfw::launch<32>(wmap, xmap, a, grid, stream);
+  else if (q.N == 64) lfw::launch<64>(wmap, xmap, a, grid, stream);
+  else lfw::launch<128>(wmap, xmap, a, grid, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace glm5
