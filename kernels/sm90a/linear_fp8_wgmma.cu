@@ -152,28 +152,62 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
   const float* wsr = a.w_scale + size_t(rb) * a.ld_scale + kb0;
   const int cols_left = a.m - t0 - 2 * (lane % 4);  // column c of this thread's registers is a token iff c' < this
-  for (int i = 0; i < nk; ++i) {
+  // Block i: its 4 wgmma into t (one commit group), then, once they are done, acc += t * s_x * s_w and the stage freed.
+  auto issue = [&](int i, float (&t)[N / 2]) {
     const int s = i % C::kStages;
-    const float sw = __ldg(wsr + i);
     mbar_wait(&full[s], (i / C::kStages) & 1);
     uint8_t* st = base + s * C::kStageBytes;
     const uint64_t da = wgmma::desc_sw128(st + h * 64 * kCols), db = wgmma::desc_sw128(st + kABytes);
     wgmma::fence();
 #pragma unroll
-    for (int j = 0; j < kCols / 32; ++j) m64k32_e4m3_ss<N>(tmp, da + 2 * j, db + 2 * j, j > 0);  // +32 B per k-step
+    for (int j = 0; j < kCols / 32; ++j) m64k32_e4m3_ss<N>(t, da + 2 * j, db + 2 * j, j > 0);  // +32 B per k-step
     wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operand(tmp);
-    const float* sx = reinterpret_cast<const float*>(st + kABytes + C::kBBytes);
+  };
+  auto promote = [&](int i, float (&t)[N / 2]) {
+    const int s = i % C::kStages;
+    const float sw = __ldg(wsr + i);
+    wgmma::fence_operand(t);
+    const float* sx = reinterpret_cast<const float*>(base + s * C::kStageBytes + kABytes + C::kBBytes);
 #pragma unroll
     for (int j = 0; j < N / 4; ++j) {  // columns 8 (j / 2) + 2 (lane % 4) + (j % 2): registers 4 (j / 2) + (j % 2) + {0, 2}
       const float f = 8 * (j / 2) + (j % 2) < cols_left ? sx[8 * (j / 2) + 2 * (lane % 4) + (j % 2)] * sw : 0.f;
       const int r0 = 4 * (j / 2) + (j % 2);
-      acc[r0] = fmaf(tmp[r0], f, acc[r0]);
-      acc[r0 + 2] = fmaf(tmp[r0 + 2], f, acc[r0 + 2]);
+      acc[r0] = fmaf(t[r0], f, acc[r0]);
+      acc[r0 + 2] = fmaf(t[r0 + 2], f, acc[r0 + 2]);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]);
+  };
+  if constexpr (N <= 64) {
+    // Two temporaries in turn: block i + 1's products run on the tensor cores while block i is promoted (S23e: one
+    // temporary, ~0.65 us per block at N = 32, the tensor cores idle during each promotion). N = 128 would need
+    // 3 x 64 accumulator registers per thread.
+    float tmp2[N / 2];
+    if (nk > 0) issue(0, tmp);
+    for (int i = 0; i < nk; i += 2) {
+      if (i + 1 < nk) {
+        issue(i + 1, tmp2);
+        wgmma::wait<1>();
+      } else {
+        wgmma::wait<0>();
+      }
+      promote(i, tmp);
+      if (i + 1 < nk) {
+        if (i + 2 < nk) {
+          issue(i + 2, tmp);
+          wgmma::wait<1>();
+        } else {
+          wgmma::wait<0>();
+        }
+        promote(i + 1, tmp2);
+      }
+    }
+  } else {
+    for (int i = 0; i < nk; ++i) {
+      issue(i, tmp);
+      wgmma::wait<0>();
+      promote(i, tmp);
+    }
   }
   pdl_launch_dependents();
   // Output: register i holds row n0 + 64 h + acc_row(i, ct), token t0 + acc_col(i, ct). Every load of a pass is

@@ -175,8 +175,10 @@ struct EngineOptions {
   // LinearContext::fp8_mma_max_m (the largest batch on the FP8 tensor-core kernel; 0 disables it) and
   // LinearContext::fp8_large_m (FP8 weights above the GEMV / tensor-core range: dequantize + BF16 cuBLASLt,
   // cuBLASLt's block-scaled FP8 GEMM with x quantized per token and 128 columns, or our FP8 tensor-core GEMM with the
-  // same quantization, kernels/sm90a/linear_fp8_wgmma.h, session 23). Measured per batch (S14h, S23).
-  int fp8_mma_max_m = 64;
+  // same quantization, kernels/sm90a/linear_fp8_wgmma.h, session 23). Measured per batch (S14h, S23): the mma.sync
+  // kernel (x in f16) keeps batches 2..16, the FP8 tensor-core GEMM takes batch 17 and up (S23e, batch 32: 148.5 /
+  // 148.0 ms against 156.1 / 155.9 with the mma.sync kernel; o_proj at m = 32 42 us against 85 in the bench).
+  int fp8_mma_max_m = 16;
   LinearContext::Fp8LargeM fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection

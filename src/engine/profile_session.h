@@ -48,7 +48,7 @@ struct ProfileOptions {
   int l2_prefetch_period = 0;  // EngineOptions::l2_prefetch_period
   std::string l2_prefetch_evict_last = "off";  // EngineOptions::l2_prefetch_evict_last: "on" / "off"
   int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
-  int fp8_mma_max_m = 64;                      // EngineOptions::fp8_mma_max_m
+  int fp8_mma_max_m = 16;                      // EngineOptions::fp8_mma_max_m
   std::string fp8_large_m = "wgmma";           // EngineOptions::fp8_large_m: "dequant" / "block-scaled" / "wgmma"
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"

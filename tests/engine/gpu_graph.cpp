@@ -520,6 +520,38 @@ TEST(GraphGpu, IndexerFirstIsBitwiseAndQbOnTheSideStream) {
   }
 }
 
+// The FP8 tensor-core GEMM in the engine (EngineOptions::fp8_large_m = Wgmma, the default for batch 17 and up:
+// kernels/sm90a/linear_fp8_wgmma.h): at batch 20 with FP8 weights (GLM-5's per-layer shapes) the projections run
+// linear_fp8_wgmma_kernel, the graph replays the eager run's logits bitwise (the split-K sum is ordered and its
+// counters reset; the TMA descriptors travel as kernel parameters), and the logits are finite.
+TEST(GraphGpu, Fp8WgmmaProjectionsReplayBitwise) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  int dev = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+  if (major != 9 || minor != 0) GTEST_SKIP() << "the FP8 tensor-core GEMM is sm_90a code";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = fp8_device_weights(cfg, 6);
+  auto wgmma_kernels = [](const RunOut& r) {
+    int n = 0;
+    for (const Activity& a : r.timeline.activities)
+      n += a.kind == ActivityKind::kernel && a.step >= 0 && a.name.find("linear_fp8_wgmma_kernel") != std::string::npos;
+    return n;
+  };
+  const RunOut eager = run(cfg, w, KvPath::Fp8, false, false, 2, true, 20);
+  const RunOut graph = run(cfg, w, KvPath::Fp8, true, true, 2, true, 20);
+  EXPECT_GT(wgmma_kernels(eager), 0);
+  EXPECT_EQ(wgmma_kernels(graph), wgmma_kernels(eager));
+  ASSERT_EQ(eager.logits.size(), graph.logits.size());
+  for (size_t s = 0; s < eager.logits.size(); ++s) {
+    EXPECT_EQ(std::memcmp(eager.logits[s].data(), graph.logits[s].data(), eager.logits[s].size() * 4), 0) << "step " << s;
+    for (float v : eager.logits[s]) ASSERT_TRUE(std::isfinite(v)) << "step " << s;
+  }
+  std::printf("batch 20: %d FP8 tensor-core GEMM kernels per traced run\n", wgmma_kernels(eager));
+}
+
 // A graph captured and instantiated before CUPTI attached, replayed while tracing. `profile` does not
 // rely on it (it re-captures once CUPTI is attached); the logits must match, the attribution is
 // reported (whether CUPTI traces graphs instantiated before it attached depends on the driver).
