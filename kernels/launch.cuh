@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include <string>
 #include <utility>
 
 #include "common/error.h"
@@ -123,6 +124,19 @@ inline int current_device_sm_count() {
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
+}
+
+// "" when the current device runs sm_90a machine code (compute capability 9.0: H100 / H200), else what is missing as
+// the end of a sentence: "a compute capability 9.0 GPU (found 8.0)" or "(found no CUDA device)". For the launchers
+// of kernels/sm90a/, which exist only as sm_90a code.
+inline std::string sm90a_device_missing() {
+  int dev = 0, major = 0, minor = 0;
+  const bool have = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
+  if (have && major == 9 && minor == 0) return "";
+  return "a compute capability 9.0 GPU (found " +
+         (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")";
 }
 
 }  // namespace glm5

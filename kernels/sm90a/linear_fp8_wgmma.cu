@@ -362,14 +362,7 @@ std::string linear_fp8_wgmma_unsupported(const LinearParams& p) {
     return "a 16-byte aligned weight with a row stride that is a multiple of 16 bytes (got " +
            std::to_string(p.w_stride()) + ")";
   if (p.m > 4096) return "m <= 4096 (got " + std::to_string(p.m) + ")";
-  int dev = 0, major = 0, minor = 0;
-  const bool have = cudaGetDevice(&dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-  if (!have || major != 9 || minor != 0)
-    return "a compute capability 9.0 GPU (found " +
-           (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")";
-  return "";
+  return sm90a_device_missing();
 }
 
 Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms) {

@@ -788,13 +788,7 @@ void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
 
 std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
   const LatentLayout& l = p.layout;
-  int dev = 0, major = 0, minor = 0;
-  const bool have = cudaGetDevice(&dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess;
-  if (!have || major != 9 || minor != 0)
-    return "a compute capability 9.0 GPU (found " +
-           (have ? std::to_string(major) + "." + std::to_string(minor) : std::string("no CUDA device")) + ")";
+  if (std::string missing = sm90a_device_missing(); !missing.empty()) return missing;
   if (l.latent_dim != mla_wg::kL || l.rope_dim != mla_wg::kR)
     return "L = 512 and R = 64 (got L = " + std::to_string(l.latent_dim) + ", R = " + std::to_string(l.rope_dim) + ")";
   if (l.fp8 && l.group != 128) return "G = 128 scales for FP8 rows (got G = " + std::to_string(l.group) + ")";

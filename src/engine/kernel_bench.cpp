@@ -651,6 +651,30 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         progress(r);
         out.push_back(r);
       };
+      // Max over the first 64 rows of |dy - twin| / sum |x w|, the twin run on the host copy of p (dy: the kernel's).
+      auto twin_err = [&](void (*twin)(const LinearParams&)) {
+        CUDA_CHECK(cudaStreamSynchronize(stream));
+        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
+        LinearParams h = p;
+        std::vector<float> ref(size_t(m) * 64);
+        h.x = x.data();
+        h.w = codes.data();
+        h.w_scale = scales.data();
+        h.y = ref.data();
+        h.n = 64;
+        h.ld_scale = (k + 127) / 128;
+        twin(h);
+        double err = 0;
+        for (int i = 0; i < m; ++i)
+          for (int r = 0; r < 64; ++r) {
+            double mag = 0;
+            for (int col = 0; col < k; ++col)
+              mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
+                               scales[size_t(r / 128) * h.ld_scale + col / 128]);
+            err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
+          }
+        return err;
+      };
       if (m >= 2) {
         const int mt_default = m <= 32 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
         for (int variant = 0; variant < 3; ++variant) {  // default mt, the other mt, mt 2 + register prefetch
@@ -661,26 +685,7 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
           const size_t elems = size_t(linear_fp8_mma_splits(p, mt, pf)) * m * n;
           Buffer part(Where::Device, elems * 4, "bench mma partial sums");
           linear_fp8_mma_cuda(p, part.as<float>(), elems, stream, mt, pf);
-          CUDA_CHECK(cudaStreamSynchronize(stream));
-          std::vector<float> got = to_host<float>(dy, size_t(m) * n);
-          LinearParams h = p;  // twin on the first 64 rows
-          std::vector<float> ref(size_t(m) * 64);
-          h.x = x.data();
-          h.w = codes.data();
-          h.w_scale = scales.data();
-          h.y = ref.data();
-          h.n = 64;
-          h.ld_scale = (k + 127) / 128;
-          linear_fp8_mma_cpu(h);
-          double err = 0;
-          for (int i = 0; i < m; ++i)
-            for (int r = 0; r < 64; ++r) {
-              double mag = 0;
-              for (int col = 0; col < k; ++col)
-                mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
-                                 scales[size_t(r / 128) * h.ld_scale + col / 128]);
-              err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
-            }
+          const double err = twin_err(linear_fp8_mma_cpu);
           require(err < 1e-5, "bench kernels: linear_fp8_mma (mt " + std::to_string(mt) +
                                   ") disagrees with linear_fp8_mma_cpu (max rel err " + sci(err) + " of sum |x w|)");
           const int S = linear_fp8_mma_splits(p, mt, pf);
@@ -696,26 +701,7 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         wg.fp8_gemv_max_m = 0;
         wg.fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
         linear_cuda(p, wg, stream);
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
-        LinearParams h = p;  // twin on the first 64 rows
-        std::vector<float> ref(size_t(m) * 64);
-        h.x = x.data();
-        h.w = codes.data();
-        h.w_scale = scales.data();
-        h.y = ref.data();
-        h.n = 64;
-        h.ld_scale = (k + 127) / 128;
-        linear_fp8_wgmma_cpu(h);
-        double err = 0;
-        for (int i = 0; i < m; ++i)
-          for (int r = 0; r < 64; ++r) {
-            double mag = 0;
-            for (int col = 0; col < k; ++col)
-              mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
-                               scales[size_t(r / 128) * h.ld_scale + col / 128]);
-            err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
-          }
+        const double err = twin_err(linear_fp8_wgmma_cpu);
         require(err < 5e-4, "bench kernels: linear_fp8_wgmma disagrees with linear_fp8_wgmma_cpu (max rel err " + sci(err) +
                                 " of sum |x w|)");
         int dev = 0, sms = 0;
