@@ -337,10 +337,11 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
       return;
     }
     if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
-      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count());
+      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n);
       linear_fp8_wgmma_cuda(p, LinearContext::Impl::grow(impl.wgmma_x, impl.wgmma_x_elems, q.x_code_bytes),
                             LinearContext::Impl::grow(impl.wgmma_xs, impl.wgmma_xs_elems, q.x_scale_floats),
-                            impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream);
+                            impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream,
+                            ctx.fp8_wgmma_max_n);
       ++ctx.fp8_wgmma_calls;
       return;
     }

@@ -82,6 +82,7 @@ class LinearContext {
   enum class Fp8LargeM { Dequant, BlockScaled, Wgmma };
   Fp8LargeM fp8_large_m = Fp8LargeM::Dequant;
   long fp8_wgmma_calls = 0;  // how many calls took the Wgmma path
+  int fp8_wgmma_max_n = 128;  // the Wgmma path's largest token tile (128 or 64; linear_fp8_wgmma_plan)
   bool act_scale_tokens_fastest = true;
   long fp8_block_scaled_calls = 0;  // how many calls took the BlockScaled path (cuBLASLt had an algorithm)
 

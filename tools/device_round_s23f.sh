@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Session 23, call S23f. The FP8 tensor-core GEMM with two temporaries at N <= 64 (block i + 1's wgmma run while block i
-# is promoted) and the new defaults (--fp8-large-m wgmma, --fp8-mma-max-m 16). Predicted: o_proj at m = 32 from 42 us
+# is promoted), tiles of 64 tokens for m > 64 in the bench (linear_fp8_wgmma_n64; the grid now token tiles first, so
+# a row block's tiles read W from L2 after the first), and the new defaults (--fp8-large-m wgmma, --fp8-mma-max-m 16). Predicted: o_proj at m = 32 from 42 us
 # toward ~25-30 us in the bench. Tests (kernels_gpu_linear_fp8; engine_gpu_graph with the new
 # GraphGpu.Fp8WgmmaProjectionsReplayBitwise at batch 20; engine_gpu_golden), the linear bench, then issue 4's FP8-weight
 # table on the new defaults.
@@ -20,7 +21,7 @@ echo "bench linear rc=$?"; tail -1 $W/linear.err
 python3 -c "
 import json
 for r in json.load(open('$W/linear.json')):
-    if r['kernel'].startswith('linear_fp8') and r['batch'] >= 32:
+    if r['kernel'].startswith('linear_fp8_wgmma') or (r['kernel'].startswith('linear_fp8') and r['batch'] >= 32):
         print(r['kernel'], 'm', r['batch'], 'n', r.get('n'), 'k', r.get('k'), round(r['median_us'], 2), 'us', round(r['achieved_gbps']), 'GB/s', r.get('check', '')[-22:])
 " 2>&1 | head -40
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ __align__(8) uint64_t full[C::kStages], empty[C::kStages];
   __shared__ int last_cta;
   const int tid = threadIdx.x, wg = tid / 128;
-  const int rb = blockIdx.x, tt = blockIdx.y, z = blockIdx.z;
+  const int tt = blockIdx.x, rb = blockIdx.y, z = blockIdx.z;  // token tiles fastest: W blocks shared in L2
   const int n0 = rb * kRows, t0 = tt * N;
   const int kb0 = z * a.kb_per_split, nk = min(a.KB, kb0 + a.kb_per_split) - kb0;
   if (tid == 0) {
@@ -248,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __threadfence();
   wgmma::bar_sync(1, 256);
-  int* counter = a.counters + size_t(rb) * gridDim.y + tt;
+  int* counter = a.counters + size_t(rb) * gridDim.x + tt;
   if (tid == 128) last_cta = atomicAdd(counter, 1) == a.S - 1;
   wgmma::bar_sync(1, 256);
   if (!last_cta) return;
@@ -365,9 +365,9 @@ std::string linear_fp8_wgmma_unsupported(const LinearParams& p) {
   return sm90a_device_missing();
 }
 
-Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms) {
+Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n) {
   Fp8WgmmaPlan q;
-  q.N = p.m <= 32 ? 32 : p.m <= 64 ? 64 : 128;
+  q.N = p.m <= 32 ? 32 : p.m <= 64 || max_n <= 64 ? 64 : 128;
   q.token_tiles = (p.m + q.N - 1) / q.N;
   q.row_blocks = (p.n + lfw::kRows - 1) / lfw::kRows;
   const int KB = p.k / kFp8WeightBlock;
@@ -386,11 +386,11 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms) {
 }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
-                           cudaStream_t stream) {
+                           cudaStream_t stream, int max_n) {
   validate_linear_params(p, "linear_fp8_wgmma_cuda", false);
   const std::string why = linear_fp8_wgmma_unsupported(p);
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
-  const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count());
+  const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), max_n);
   require(x_codes && x_scales && (q.S == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
@@ -400,7 +400,7 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_sca
   const CUtensorMap xmap = lfw::tensor_map(x_codes, p.k, p.m, p.k, q.N, "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
               p.k / kFp8WeightBlock, q.kb_per_split, q.S};
-  const dim3 grid(unsigned(q.row_blocks), unsigned(q.token_tiles), unsigned(q.S));
+  const dim3 grid(unsigned(q.token_tiles), unsigned(q.row_blocks), unsigned(q.S));
   if (q.N == 32) lfw::launch<32>(wmap, xmap, a, grid, stream);
   else if (q.N == 64) lfw::launch<64>(wmap, xmap, a, grid, stream);
   else lfw::launch<128>(wmap, xmap, a, grid, stream);

@@ -32,8 +32,9 @@ namespace glm5 {
 std::string linear_fp8_wgmma_unsupported(const LinearParams& p);
 inline bool linear_fp8_wgmma_supported(const LinearParams& p) { return linear_fp8_wgmma_unsupported(p).empty(); }
 
-// The launch plan for p on a GPU of `sms` SMs: token tile N (32, 64 or 128 tokens per CTA), tiles along the tokens,
-// 128-row blocks of W, split-K count S (each split whole 128-column blocks) with one CTA per SM in mind.
+// The launch plan for p on a GPU of `sms` SMs: token tile N (32, 64 or 128 tokens per CTA, at most max_n: 128 or 64),
+// tiles along the tokens, 128-row blocks of W, split-K count S (each split whole 128-column blocks) with one CTA per
+// SM in mind. N <= 64 promotes a block beside the next block's products (two temporaries); N = 128 cannot (registers).
 struct Fp8WgmmaPlan {
   int N = 0, token_tiles = 0, row_blocks = 0, S = 1, kb_per_split = 0;
   size_t partial_elems = 0;   // floats of split-K partials (S > 1: S * m * n)
@@ -42,10 +43,11 @@ struct Fp8WgmmaPlan {
   size_t x_scale_floats = 0;  // their scales: (k / 128) rows of ld floats, + N slack (the last row's bulk copy)
   int x_scale_ld = 0;         // floats per 128-column block row of the scales (tokens fastest; a multiple of 4)
 };
-Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms);
+Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n = 128);
 
 // y (=|+=) x W^T on `stream`: quantizes x into x_codes / x_scales (fp8_quantize_activations_cuda, scales [k/128][ld]
-// tokens fastest), then one warp-specialized kernel: grid (row blocks, token tiles, S), 384 threads; warpgroup 0's
+// tokens fastest), then one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
+// a row block launched together read its W blocks from L2 after the first); warpgroup 0's
 // first thread streams W's [128 rows x 128 columns] blocks (TMA, 128-byte swizzle; the first stages before the PDL
 // wait), x's [N tokens x 128 columns] codes and their N scales into a ring of shared-memory stages; warpgroups 1 and 2
 // each multiply 64 rows of the block by the tokens (4 wgmma m64nNk32) into a temporary and promote it with s_x s_w
@@ -53,7 +55,7 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms);
 // and resets the counter (deterministic; CUDA-graph replays). Buffers come from the caller (sizes:
 // linear_fp8_wgmma_plan). Throws glm5::Error when unsupported (naming why) or on a launch failure.
 void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
-                           cudaStream_t stream);
+                           cudaStream_t stream, int max_n = 128);
 
 // CPU twin: x quantized exactly as the GPU does (amax / 448, e4m3 round to nearest even), each 128-column block's
 // sum of code products in double, promoted with s_x * s_w in double, fp32 stored. Any m, n; k % 128 == 0.

@@ -707,12 +707,24 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         int dev = 0, sms = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        const Fp8WgmmaPlan plan = linear_fp8_wgmma_plan(p, sms);
-        // Bytes: as above plus x's codes written and read once per row block (L2) and the split-K partials.
-        record("linear_fp8_wgmma", [&] { linear_cuda(p, wg, stream); },
-               bytes + double(m) * k + (plan.S > 1 ? 2.0 * plan.S * m * n * 4 : 0.0),
-               "vs linear_fp8_wgmma_cpu, 64 rows: max rel err " + sci(err) + " of sum |x w|; N " +
-                   std::to_string(plan.N) + ", split-K " + std::to_string(plan.S));
+        // The default token tile, and (m > 64) tiles of 64 tokens with two temporaries (linear_fp8_wgmma_n64).
+        for (const int max_n : {128, 64}) {
+          if (max_n == 64 && m <= 64) continue;
+          wg.fp8_wgmma_max_n = max_n;
+          double e = err;
+          if (max_n == 64) {
+            linear_cuda(p, wg, stream);
+            e = twin_err(linear_fp8_wgmma_cpu);
+            require(e < 5e-4, "bench kernels: linear_fp8_wgmma (N 64) disagrees with linear_fp8_wgmma_cpu (max rel err " +
+                                  sci(e) + " of sum |x w|)");
+          }
+          const Fp8WgmmaPlan plan = linear_fp8_wgmma_plan(p, sms, max_n);
+          // Bytes: as above plus x's codes written and read once per row block (L2) and the split-K partials.
+          record(max_n == 64 ? "linear_fp8_wgmma_n64" : "linear_fp8_wgmma", [&] { linear_cuda(p, wg, stream); },
+                 bytes + double(m) * k + (plan.S > 1 ? 2.0 * plan.S * m * n * 4 : 0.0),
+                 "vs linear_fp8_wgmma_cpu, 64 rows: max rel err " + sci(e) + " of sum |x w|; N " +
+                     std::to_string(plan.N) + ", split-K " + std::to_string(plan.S));
+        }
       }
       LinearContext old;  // the pre-mma FP8 paths: GEMV for m <= 16, dequantize + cuBLASLt beyond
       old.fp8_mma_max_m = 0;

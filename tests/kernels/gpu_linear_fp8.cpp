@@ -434,7 +434,8 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
 // accumulation and the fp32 promotion order) and against exact arithmetic on the unquantized x (x's e4m3 rounding:
 // 4e-2 of sum |x w|, the BlockScaled bound). Token tiles of 32 / 64 / 128 and past 128, split-K and not, n not a
 // multiple of 128, y accumulated, a column shard (ldw > k), GLM-5's o_proj at batch 128 (the twin on two row
-// blocks), and every case run twice: the split-K counters reset, so the second run is bitwise the first.
+// blocks), and every case run twice: the split-K counters reset, so the second run is bitwise the first. Past 64
+// tokens also with tiles of 64 (fp8_wgmma_max_n).
 TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   {
@@ -480,6 +481,13 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
     }
     ASSERT_EQ(ctx.fp8_wgmma_calls, 2) << "n=" << n << " m=" << m << ": the Wgmma path did not run";
     EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0) << "n=" << n << " m=" << m;
+    if (m > 64) {  // tiles of 64 tokens (LinearContext::fp8_wgmma_max_n): checked below like the default
+      ctx.fp8_wgmma_max_n = 64;
+      dy.upload(y0.data(), dy.bytes());
+      linear_cuda(dp, ctx, nullptr);
+      CUDA_CHECK(cudaDeviceSynchronize());
+      dy.download(got[1].data(), dy.bytes());
+    }
     // The twin on all rows, or on the first and last 128-row blocks of a large weight.
     const int blocks = (n + 127) / 128;
     double max_twin = 0;
@@ -502,8 +510,9 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
           for (int c = 0; c < k; ++c)
             mag += std::fabs(double(x[size_t(t) * k + c]) *
                              double(e4m3_bits_to_float(W.codes[size_t(r0 + r) * cs.K + cs.c0 + c])) * srow[(cs.c0 + c) / 128]);
-          max_twin = std::max(max_twin, std::fabs(double(got[0][size_t(t) * n + r0 + r]) - ref[size_t(t) * rows + r]) /
-                                            std::max(mag, 1e-30));
+          for (const std::vector<float>& g : got)  // (got[1]: N = 64 when m > 64, else the default again)
+            max_twin = std::max(max_twin, std::fabs(double(g[size_t(t) * n + r0 + r]) - ref[size_t(t) * rows + r]) /
+                                              std::max(mag, 1e-30));
         }
     }
     const double max_exact = max_rel_err(W, x, m, k, cs.c0, cs.accumulate ? &y0 : nullptr, got[0]);
