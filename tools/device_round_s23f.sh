@@ -25,5 +25,5 @@ for r in json.load(open('$W/linear.json')):
         print(r['kernel'], 'm', r['batch'], 'n', r.get('n'), 'k', r.get('k'), round(r['median_us'], 2), 'us', round(r['achieved_gbps']), 'GB/s', r.get('check', '')[-22:])
 " 2>&1 | head -40
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.mem,power.limit,temperature.gpu --format=csv,noheader
-device_round_step "1 8 32 128" fp8 "1 0" 330 "attn.o_proj|attn.q_b_proj|moe.shared.gate_up"
+device_round_step "1 8 32 128" fp8 "1" 280 "attn.o_proj|attn.q_b_proj|moe.shared.gate_up"
 device_round_pack
