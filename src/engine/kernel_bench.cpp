@@ -602,6 +602,38 @@ void bench_linear_fp8_tma(const LinearParams& p, const std::vector<float>& ref, 
     }
 }
 
+// The FP8 benches' check: the kernel's y (dy, on `stream`) against `twin` run on the host copy of p (x, codes, scales
+// dense [n, k] and [n/128, k/128]) over W's first 64 rows: max |y - twin| / sum |x w| (an element-wise relative error
+// is ill-conditioned where the sum cancels: S23d's bench stopped on 1.08e-3 of |ref| + 1e-3 for the GEMV). twin_out:
+// the twin's [m, 64] results.
+double fp8_twin_rel_err(const LinearParams& p, const Buffer& dy, cudaStream_t stream, void (*twin)(const LinearParams&),
+                        const std::vector<float>& x, const std::vector<uint8_t>& codes, const std::vector<float>& scales,
+                        std::vector<float>* twin_out = nullptr) {
+  const int m = p.m, n = p.n, k = p.k;
+  CUDA_CHECK(cudaStreamSynchronize(stream));  // to_host copies on the legacy stream, which does not wait for ours
+  std::vector<float> got = to_host<float>(dy, size_t(m) * n);
+  LinearParams h = p;
+  std::vector<float> ref(size_t(m) * 64);
+  h.x = x.data();
+  h.w = codes.data();
+  h.w_scale = scales.data();
+  h.y = ref.data();
+  h.n = 64;
+  h.ld_scale = (k + 127) / 128;
+  twin(h);
+  double err = 0;
+  for (int i = 0; i < m; ++i)
+    for (int r = 0; r < 64; ++r) {
+      double mag = 0;
+      for (int col = 0; col < k; ++col)
+        mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
+                         scales[size_t(r / 128) * h.ld_scale + col / 128]);
+      err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
+    }
+  if (twin_out) *twin_out = std::move(ref);  // [m, 64]
+  return err;
+}
+
 // --- FP8 projections on the tensor cores (linear_fp8_mma, kernels/linear_fp8.h) against the GEMV
 // (linear_fp8), the dequantize + cuBLASLt path (linear_fp8_dequant, m > 16) and cuBLASLt BF16, for
 // m = 1 .. 64 at o_proj 6144x16384, one expert's gate+up 4096x6144 and down 6144x2048, kv_a 576x6144.
@@ -651,30 +683,7 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         progress(r);
         out.push_back(r);
       };
-      // Max over the first 64 rows of |dy - twin| / sum |x w|, the twin run on the host copy of p (dy: the kernel's).
-      auto twin_err = [&](void (*twin)(const LinearParams&)) {
-        CUDA_CHECK(cudaStreamSynchronize(stream));
-        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
-        LinearParams h = p;
-        std::vector<float> ref(size_t(m) * 64);
-        h.x = x.data();
-        h.w = codes.data();
-        h.w_scale = scales.data();
-        h.y = ref.data();
-        h.n = 64;
-        h.ld_scale = (k + 127) / 128;
-        twin(h);
-        double err = 0;
-        for (int i = 0; i < m; ++i)
-          for (int r = 0; r < 64; ++r) {
-            double mag = 0;
-            for (int col = 0; col < k; ++col)
-              mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
-                               scales[size_t(r / 128) * h.ld_scale + col / 128]);
-            err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
-          }
-        return err;
-      };
+      auto twin_err = [&](void (*twin)(const LinearParams&)) { return fp8_twin_rel_err(p, dy, stream, twin, x, codes, scales); };
       if (m >= 2) {
         const int mt_default = m <= 32 ? 4 : 2;  // linear_fp8_mma_cuda's default (mt = 0)
         for (int variant = 0; variant < 3; ++variant) {  // default mt, the other mt, mt 2 + register prefetch
@@ -1286,28 +1295,8 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         LinearParams p{dx.as<float>(), dw.data(), DType::F8_E4M3, dy.as<float>(), m, n, k, false, false};
         p.w_scale = ds.as<float>();
         linear_cuda(p, ctx, stream);
-        CUDA_CHECK(cudaStreamSynchronize(stream));  // to_host copies on the legacy stream, which does not wait for ours
-        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
-        LinearParams h = p;  // CPU twin on the first 64 rows of W
-        std::vector<float> ref(size_t(m) * 64);
-        h.x = x.data();
-        h.w = codes.data();
-        h.w_scale = scales.data();
-        h.y = ref.data();
-        h.n = 64;
-        h.ld_scale = (k + 127) / 128;
-        linear_cpu(h);
-        // Relative to sum |x w| (an element-wise relative error is ill-conditioned where the sum cancels: S23d's bench
-        // stopped on 1.08e-3 against the |ref| + 1e-3 of earlier sessions).
-        double err = 0;
-        for (int i = 0; i < m; ++i)
-          for (int r = 0; r < 64; ++r) {
-            double mag = 0;
-            for (int col = 0; col < k; ++col)
-              mag += std::fabs(double(x[size_t(i) * k + col]) * e4m3_bits_to_float(codes[size_t(r) * k + col]) *
-                               scales[size_t(r / 128) * h.ld_scale + col / 128]);
-            err = std::max(err, std::fabs(double(got[size_t(i) * n + r]) - ref[size_t(i) * 64 + r]) / mag);
-          }
+        std::vector<float> ref;  // the twin's first 64 rows, for the TMA GEMV's check below
+        const double err = fp8_twin_rel_err(p, dy, stream, linear_cpu, x, codes, scales, &ref);
         require(err < 1e-5, "bench kernels: linear_fp8 disagrees with linear_cpu (max rel err " + sci(err) +
                                 " of sum |x w|)");
         for (bool fp8 : {true, false}) {
