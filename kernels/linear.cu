@@ -93,7 +93,13 @@ struct LinearContext::Impl {
       if (ptr) CUDA_CHECK(cudaFree(ptr));
       ptr = nullptr;
       CUDA_CHECK(cudaMalloc(&ptr, elems * sizeof(T)));
-      if (zero) CUDA_CHECK(cudaMemset(ptr, 0, elems * sizeof(T)));
+      if (zero) {
+        // cudaMemset runs on the legacy default stream, which the engine's non-blocking streams do not wait for: the
+        // first kernel on a fresh buffer could count on memory not yet zeroed (session 23's review). Growth happens
+        // in eager warm-up steps only (a capture cannot allocate), so the wait costs nothing per step.
+        CUDA_CHECK(cudaMemset(ptr, 0, elems * sizeof(T)));
+        CUDA_CHECK(cudaDeviceSynchronize());
+      }
       have = elems;
     }
     return ptr;

@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // it, which may alias: ~64 L2 round trips per thread, o_proj at batch 128 took 144 us).
   // Register i: token t_base + 8 (i / 4) + i % 2, row r_base + 8 ((i % 4) / 2) (wgmma::acc_row / acc_col).
   const int t_base = t0 + 2 * (ct % 4), r_base = n0 + 64 * h + 16 * (ct / 32) + (ct % 32) / 4;
-  auto offset = [&](int i) {  // y / partial-slice offset of register i (m n < 2^31: m <= 4096), or -1 outside [m, n)
+  auto offset = [&](int i) {  // y / partial-slice offset of register i (m n < 2^31: checked), or -1 outside [m, n)
     const int r = r_base + 8 * ((i % 4) / 2), t = t_base + 8 * (i / 4) + (i % 2);
     return r < a.n && t < a.m ? t * a.n + r : -1;
   };
@@ -339,6 +339,9 @@ std::string linear_fp8_wgmma_unsupported(const LinearParams& p) {
     return "a 16-byte aligned weight with a row stride that is a multiple of 16 bytes (got " +
            std::to_string(p.w_stride()) + ")";
   if (p.m > 4096) return "m <= 4096 (got " + std::to_string(p.m) + ")";
+  if (int64_t(p.m) * p.n >= (int64_t(1) << 31)) return "m n < 2^31 (the kernel's 32-bit offsets)";
+  if ((reinterpret_cast<uintptr_t>(p.x) & 15u) != 0 || (reinterpret_cast<uintptr_t>(p.y) & 15u) != 0)
+    return "16-byte aligned x and y (the quantization's and the split-K sum's vector accesses)";
   return sm90a_device_missing();
 }
 

@@ -27,12 +27,12 @@
 namespace glm5 {
 
 // Why linear_fp8_wgmma_cuda does not handle p ("" when it does): FP8 weights with 128 x 128 block scales, k % 128
-// == 0, the weight's row stride a multiple of 16 bytes and w 16-byte aligned (the TMA descriptor's rules), m <= 4096,
-// and a compute capability 9.0 device (sm_90a code).
+// == 0, the weight's row stride a multiple of 16 bytes and w 16-byte aligned (the TMA descriptor's rules), x and y
+// 16-byte aligned, m <= 4096, m n < 2^31, and a compute capability 9.0 device (sm_90a code).
 std::string linear_fp8_wgmma_unsupported(const LinearParams& p);
 inline bool linear_fp8_wgmma_supported(const LinearParams& p) { return linear_fp8_wgmma_unsupported(p).empty(); }
 
-// The launch plan for p on a GPU of `sms` SMs: token tile N (32, 64 or 128 tokens per CTA, at most max_n: 128 or 64),
+// The launch plan for p on a GPU of `sms` SMs: token tile N (32, 64 or 128 tokens per CTA; max_n below 128 caps it at 64),
 // tiles along the tokens, 128-row blocks of W, split-K count S (each split whole 128-column blocks) with one CTA per
 // SM in mind (S23f: tiles of 64 past 64 tokens were slower than 128, 100.7 against 73.8 us at o_proj, m = 128).
 struct Fp8WgmmaPlan {

@@ -435,7 +435,8 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
 // 4e-2 of sum |x w|, the BlockScaled bound). Token tiles of 32 / 64 / 128 and past 128, split-K and not, n not a
 // multiple of 128, y accumulated, a column shard (ldw > k), GLM-5's o_proj at batch 128 (the twin on two row
 // blocks), and every case run twice: the split-K counters reset, so the second run is bitwise the first. Past 64
-// tokens also with tiles of 64 (fp8_wgmma_max_n).
+// tokens also with tiles of 64 (fp8_wgmma_max_n). The cases must reach (on this GPU's SM count) split-K and one
+// split, the split-K sum's scalar form (n % 4 != 0) and a ring of stages that wraps at N = 32.
 TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   {
@@ -453,7 +454,13 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   const Case cases[] = {{300, 1024, 1024, 0, 1, false},   {300, 1024, 1024, 0, 7, true},
                         {300, 1024, 1024, 0, 33, false},  {576, 6144, 6144, 0, 64, true},
                         {576, 6144, 6144, 0, 65, false},  {2048, 2048, 2048, 0, 128, false},
-                        {256, 2048, 1024, 1024, 130, true}, {6144, 16384, 16384, 0, 128, true}};
+                        {256, 2048, 1024, 1024, 130, true}, {6144, 16384, 16384, 0, 128, true},
+                        {302, 1024, 1024, 0, 33, true},   {9000, 512, 512, 0, 128, false},
+                        {6144, 6144, 6144, 0, 20, false}};
+  int dev = 0, sms = 0;
+  CUDA_CHECK(cudaGetDevice(&dev));
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  bool seen_split = false, seen_single = false, seen_n_odd_split = false, seen_ring_wrap_32 = false;
   for (const Case& cs : cases) {
     Fp8Weight W(cs.n, cs.K, seed % 100000 + cs.n + cs.m);
     const int n = cs.n, k = cs.k, m = cs.m, lds = (cs.K + 127) / 128;
@@ -471,6 +478,13 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
     ctx.fp8_mma_max_m = 0;
     ctx.fp8_gemv_max_m = 0;
     ctx.fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
+    {  // which of the kernel's paths this case takes (the plan depends on the SM count)
+      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(dp, sms);
+      seen_split |= q.S > 1;
+      seen_single |= q.S == 1;
+      seen_n_odd_split |= q.S > 1 && n % 4 != 0;
+      seen_ring_wrap_32 |= q.N == 32 && q.kb_per_split > 8;
+    }
     std::vector<float> got[2];
     for (int run = 0; run < 2; ++run) {
       dy.upload(y0.data(), dy.bytes());
@@ -521,6 +535,10 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
     EXPECT_LT(max_twin, 5e-4) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
     EXPECT_LT(max_exact, 4e-2) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
   }
+  // The cases reach split-K and one split, the split-K sum's scalar form (n % 4 != 0) and a ring that wraps at N = 32.
+  EXPECT_TRUE(seen_split && seen_single && seen_n_odd_split && seen_ring_wrap_32)
+      << "split " << seen_split << " single " << seen_single << " n % 4 split " << seen_n_odd_split << " N 32 wrap "
+      << seen_ring_wrap_32 << " on " << sms << " SMs";
 }
 
 TEST(GpuLinearFp8, OddShapesUseScalarPathAndAgree) {
