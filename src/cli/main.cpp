@@ -396,9 +396,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--indexer-first", po.indexer_first,
-                   "on | off: the DSA indexer's query projection runs as its own GEMV on the side stream, followed "
-                   "there by the score and the top-k, beside attn.q_b_proj and the absorption on the main stream "
-                   "(where the batch-1 GEMV folds the q_a norm and RoPE). Tuning; the same results")
+                   "on | off: the DSA indexer's query projection runs as its own GEMV, followed by the score and the "
+                   "top-k, with attn.q_b_proj and the absorption forked on the side stream (where the batch-1 GEMV "
+                   "folds the q_a norm and RoPE). Tuning (measured slower); the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--seed", po.seed, "synthetic weights, KV and tokens")->capture_default_str()

@@ -151,13 +151,14 @@ struct EngineOptions {
   // batches where it pays (topk_score_hist_pays: B <= 66 on an H200). The same slots. false: the top-k's own first
   // pass (A/B).
   bool topk_score_hist = true;
-  // attn.indexer.wq_b as its own GEMV on the side stream right after the prologue, then attn.indexer.score and
-  // attn.indexer.topk there too, while the main stream runs attn.q_b_proj (alone) and attn.q_absorb (on the main
-  // stream, no fork). At batch 1 the score kernel otherwise waits for the whole q_up group (q_b + the indexer's wq_b,
-  // 15-19 us) and the chain after q_up (score 7.6 + top-k 13 us, S22b) runs while HBM is nearly idle; here the
-  // indexer's chain overlaps q_b's and the absorption's weight streams (session 23). Only where the GEMV folds the
-  // q_a norm into both projections and the RoPE into the indexer's (gemv_fold, batch 1, a side stream); else the
-  // q_up group as before. The same results. Tuning (A/B).
+  // attn.indexer.wq_b as its own GEMV, then attn.indexer.score and attn.indexer.topk, on the main stream after the
+  // prologue (also moved there), while attn.q_b_proj (alone) and attn.q_absorb run forked on the side stream; the main
+  // stream gets the highest priority, the side stream the lowest. At batch 1 the score kernel otherwise waits for the
+  // whole q_up group (q_b + the indexer's wq_b, 15-19 us) and the chain after q_up (score 7.6 + top-k 13 us, S22b) runs
+  // while HBM is nearly idle. Only where the GEMV folds the q_a norm into both projections and their RoPE (gemv_fold,
+  // batch 1, a side stream); else the q_up group as before. The same results. Tuning; off: measured slower (session
+  // 23: S23b +0.31 ms per batch-1 step, 8 processes; S23a's first form, the chain on the side stream, +0.70): q_b's
+  // CTAs fill every SM, so the chain's kernels wait for them either way.
   bool indexer_first = false;
   // MoeExpertsParams::next_norm_weight (batch < 4, FP8 experts, --tp 1): the MoE combine also computes the next
   // layer's attn.norm (or the final norm) and that op's launch is skipped; its time then shows in moe.experts
