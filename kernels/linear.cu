@@ -344,9 +344,10 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     }
     if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
       const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n);
-      linear_fp8_wgmma_cuda(p, LinearContext::Impl::grow(impl.wgmma_x, impl.wgmma_x_elems, q.x_code_bytes),
-                            LinearContext::Impl::grow(impl.wgmma_xs, impl.wgmma_xs_elems, q.x_scale_floats),
-                            impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream,
+      uint8_t* xc = LinearContext::Impl::grow(impl.wgmma_x, impl.wgmma_x_elems, q.x_code_bytes);
+      float* xs = LinearContext::Impl::grow(impl.wgmma_xs, impl.wgmma_xs_elems, q.x_scale_floats);
+      fp8_quantize_activations_cuda(p.x, p.m, p.k, xc, xs, true, stream, q.x_scale_ld);
+      linear_fp8_wgmma_cuda(p, xc, xs, impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream,
                             ctx.fp8_wgmma_max_n);
       ++ctx.fp8_wgmma_calls;
       return;

@@ -22,7 +22,6 @@
 
 #include "common/error.h"
 #include "kernels/launch.cuh"
-#include "kernels/linear_fp8.h"
 #include "kernels/mbarrier.cuh"
 #include "kernels/tma.h"
 #include "kernels/wgmma.cuh"
@@ -367,7 +366,7 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n) {
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
                            cudaStream_t stream, int max_n) {
-  validate_linear_params(p, "linear_fp8_wgmma_cuda", false);
+  require(p.x && p.w && p.y && p.m > 0 && p.n > 0, "linear_fp8_wgmma_cuda: null x / w / y or an empty shape");
   const std::string why = linear_fp8_wgmma_unsupported(p);
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
   const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), max_n);
@@ -375,7 +374,6 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_sca
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
           "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
-  fp8_quantize_activations_cuda(p.x, p.m, p.k, x_codes, x_scales, true, stream, q.x_scale_ld);
   const CUtensorMap wmap = lfw::tensor_map(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "the weight");
   const CUtensorMap xmap = lfw::tensor_map(x_codes, p.k, p.m, p.k, q.N, "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,

@@ -45,8 +45,9 @@ struct Fp8WgmmaPlan {
 };
 Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n = 128);
 
-// y (=|+=) x W^T on `stream`: quantizes x into x_codes / x_scales (fp8_quantize_activations_cuda, scales [k/128][ld]
-// tokens fastest), then one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
+// y (=|+=) x W^T on `stream` from x already quantized on that stream into x_codes / x_scales
+// (fp8_quantize_activations_cuda with tokens_fastest and scale_ld = the plan's x_scale_ld; linear_cuda does both: this
+// library links before the one that holds the quantization), with one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
 // a row block launched together read its W blocks from L2 after the first); warpgroup 0's
 // first thread streams W's [128 rows x 128 columns] blocks (TMA, 128-byte swizzle; the first stages before the PDL
 // wait), x's [N tokens x 128 columns] codes and their N scales into a ring of shared-memory stages; warpgroups 1 and 2

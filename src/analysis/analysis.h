@@ -106,6 +106,8 @@ const std::vector<std::string>& canonical_op_order();
 // True if the op is a KV dtype cast of ours (attn.kv_cast, attn.kv_gather_cast) or the activity is a
 // PyTorch cast kernel (direct_copy_kernel_cuda / unrolled_elementwise_kernel under aten::copy_,
 // aten::_to_copy or aten::to, LoadWithCast/StoreWithCast) or an fp8 dequantize kernel.
+// Activities of our engine's other ops (attn.*, mlp.*, moe.*, lm_head) are never KV casts: a dequantize kernel there
+// converts FP8 weights.
 bool is_kv_cast(const Activity& a);
 
 // Exclusive time of each activity on its stream [ns], element i for work[i]: from max(start, the

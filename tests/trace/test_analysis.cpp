@@ -323,6 +323,15 @@ TEST(Analysis, PyTorchCastKernelsAreKvCasts) {
   a.op = "";
   a.name = "fp8_dequantize_kernel";
   EXPECT_TRUE(is_kv_cast(a));
+  // Our engine's weight dequantization under a projection op (--fp8-large-m dequant) is not a KV cast; its KV casts
+  // are the kv_cast ops whatever their kernels' names.
+  a.name = "void glm5::(anonymous namespace)::fp8_block_dequant_bf16_vec16_kernel(glm5::LinearParams, unsigned short*)";
+  a.op = "attn.o_proj";
+  EXPECT_FALSE(is_kv_cast(a));
+  a.op = "moe.shared.gate_up";
+  EXPECT_FALSE(is_kv_cast(a));
+  a.op = "attn.kv_cast";
+  EXPECT_TRUE(is_kv_cast(a));
 }
 
 TEST(Analysis, NoStepsGivesOneSampleForTheWholeTimeline) {
