@@ -118,25 +118,15 @@ struct LinearContext::Impl {
   void* workspace = nullptr;
   uint16_t* staging = nullptr;  // bf16 copy of x, grown on demand
   size_t staging_elems = 0;
-  uint8_t* x_fp8 = nullptr;  // FP8 activations and their scales (block-scaled path), grown on demand
+  uint8_t* x_fp8 = nullptr;  // FP8 activations and their scales (block-scaled and Wgmma paths), grown on demand
   float* x_fp8_scale = nullptr;
-  size_t x_fp8_elems = 0;
-  uint8_t* wgmma_x = nullptr;   // the FP8 tensor-core GEMM's quantized activations and scales, grown on demand
-  size_t wgmma_x_elems = 0;
-  float* wgmma_xs = nullptr;
-  size_t wgmma_xs_elems = 0;
+  size_t x_fp8_elems = 0, x_fp8_scale_elems = 0;
   std::map<std::tuple<int, int, int, uint32_t, uint32_t>, LinearPlan> fp8_plans;
 
-  void x_fp8_for(size_t elems) {
-    if (elems > x_fp8_elems) {
-      if (x_fp8) CUDA_CHECK(cudaFree(x_fp8));
-      if (x_fp8_scale) CUDA_CHECK(cudaFree(x_fp8_scale));
-      x_fp8 = nullptr;
-      x_fp8_scale = nullptr;
-      CUDA_CHECK(cudaMalloc(&x_fp8, elems));
-      CUDA_CHECK(cudaMalloc(&x_fp8_scale, (elems / 128 + 1) * sizeof(float)));
-      x_fp8_elems = elems;
-    }
+  // Codes of `elems` bytes and `scales` floats (default: one per 128 codes, + 1).
+  void x_fp8_for(size_t elems, size_t scales = 0) {
+    grow(x_fp8, x_fp8_elems, elems);
+    grow(x_fp8_scale, x_fp8_scale_elems, scales ? scales : elems / 128 + 1);
   }
 
   // The heuristic's first algorithm for pl (descriptors set) under the workspace and the pointers'
@@ -265,8 +255,6 @@ struct LinearContext::Impl {
     if (x_fp8) cudaFree(x_fp8);
     if (d_bf16) cudaFree(d_bf16);
     if (x_fp8_scale) cudaFree(x_fp8_scale);
-    if (wgmma_x) cudaFree(wgmma_x);
-    if (wgmma_xs) cudaFree(wgmma_xs);
     if (staging) cudaFree(staging);
     if (w_staging) cudaFree(w_staging);
     if (split_out) cudaFree(split_out);
@@ -344,11 +332,10 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     }
     if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
       const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n);
-      uint8_t* xc = LinearContext::Impl::grow(impl.wgmma_x, impl.wgmma_x_elems, q.x_code_bytes);
-      float* xs = LinearContext::Impl::grow(impl.wgmma_xs, impl.wgmma_xs_elems, q.x_scale_floats);
-      fp8_quantize_activations_cuda(p.x, p.m, p.k, xc, xs, true, stream, q.x_scale_ld);
-      linear_fp8_wgmma_cuda(p, xc, xs, impl.split_out_for(q.partial_elems), impl.counters_for(q.counters), stream,
-                            ctx.fp8_wgmma_max_n);
+      impl.x_fp8_for(q.x_code_bytes, q.x_scale_floats);
+      fp8_quantize_activations_cuda(p.x, p.m, p.k, impl.x_fp8, impl.x_fp8_scale, true, stream, q.x_scale_ld);
+      linear_fp8_wgmma_cuda(p, q, impl.x_fp8, impl.x_fp8_scale, impl.split_out_for(q.partial_elems),
+                            impl.counters_for(q.counters), stream);
       ++ctx.fp8_wgmma_calls;
       return;
     }

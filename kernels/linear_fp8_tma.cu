@@ -175,19 +175,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 }
 
 CUtensorMap weight_map(const LinearParams& p, int box_rows) {
-  CUtensorMap m;
-  std::memset(&m, 0, sizeof(m));
-  const cuuint64_t dims[2] = {cuuint64_t(p.k), cuuint64_t(p.n)};
-  const cuuint64_t strides[1] = {cuuint64_t(p.w_stride())};  // bytes between rows
-  const cuuint32_t box[2] = {kBoxCols, cuuint32_t(box_rows)};
-  const cuuint32_t estrides[2] = {1, 1};
-  const CUresult rc = tensor_map_encode_fn("linear_fp8_tma_cuda")(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p.w), dims, strides, box,
-                                  estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  require(rc == CUDA_SUCCESS, "linear_fp8_tma_cuda: cuTensorMapEncodeTiled refused the weight (n " +
-                                  std::to_string(p.n) + ", k " + std::to_string(p.k) + ", row stride " +
-                                  std::to_string(p.w_stride()) + " B): error " + std::to_string(int(rc)));
-  return m;
+  static_assert(kBoxCols == 128, "tma_map_bytes_sw128 boxes are 128 bytes wide");
+  return tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), box_rows, "linear_fp8_tma_cuda", "the weight");
 }
 
 size_t smem_bytes(int stages, int blocks_per_split) {

@@ -305,23 +305,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 128) *counter = 0;  // for the next launch (graph replays)
 }
 
-CUtensorMap tensor_map(const void* base, int cols, int rows, int64_t row_bytes, int box_rows, const char* what) {
-  CUtensorMap m;
-  std::memset(&m, 0, sizeof(m));
-  const cuuint64_t dims[2] = {cuuint64_t(cols), cuuint64_t(rows)};
-  const cuuint64_t strides[1] = {cuuint64_t(row_bytes)};
-  const cuuint32_t box[2] = {cuuint32_t(kCols), cuuint32_t(box_rows)};
-  const cuuint32_t estrides[2] = {1, 1};
-  const CUresult rc = tensor_map_encode_fn("linear_fp8_wgmma_cuda")(
-      &m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims, strides, box, estrides,
-      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  require(rc == CUDA_SUCCESS, std::string("linear_fp8_wgmma_cuda: cuTensorMapEncodeTiled refused ") + what + " (" +
-                                  std::to_string(rows) + " x " + std::to_string(cols) + ", row stride " +
-                                  std::to_string(row_bytes) + " B): error " + std::to_string(int(rc)));
-  return m;
-}
-
 template <int N>
 void launch(const CUtensorMap& wmap, const CUtensorMap& xmap, const Args& a, dim3 grid, cudaStream_t stream) {
   auto kernel = linear_fp8_wgmma_kernel<N>;
@@ -364,18 +347,21 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n) {
   return q;
 }
 
-void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
-                           cudaStream_t stream, int max_n) {
+void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
+                           float* partial, int* counters, cudaStream_t stream) {
   require(p.x && p.w && p.y && p.m > 0 && p.n > 0, "linear_fp8_wgmma_cuda: null x / w / y or an empty shape");
   const std::string why = linear_fp8_wgmma_unsupported(p);
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
-  const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), max_n);
+  require(q.N > 0 && q.row_blocks == (p.n + lfw::kRows - 1) / lfw::kRows && q.token_tiles == (p.m + q.N - 1) / q.N,
+          "linear_fp8_wgmma_cuda: the plan is not linear_fp8_wgmma_plan's for these params");
   require(x_codes && x_scales && (q.S == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
           "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
-  const CUtensorMap wmap = lfw::tensor_map(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "the weight");
-  const CUtensorMap xmap = lfw::tensor_map(x_codes, p.k, p.m, p.k, q.N, "the quantized activations");
+  static_assert(lfw::kCols == 128, "tma_map_bytes_sw128 boxes are 128 bytes wide");
+  const CUtensorMap wmap = tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "linear_fp8_wgmma_cuda", "the weight");
+  const CUtensorMap xmap =
+      tma_map_bytes_sw128(x_codes, p.k, p.m, p.k, q.N, "linear_fp8_wgmma_cuda", "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
               p.k / kFp8WeightBlock, q.kb_per_split, q.S};
   const dim3 grid(unsigned(q.token_tiles), unsigned(q.row_blocks), unsigned(q.S));

@@ -45,18 +45,19 @@ struct Fp8WgmmaPlan {
 };
 Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n = 128);
 
-// y (=|+=) x W^T on `stream` from x already quantized on that stream into x_codes / x_scales
-// (fp8_quantize_activations_cuda with tokens_fastest and scale_ld = the plan's x_scale_ld; linear_cuda does both: this
-// library links before the one that holds the quantization), with one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
-// a row block launched together read its W blocks from L2 after the first); warpgroup 0's
-// first thread streams W's [128 rows x 128 columns] blocks (TMA, 128-byte swizzle; the first stages before the PDL
-// wait), x's [N tokens x 128 columns] codes and their N scales into a ring of shared-memory stages; warpgroups 1 and 2
-// each multiply 64 rows of the block by the tokens (4 wgmma m64nNk32) into a temporary and promote it with s_x s_w
-// into their accumulators. S > 1: partials [S][m][n], the last CTA of a tile (its counter) adds them in split order
-// and resets the counter (deterministic; CUDA-graph replays). Buffers come from the caller (sizes:
-// linear_fp8_wgmma_plan). Throws glm5::Error when unsupported (naming why) or on a launch failure.
-void linear_fp8_wgmma_cuda(const LinearParams& p, uint8_t* x_codes, float* x_scales, float* partial, int* counters,
-                           cudaStream_t stream, int max_n = 128);
+// y (=|+=) x W^T on `stream` with plan q (linear_fp8_wgmma_plan for p; the caller computes it once for the buffers and
+// the launch) from x already quantized on that stream into x_codes / x_scales (fp8_quantize_activations_cuda with
+// tokens_fastest and scale_ld = q.x_scale_ld; linear_cuda does both: this library links before the one that holds the
+// quantization), with one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
+// a row block launched together read its W blocks from L2 after the first); warpgroup 0's first thread streams W's
+// [128 rows x 128 columns] blocks (TMA, 128-byte swizzle; the first stages before the PDL wait), x's [N tokens x 128
+// columns] codes and their N scales into a ring of shared-memory stages; warpgroups 1 and 2 each multiply 64 rows of
+// the block by the tokens (4 wgmma m64nNk32) into a temporary and promote it with s_x s_w into their accumulators.
+// S > 1: partials [S][m][n], the last CTA of a tile (its counter) adds them in split order and resets the counter
+// (deterministic; CUDA-graph replays). Buffers come from the caller (sizes: q). Throws glm5::Error when unsupported
+// (naming why), for a plan that is not p's, or on a launch failure.
+void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
+                           float* partial, int* counters, cudaStream_t stream);
 
 // CPU twin: x quantized exactly as the GPU does (amax / 448, e4m3 round to nearest even), each 128-column block's
 // sum of code products in double, promoted with s_x * s_w in double, fp32 stored. Any m, n; k % 128 == 0.

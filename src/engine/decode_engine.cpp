@@ -803,8 +803,8 @@ void DecodeEngine::attention(int l) {
   }
   const GroupFold q_fold = group_fold(qa_.as<float>(), q_up, B, &q_norm, &q_ropes);
   const bool fuse_q_norm = q_fold.norm, fuse_rope = q_fold.rope;
-  // The DSA indexer's score kernel and the top-k (or, without an indexer, the positions turned into pool slots): on
-  // the main stream after attn.q_up_proj, or (EngineOptions::indexer_first) on the side stream after the prologue.
+  // The DSA indexer's score kernel and the top-k (or, without an indexer, the positions turned into pool slots): after
+  // attn.q_up_proj, or (EngineOptions::indexer_first) after the prologue and the indexer's own wq_b.
   const int score_stride = pool_->max_pages() * kPageSize;
   const int topk = c.has_indexer ? c.index_topk : score_stride;
   const double ctx_tokens = context_tokens_;
@@ -856,6 +856,13 @@ void DecodeEngine::attention(int l) {
       p.idx_k_write = {idx_k_.as<float>(), pool_->new_slots(), pool_->indexer(l), il, B};
       bytes += double(B) * (D * 8 + il.bytes_per_token());
     }
+    const double q_bytes = double(B) * c.q_lora_rank * 8;
+    auto run_prologue_rest = [&] {  // the KV and indexer-key parts alone (the q_a RMSNorm is folded or its own op)
+      OpScope s(*tracer_, desc("attn.prologue", l, bytes - q_bytes, 4.0 * B * Lr + 6.0 * B * R));
+      AttnPrologueParams rest = p;
+      rest.q_part = false;
+      GLM5_RUN(attn_prologue, rest);
+    };
     if (idx_first) {
       // EngineOptions::indexer_first. Side segment 1 forked at qkv_a's end: q_b (norm and RoPE folded), then the
       // absorption (joined before attn.mla). The main stream: the KV / indexer-key prologue, the indexer's wq_b, its
@@ -866,12 +873,7 @@ void DecodeEngine::attention(int l) {
       linear_group("attn.q_up_proj", l, qa_.as<float>(), q_up, B, &q_norm, &q_ropes);
       run_absorb();
       side_end(1);
-      {
-        OpScope s(*tracer_, desc("attn.prologue", l, bytes - double(B) * c.q_lora_rank * 8, 4.0 * B * Lr + 6.0 * B * R));
-        AttnPrologueParams rest = p;
-        rest.q_part = false;
-        GLM5_RUN(attn_prologue, rest);
-      }
+      run_prologue_rest();
       linear_group("attn.indexer.wq_b", l, qa_.as<float>(), idx_up, B, &q_norm, &idx_ropes);
       side_join(0);
       run_score();
@@ -880,14 +882,8 @@ void DecodeEngine::attention(int l) {
       // EngineOptions::overlap: the q_a RMSNorm (what attn.q_up_proj waits for) alone on the main stream, the KV
       // and indexer-key parts on the side stream (segment 0, joined before attn.indexer.score, the KV path and
       // attn.mla). The same bits as the one launch (gpu_attn_prologue).
-      const double q_bytes = double(B) * c.q_lora_rank * 8;
       side_begin();
-      {
-        OpScope s(*tracer_, desc("attn.prologue", l, bytes - q_bytes, 4.0 * B * Lr + 6.0 * B * R));
-        AttnPrologueParams rest = p;
-        rest.q_part = false;
-        GLM5_RUN(attn_prologue, rest);
-      }
+      run_prologue_rest();
       side_end(0);
       if (!fuse_q_norm) {
         OpScope s(*tracer_, desc("attn.q_a_norm", l, q_bytes, 4.0 * B * c.q_lora_rank));

@@ -716,7 +716,7 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         int dev = 0, sms = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        // The default token tile, and (m > 64) tiles of 64 tokens with two temporaries (linear_fp8_wgmma_n64).
+        // The default token tile, and (m > 64) tiles of 64 tokens (linear_fp8_wgmma_n64, fp8_wgmma_max_n 64).
         for (const int max_n : {128, 64}) {
           if (max_n == 64 && m <= 64) continue;
           wg.fp8_wgmma_max_n = max_n;
