@@ -272,6 +272,10 @@ namespace {
 enum class Fp8Path { Mma, Gemv, LargeM };
 Fp8Path fp8_path(const LinearParams& p, const LinearContext& ctx) {
   if (p.m >= 2 && p.m <= ctx.fp8_mma_max_m && linear_fp8_mma_supported(p)) return Fp8Path::Mma;
+  // With the Wgmma large-m path, the GEMV keeps m = 1 only: from 2 tokens on, the tensor-core GEMM (token tiles of
+  // 8 and 16) reads W once for all of them, where the GEMV reads it per token group.
+  if (p.m >= 2 && ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p))
+    return Fp8Path::LargeM;
   return p.m <= ctx.fp8_gemv_max_m ? Fp8Path::Gemv : Fp8Path::LargeM;
 }
 }  // namespace
@@ -331,7 +335,8 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
       return;
     }
     if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
-      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n);
+      const Fp8WgmmaPlan q =
+          linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n, ctx.fp8_wgmma_stream_k);
       impl.x_fp8_for(q.x_code_bytes, q.x_scale_floats);
       fp8_quantize_activations_cuda(p.x, p.m, p.k, impl.x_fp8, impl.x_fp8_scale, true, stream, q.x_scale_ld);
       linear_fp8_wgmma_cuda(p, q, impl.x_fp8, impl.x_fp8_scale, impl.split_out_for(q.partial_elems),

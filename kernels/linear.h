@@ -83,6 +83,9 @@ class LinearContext {
   Fp8LargeM fp8_large_m = Fp8LargeM::Dequant;
   long fp8_wgmma_calls = 0;  // how many calls took the Wgmma path
   int fp8_wgmma_max_n = 128;  // the Wgmma path's largest token tile (128 or 64; linear_fp8_wgmma_plan)
+  // The Wgmma path's cut of the work (linear_fp8_wgmma_plan): stream-K (one token tile: k / 128 column blocks x
+  // row blocks spread evenly over one CTA per SM) or split-K (whole splits per tile, session 23's).
+  bool fp8_wgmma_stream_k = true;
   bool act_scale_tokens_fastest = true;
   long fp8_block_scaled_calls = 0;  // how many calls took the BlockScaled path (cuBLASLt had an algorithm)
 
@@ -95,9 +98,10 @@ class LinearContext {
 // capture), W BF16, fp32 accumulation (CUBLAS_COMPUTE_32F) and fp32 y; accumulate uses beta = 1.
 // FP8 weights: 2 <= m <= fp8_mma_max_m (default 64) runs linear_fp8_mma (tensor cores, x in f16 with
 // power-of-two block scales) where supported; else m <= fp8_gemv_max_m (default 16) runs linear_fp8_gemv
-// (fp32 x, weight dequantized in registers, memory-bound: reads each weight byte once); larger m dequantizes W into a BF16 staging
-// copy (grown on demand) and runs the BF16 path on it (2 extra bytes written + read per weight:
-// cuBLASLt's block-scaled FP8 GEMM would avoid them; not wired yet).
+// (fp32 x, weight dequantized in registers, memory-bound: reads each weight byte once), except that with
+// fp8_large_m Wgmma every m >= 2 above fp8_mma_max_m takes the Wgmma path where it is supported; larger m takes
+// fp8_large_m's path: Dequant (W into a BF16 staging copy, grown on demand, then the BF16 path: 2 extra bytes
+// written + read per weight), BlockScaled (cuBLASLt) or Wgmma (kernels/sm90a/linear_fp8_wgmma.h).
 // Throws glm5::Error on bad params or any cuBLASLt failure (status named).
 void linear_cuda(const LinearParams& p, LinearContext& ctx, cudaStream_t stream);
 

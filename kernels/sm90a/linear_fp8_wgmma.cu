@@ -2,16 +2,17 @@
 // in the header; written here from the PTX ISA (wgmma e4m3, cp.async.bulk.tensor, mbarrier) and DeepSeek-V3's public
 // description of its FP8 GEMM (per-128-column promotion), no code taken.
 //
-// CTA (row block rb, token tile tt, split z): W rows [128 rb, 128 rb + 128), tokens [N tt, N tt + N), the 128-column
-// blocks [z kb_per_split, ...) of k. 384 threads = 3 warpgroups:
-//   WG0, thread 0 (producer): per column block, one stage of the shared-memory ring: W's [128 rows x 128 B] box and
+// A CTA streams a range of units (Sched below): unit = one tile (W rows [128 rb, 128 rb + 128) x tokens
+// [N tt, N tt + N)) by one 128-column block of k; at the end of a tile's range it writes y or its segment's partial.
+// 384 threads = 3 warpgroups:
+//   WG0, thread 0 (producer): per unit, one stage of the shared-memory ring: W's [128 rows x 128 B] box and
 //     x's [N tokens x 128 B] box by TMA (128-byte swizzle: wgmma's K-major layout, kernels/wgmma.cuh; rows past n or m
 //     arrive as zeros) and x's N scales of that block by one bulk copy, all completing the stage's `full` barrier.
 //     W's first stages are issued before the PDL wait (no kernel of the step writes weights); x after it.
 //   WG1, WG2 (consumers): rows 64 (wg - 1) .. + 64 of the block. Per stage: 4 wgmma m64nNk32 (e4m3 x e4m3 -> fp32)
 //     into `tmp`, then acc += tmp * s_x[token] * s_w[block] (masked to 0 past m: the scales there are not x's), then
 //     one arrival per warp on the stage's `empty` barrier.
-// Stages: as many as fit in ~220 KB (N 128: 6 of 33 KB; the W bytes of 6 blocks in flight per SM).
+// Stages: as many as fit in ~220 KB, at most 8 (N 128: 6 of 33 KB; N <= 32: 8; the W bytes of 6-8 blocks in flight per SM).
 #include "kernels/sm90a/linear_fp8_wgmma.h"
 
 #include <cuda.h>
@@ -52,9 +53,11 @@ struct Args {
   int ld_scale;
   const float* x_scale;  // [k / 128][ld_xs], tokens fastest
   int ld_xs;
-  float* part;           // [S][m][n] when S > 1
-  int* counters;         // [row_blocks * token_tiles] when S > 1
-  int KB, kb_per_split, S;
+  float* part;           // [segments][m][n] when a tile has more than one segment
+  int* counters;         // [tiles] when a tile has more than one segment
+  int KB, kb_per_split, S;  // column blocks; split-K's (stream_k false) blocks per split and splits per tile
+  int tiles, token_tiles;   // tiles = row blocks * token tiles
+  bool stream_k;
 };
 
 // D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 operands K-major 128-byte-swizzled in shared memory (descriptors
@@ -63,6 +66,24 @@ struct Args {
 template <int N>
 __device__ __forceinline__ void m64k32_e4m3_ss(float (&d)[N / 2], uint64_t da, uint64_t db, bool accumulate);
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+template <>
+__device__ __forceinline__ void m64k32_e4m3_ss<8>(float (&d)[4], uint64_t da, uint64_t db, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(da), "l"(db), "r"(int(accumulate)));
+}
+
+template <>
+__device__ __forceinline__ void m64k32_e4m3_ss<16>(float (&d)[8], uint64_t da, uint64_t db, bool accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(da), "l"(db), "r"(int(accumulate)));
+}
+
 template <>
 __device__ __forceinline__ void m64k32_e4m3_ss<32>(float (&d)[16], uint64_t da, uint64_t db, bool accumulate) {
   asm volatile(
@@ -97,6 +118,27 @@ __device__ __forceinline__ void m64k32_e4m3_ss(float (&d)[N / 2], uint64_t, uint
 }
 #endif
 
+// The work of CTA c: units u (one 128-row block of W by one token tile by one 128-column block, tile-major:
+// tile T = u / KB = rb * token_tiles + tt, column block u % KB), a contiguous range [unit_begin(c), unit_end(c)).
+// Stream-K (a.stream_k): the U = tiles * KB units cut evenly over the grid's G CTAs, c U / G (integer division), so
+// every SM streams the same number of W blocks whatever the tile count (o_proj's 48 row blocks over 132 SMs: 46-47
+// units each, against 2 splits of 64 on 96 SMs with split-K). Split-K: tile c / S, its split c % S of kb_per_split.
+// A tile's k range is covered by the CTAs owner(T KB) .. owner(T KB + KB - 1): its segments, in that order.
+struct Sched {
+  int U, G, KB, S, kb_per_split;
+  bool stream_k;
+  __host__ __device__ __forceinline__ int unit_begin(int c) const {
+    return stream_k ? int(int64_t(c) * U / G) : (c / S) * KB + (c % S) * kb_per_split;
+  }
+  __host__ __device__ __forceinline__ int unit_end(int c) const {
+    const int e = (c / S + 1) * KB, b = unit_begin(c) + kb_per_split;
+    return stream_k ? int(int64_t(c + 1) * U / G) : (b < e ? b : e);
+  }
+  __host__ __device__ __forceinline__ int owner(int u) const {  // the CTA whose range holds unit u
+    return stream_k ? int((int64_t(u + 1) * G - 1) / U) : (u / KB) * S + (u % KB) / kb_per_split;
+  }
+};
+
 template <int N>
 __global__ void __launch_bounds__(kThreads, 1)
     linear_fp8_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap, Args a) {
@@ -106,9 +148,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   __shared__ __align__(8) uint64_t full[C::kStages], empty[C::kStages];
   __shared__ int last_cta;
   const int tid = threadIdx.x, wg = tid / 128;
-  const int tt = blockIdx.x, rb = blockIdx.y, z = blockIdx.z;  // token tiles fastest: W blocks shared in L2
-  const int n0 = rb * kRows, t0 = tt * N;
-  const int kb0 = z * a.kb_per_split, nk = min(a.KB, kb0 + a.kb_per_split) - kb0;
+  const Sched sc{a.tiles * a.KB, int(gridDim.x), a.KB, a.S, a.kb_per_split, a.stream_k};
+  const int cta = blockIdx.x, u0 = sc.unit_begin(cta), nu = sc.unit_end(cta) - u0;
+  // Unit u0 + i: its column block, W row offset and first token (tiles: token tiles fastest, so the token tiles of
+  // a row block run side by side and read its W blocks from L2 after the first).
+  auto unit_kb = [&](int i) { return (u0 + i) % a.KB; };
+  auto unit_rb = [&](int i) { return (u0 + i) / a.KB / a.token_tiles; };
+  auto unit_t0 = [&](int i) { return ((u0 + i) / a.KB % a.token_tiles) * N; };
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(&full[s], 1);                 // the producer's expect_tx arrival (+ the stage's bytes)
@@ -120,38 +166,40 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {  // producer: one thread works
     if (tid == 0) {
       constexpr unsigned kTx = unsigned(kABytes + C::kBBytes + N * 4);
+      auto load_w = [&](int i) {
+        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, unit_kb(i) * kCols, unit_rb(i) * kRows,
+                    &full[i % C::kStages]);
+      };
       auto load_x = [&](int i) {
         uint8_t* st = base + (i % C::kStages) * C::kStageBytes;
-        tma_load_2d(st + kABytes, &xmap, (kb0 + i) * kCols, t0, &full[i % C::kStages]);
-        bulk_copy_g2s(st + kABytes + C::kBBytes, a.x_scale + size_t(kb0 + i) * a.ld_xs + t0, N * 4,
-                      &full[i % C::kStages]);
+        const int kb = unit_kb(i), t0 = unit_t0(i);
+        tma_load_2d(st + kABytes, &xmap, kb * kCols, t0, &full[i % C::kStages]);
+        bulk_copy_g2s(st + kABytes + C::kBBytes, a.x_scale + size_t(kb) * a.ld_xs + t0, N * 4, &full[i % C::kStages]);
       };
-      const int pre = min(nk, C::kStages);
+      const int pre = min(nu, C::kStages);
       for (int i = 0; i < pre; ++i) {  // W's first blocks: in flight before the wait for x's quantization
         mbar_expect_tx(&full[i], kTx);
-        tma_load_2d(base + i * C::kStageBytes, &wmap, (kb0 + i) * kCols, n0, &full[i]);
+        load_w(i);
       }
       pdl_wait();
       for (int i = 0; i < pre; ++i) load_x(i);
-      for (int i = pre; i < nk; ++i) {
+      for (int i = pre; i < nu; ++i) {
         const int s = i % C::kStages;
-        mbar_wait(&empty[s], ((i / C::kStages) - 1) & 1);  // the consumers are done with block i - kStages
+        mbar_wait(&empty[s], ((i / C::kStages) - 1) & 1);  // the consumers are done with unit i - kStages
         mbar_expect_tx(&full[s], kTx);
-        tma_load_2d(base + s * C::kStageBytes, &wmap, (kb0 + i) * kCols, n0, &full[s]);
+        load_w(i);
         load_x(i);
       }
     }
     return;
   }
-  // Consumers: warpgroup h = wg - 1 owns rows n0 + 64 h .. + 63.
+  // Consumers: warpgroup h = wg - 1 owns rows 64 h .. + 63 of each unit's 128-row block.
   pdl_wait();  // y, the partials and the counters are written by earlier kernels
   const int h = wg - 1, ct = tid - 128 * wg, lane = tid % 32;
   float acc[N / 2], tmp[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
-  const float* wsr = a.w_scale + size_t(rb) * a.ld_scale + kb0;
-  const int cols_left = a.m - t0 - 2 * (lane % 4);  // column c of this thread's registers is a token iff c' < this
-  // Block i: its 4 wgmma into t (one commit group), then, once they are done, acc += t * s_x * s_w and the stage freed.
+  // Unit i: its 4 wgmma into t (one commit group), then, once they are done, acc += t * s_x * s_w and the stage freed.
   auto issue = [&](int i, float (&t)[N / 2]) {
     const int s = i % C::kStages;
     mbar_wait(&full[s], (i / C::kStages) & 1);
@@ -164,7 +212,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   auto promote = [&](int i, float (&t)[N / 2]) {
     const int s = i % C::kStages;
-    const float sw = __ldg(wsr + i);
+    const float sw = __ldg(a.w_scale + size_t(unit_rb(i)) * a.ld_scale + unit_kb(i));
+    const int cols_left = a.m - unit_t0(i) - 2 * (lane % 4);  // column c of this thread's registers is a token iff c' < this
     wgmma::fence_operand(t);
     const float* sx = reinterpret_cast<const float*>(base + s * C::kStageBytes + kABytes + C::kBBytes);
 #pragma unroll
@@ -177,132 +226,143 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]);
   };
-  // One temporary: the 4 products of a block, then its promotion. (S23f tried two temporaries at N <= 64, block
-  // i + 1's products issued before block i's promotion: slower in the bench, o_proj at m = 64 59.9 against 47.7 us,
-  // gate+up 24.8 against 21.8: the wait for block i + 1's stage came before block i's stage was freed.)
-  for (int i = 0; i < nk; ++i) {
-    issue(i, tmp);
-    wgmma::wait<0>();
-    promote(i, tmp);
-  }
-  pdl_launch_dependents();
-  // Output: register i holds row n0 + 64 h + acc_row(i, ct), token t0 + acc_col(i, ct). Every load of a pass is
-  // issued before its adds and stores (S23d: element by element, each y or partial load waited for the store before
-  // it, which may alias: ~64 L2 round trips per thread, o_proj at batch 128 took 144 us).
-  // Register i: token t_base + 8 (i / 4) + i % 2, row r_base + 8 ((i % 4) / 2) (wgmma::acc_row / acc_col).
-  const int t_base = t0 + 2 * (ct % 4), r_base = n0 + 64 * h + 16 * (ct / 32) + (ct % 32) / 4;
-  auto offset = [&](int i) {  // y / partial-slice offset of register i (m n < 2^31: checked), or -1 outside [m, n)
-    const int r = r_base + 8 * ((i % 4) / 2), t = t_base + 8 * (i / 4) + (i % 2);
-    return r < a.n && t < a.m ? t * a.n + r : -1;
-  };
-  constexpr int kHalf = N >= 128 ? N / 8 : N / 4;  // registers per pass (its loads all in flight before its adds)
-  auto store_y = [&](float (&v)[N / 2]) {  // y = v, or y += v
-#pragma unroll
-    for (int h0 = 0; h0 < N / 2; h0 += kHalf) {
-      float prev[kHalf];
-#pragma unroll
-      for (int i = 0; i < kHalf; ++i) {
-        const int o = offset(h0 + i);
-        prev[i] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
-      }
-#pragma unroll
-      for (int i = 0; i < kHalf; ++i) {
-        const int o = offset(h0 + i);
-        if (o >= 0) a.y[o] = a.accumulate ? prev[i] + v[h0 + i] : v[h0 + i];
-      }
-    }
-  };
-  if (a.S == 1) {
-    store_y(acc);
-    return;
-  }
   const int64_t slice = int64_t(a.m) * a.n;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) {
-    const int o = offset(i);
-    if (o >= 0) __stcg(a.part + z * slice + o, acc[i]);
-  }
-  __threadfence();
-  wgmma::bar_sync(1, 256);
-  int* counter = a.counters + size_t(rb) * gridDim.x + tt;
-  if (tid == 128) last_cta = atomicAdd(counter, 1) == a.S - 1;
-  wgmma::bar_sync(1, 256);
-  if (!last_cta) return;
-  __threadfence();
-  // The last CTA adds the tile's S partials in split order (its own read back too: the same order whichever CTA is
-  // last) in a flat, coalesced order (acc is dead here): 4 consecutive rows per thread and load (n % 4 == 0), a
-  // split's loads all in flight before its adds, so the sum costs ~S + 2 L2 round trips.
-  const int ct2 = tid - 128;  // 0..255
-  if (a.n % 4 == 0) {
-    constexpr int kQ = N * (kRows / 4) / 256;  // float4 chunks per thread: N / 8
-    float4 sum[kQ];
-    auto chunk_offset = [&](int q) {  // offset of chunk ct2 + 256 q (token-major, 32 chunks per token), or -1
-      const int c = ct2 + 256 * q, t = t0 + c / (kRows / 4), r = n0 + 4 * (c % (kRows / 4));
-      return t < a.m && r < a.n ? t * a.n + r : -1;
+  const int ct2 = tid - 128;  // 0..255 over both consumer warpgroups
+  // The tile of unit i is done here (its last column block, or this CTA's last unit): y (=|+=) acc when this CTA is
+  // the tile's only segment; else acc is the partial of segment j, and the last segment to arrive adds them in
+  // segment order (the same order whichever arrives last: deterministic).
+  auto flush = [&](int i) {
+    const int T = (u0 + i) / a.KB, rb = unit_rb(i), n0 = rb * kRows, t0 = unit_t0(i);
+    const int first = sc.owner(T * a.KB), nseg = sc.owner(T * a.KB + a.KB - 1) - first + 1;
+    // Register i: token t_base + 8 (i / 4) + i % 2, row r_base + 8 ((i % 4) / 2) (wgmma::acc_row / acc_col).
+    const int t_base = t0 + 2 * (ct % 4), r_base = n0 + 64 * h + 16 * (ct / 32) + (ct % 32) / 4;
+    auto offset = [&](int r) {  // y / partial-slice offset of register r (m n < 2^31: checked), or -1 outside [m, n)
+      const int row = r_base + 8 * ((r % 4) / 2), t = t_base + 8 * (r / 4) + (r % 2);
+      return row < a.n && t < a.m ? t * a.n + row : -1;
     };
+    if (nseg == 1) {  // y = acc, or y += acc. Every load of a pass is issued before its adds and stores (S23d:
+      // element by element, each y load waited for the store before it, which may alias: o_proj at batch 128 took 144 us).
+      constexpr int kHalf = N >= 128 ? N / 8 : N / 4;  // registers per pass
 #pragma unroll
-    for (int q = 0; q < kQ; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int zz = 0; zz < a.S; ++zz) {
-      const float* pz = a.part + zz * slice;
-      float4 v[kQ];
+      for (int h0 = 0; h0 < N / 2; h0 += kHalf) {
+        float prev[kHalf];
 #pragma unroll
-      for (int q = 0; q < kQ; ++q) {
-        const int o = chunk_offset(q);
-        v[q] = o >= 0 ? __ldcg(reinterpret_cast<const float4*>(pz + o)) : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int r = 0; r < kHalf; ++r) {
+          const int o = offset(h0 + r);
+          prev[r] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
+        }
+#pragma unroll
+        for (int r = 0; r < kHalf; ++r) {
+          const int o = offset(h0 + r);
+          if (o >= 0) a.y[o] = a.accumulate ? prev[r] + acc[h0 + r] : acc[h0 + r];
+        }
       }
-#pragma unroll
-      for (int q = 0; q < kQ; ++q) sum[q] = make_float4(sum[q].x + v[q].x, sum[q].y + v[q].y, sum[q].z + v[q].z, sum[q].w + v[q].w);
+      return;
     }
-    if (a.accumulate) {
-      float4 prev[kQ];
+    const int j = cta - first;
 #pragma unroll
-      for (int q = 0; q < kQ; ++q) {
-        const int o = chunk_offset(q);
-        prev[q] = o >= 0 ? *reinterpret_cast<const float4*>(a.y + o) : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < N / 2; ++r) {
+      const int o = offset(r);
+      if (o >= 0) __stcg(a.part + j * slice + o, acc[r]);
+    }
+    __threadfence();
+    wgmma::bar_sync(1, 256);
+    int* counter = a.counters + T;
+    if (tid == 128) last_cta = atomicAdd(counter, 1) == nseg - 1;
+    wgmma::bar_sync(1, 256);
+    if (!last_cta) return;
+    __threadfence();
+    // The sum in a flat, coalesced order: 4 consecutive rows per thread and load (n % 4 == 0), a segment's loads
+    // all in flight before its adds, so a pass (up to 8 float4 per thread: N 128 takes two) costs ~nseg + 2 L2 round
+    // trips.
+    if (a.n % 4 == 0) {
+      constexpr int kQ = N * (kRows / 4) / 256, kQP = kQ < 8 ? kQ : 8;  // float4 chunks per thread (N / 8), per pass
+      for (int q0 = 0; q0 < kQ; q0 += kQP) {
+        float4 sum[kQP];
+        auto chunk_offset = [&](int q) {  // offset of chunk ct2 + 256 (q0 + q) (token-major, 32 per token), or -1
+          const int c = ct2 + 256 * (q0 + q), t = t0 + c / (kRows / 4), r = n0 + 4 * (c % (kRows / 4));
+          return t < a.m && r < a.n ? t * a.n + r : -1;
+        };
+#pragma unroll
+        for (int q = 0; q < kQP; ++q) sum[q] = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int zz = 0; zz < nseg; ++zz) {
+          const float* pz = a.part + zz * slice;
+          float4 v[kQP];
+#pragma unroll
+          for (int q = 0; q < kQP; ++q) {
+            const int o = chunk_offset(q);
+            v[q] = o >= 0 ? __ldcg(reinterpret_cast<const float4*>(pz + o)) : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int q = 0; q < kQP; ++q)
+            sum[q] = make_float4(sum[q].x + v[q].x, sum[q].y + v[q].y, sum[q].z + v[q].z, sum[q].w + v[q].w);
+        }
+        if (a.accumulate) {
+          float4 prev[kQP];
+#pragma unroll
+          for (int q = 0; q < kQP; ++q) {
+            const int o = chunk_offset(q);
+            prev[q] = o >= 0 ? *reinterpret_cast<const float4*>(a.y + o) : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int q = 0; q < kQP; ++q)
+            sum[q] = make_float4(prev[q].x + sum[q].x, prev[q].y + sum[q].y, prev[q].z + sum[q].z, prev[q].w + sum[q].w);
+        }
+#pragma unroll
+        for (int q = 0; q < kQP; ++q) {
+          const int o = chunk_offset(q);
+          if (o >= 0) *reinterpret_cast<float4*>(a.y + o) = sum[q];
+        }
       }
+    } else {  // any n: one element per thread and load, up to 16 per pass
+      constexpr int kE = N * kRows / 256, kP = kE < 16 ? kE : 16;
+      for (int e0 = 0; e0 < kE; e0 += kP) {
+        auto elem_offset = [&](int q) {
+          const int e = ct2 + 256 * (e0 + q), t = t0 + e / kRows, r = n0 + e % kRows;
+          return t < a.m && r < a.n ? t * a.n + r : -1;
+        };
+        float sum[kP];
 #pragma unroll
-      for (int q = 0; q < kQ; ++q)
-        sum[q] = make_float4(prev[q].x + sum[q].x, prev[q].y + sum[q].y, prev[q].z + sum[q].z, prev[q].w + sum[q].w);
-    }
+        for (int q = 0; q < kP; ++q) sum[q] = 0.f;
+        for (int zz = 0; zz < nseg; ++zz) {
+          float v[kP];
 #pragma unroll
-    for (int q = 0; q < kQ; ++q) {
-      const int o = chunk_offset(q);
-      if (o >= 0) *reinterpret_cast<float4*>(a.y + o) = sum[q];
-    }
-  } else {  // any n: one element per thread and load, 16 per pass
-    constexpr int kE = N * kRows / 256, kP = 16;
-    for (int e0 = 0; e0 < kE; e0 += kP) {
-      auto elem_offset = [&](int q) {
-        const int e = ct2 + 256 * (e0 + q), t = t0 + e / kRows, r = n0 + e % kRows;
-        return t < a.m && r < a.n ? t * a.n + r : -1;
-      };
-      float sum[kP];
+          for (int q = 0; q < kP; ++q) {
+            const int o = elem_offset(q);
+            v[q] = o >= 0 ? __ldcg(a.part + zz * slice + o) : 0.f;
+          }
 #pragma unroll
-      for (int q = 0; q < kP; ++q) sum[q] = 0.f;
-      for (int zz = 0; zz < a.S; ++zz) {
-        float v[kP];
+          for (int q = 0; q < kP; ++q) sum[q] += v[q];
+        }
+        float prev[kP];
 #pragma unroll
         for (int q = 0; q < kP; ++q) {
           const int o = elem_offset(q);
-          v[q] = o >= 0 ? __ldcg(a.part + zz * slice + o) : 0.f;
+          prev[q] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
         }
 #pragma unroll
-        for (int q = 0; q < kP; ++q) sum[q] += v[q];
-      }
-      float prev[kP];
-#pragma unroll
-      for (int q = 0; q < kP; ++q) {
-        const int o = elem_offset(q);
-        prev[q] = a.accumulate && o >= 0 ? a.y[o] : 0.f;
-      }
-#pragma unroll
-      for (int q = 0; q < kP; ++q) {
-        const int o = elem_offset(q);
-        if (o >= 0) a.y[o] = a.accumulate ? prev[q] + sum[q] : sum[q];
+        for (int q = 0; q < kP; ++q) {
+          const int o = elem_offset(q);
+          if (o >= 0) a.y[o] = a.accumulate ? prev[q] + sum[q] : sum[q];
+        }
       }
     }
+    if (tid == 128) *counter = 0;  // for the next launch (graph replays)
+  };
+  // One temporary: the 4 products of a unit, then its promotion. (S23f tried two temporaries at N <= 64, unit
+  // i + 1's products issued before unit i's promotion: slower in the bench, o_proj at m = 64 59.9 against 47.7 us,
+  // gate+up 24.8 against 21.8: the wait for unit i + 1's stage came before unit i's stage was freed.)
+  for (int i = 0; i < nu; ++i) {
+    issue(i, tmp);
+    wgmma::wait<0>();
+    promote(i, tmp);
+    if (unit_kb(i) == a.KB - 1 || i == nu - 1) {
+      if (i == nu - 1) pdl_launch_dependents();
+      flush(i);
+#pragma unroll
+      for (int r = 0; r < N / 2; ++r) acc[r] = 0.f;
+    }
   }
-  if (tid == 128) *counter = 0;  // for the next launch (graph replays)
 }
 
 template <int N>
@@ -327,24 +387,37 @@ std::string linear_fp8_wgmma_unsupported(const LinearParams& p) {
   return sm90a_device_missing();
 }
 
-Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n) {
+Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bool stream_k) {
   Fp8WgmmaPlan q;
-  q.N = p.m <= 32 ? 32 : p.m <= 64 || max_n <= 64 ? 64 : 128;
+  q.N = p.m <= 8 ? 8 : p.m <= 16 ? 16 : p.m <= 32 ? 32 : p.m <= 64 || max_n <= 64 ? 64 : 128;
   q.token_tiles = (p.m + q.N - 1) / q.N;
   q.row_blocks = (p.n + lfw::kRows - 1) / lfw::kRows;
-  const int KB = p.k / kFp8WeightBlock;
-  // Split-K: as many splits as keep the grid within one CTA per SM, each of at least 4 column blocks (a ring's
-  // worth of streaming before its partial costs its write and read).
-  const int64_t tiles = int64_t(q.row_blocks) * q.token_tiles;
-  q.S = int(std::max<int64_t>(1, std::min<int64_t>(sms / std::max<int64_t>(1, tiles), KB / 4)));
+  const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
+  // Stream-K for one token tile (past it, the token tiles of a row block would read its W blocks at different times,
+  // not from L2): the units cut evenly over one CTA per SM, at least 4 column blocks each (a ring's worth of
+  // streaming before a partial costs its write and read).
+  q.stream_k = stream_k && q.token_tiles == 1;
+  // Split-K otherwise: as many splits as keep the grid within one CTA per SM, each of at least 4 column blocks.
+  q.S = std::max(1, std::min(sms / std::max(1, tiles), KB / 4));
   q.kb_per_split = (KB + q.S - 1) / q.S;
   q.S = (KB + q.kb_per_split - 1) / q.kb_per_split;
-  q.partial_elems = q.S > 1 ? size_t(q.S) * p.m * p.n : 0;
-  q.counters = q.S > 1 ? size_t(tiles) : 0;
+  q.grid = q.stream_k ? std::max(1, std::min(sms, tiles * KB / 4)) : tiles * q.S;
+  const lfw::Sched sc{tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
+  for (int c = 0; c < q.grid; ++c) q.max_units = std::max(q.max_units, sc.unit_end(c) - sc.unit_begin(c));
+  for (int t = 0; t < tiles; ++t)
+    q.segments = std::max(q.segments, sc.owner(t * KB + KB - 1) - sc.owner(t * KB) + 1);
+  q.partial_elems = q.segments > 1 ? size_t(q.segments) * p.m * p.n : 0;
+  q.counters = q.segments > 1 ? size_t(tiles) : 0;
   q.x_code_bytes = size_t(p.m) * p.k;
   q.x_scale_ld = (p.m + 3) / 4 * 4;
   q.x_scale_floats = size_t(KB) * q.x_scale_ld + q.N;
   return q;
+}
+
+Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
+  const int KB = k / kFp8WeightBlock;
+  const lfw::Sched sc{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
+  return {sc.unit_begin(cta), sc.unit_end(cta)};
 }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
@@ -354,7 +427,11 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
   require(q.N > 0 && q.row_blocks == (p.n + lfw::kRows - 1) / lfw::kRows && q.token_tiles == (p.m + q.N - 1) / q.N,
           "linear_fp8_wgmma_cuda: the plan is not linear_fp8_wgmma_plan's for these params");
-  require(x_codes && x_scales && (q.S == 1 || (partial && counters)),
+  const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
+  require(q.grid == (q.stream_k ? std::max(1, std::min(q.grid, tiles * KB / 4)) : tiles * q.S) &&
+              (!q.stream_k || q.token_tiles == 1),
+          "linear_fp8_wgmma_cuda: the plan's grid is not linear_fp8_wgmma_plan's for these params");
+  require(x_codes && x_scales && (q.segments == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
           "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
@@ -363,9 +440,11 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t
   const CUtensorMap xmap =
       tma_map_bytes_sw128(x_codes, p.k, p.m, p.k, q.N, "linear_fp8_wgmma_cuda", "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
-              p.k / kFp8WeightBlock, q.kb_per_split, q.S};
-  const dim3 grid(unsigned(q.token_tiles), unsigned(q.row_blocks), unsigned(q.S));
-  if (q.N == 32) lfw::launch<32>(wmap, xmap, a, grid, stream);
+              KB, q.kb_per_split, q.S, tiles, q.token_tiles, q.stream_k};
+  const dim3 grid(unsigned(q.grid));
+  if (q.N == 8) lfw::launch<8>(wmap, xmap, a, grid, stream);
+  else if (q.N == 16) lfw::launch<16>(wmap, xmap, a, grid, stream);
+  else if (q.N == 32) lfw::launch<32>(wmap, xmap, a, grid, stream);
   else if (q.N == 64) lfw::launch<64>(wmap, xmap, a, grid, stream);
   else lfw::launch<128>(wmap, xmap, a, grid, stream);
   CUDA_CHECK_LAUNCH();

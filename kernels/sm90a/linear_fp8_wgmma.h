@@ -32,30 +32,47 @@ namespace glm5 {
 std::string linear_fp8_wgmma_unsupported(const LinearParams& p);
 inline bool linear_fp8_wgmma_supported(const LinearParams& p) { return linear_fp8_wgmma_unsupported(p).empty(); }
 
-// The launch plan for p on a GPU of `sms` SMs: token tile N (32, 64 or 128 tokens per CTA; max_n below 128 caps it at 64),
-// tiles along the tokens, 128-row blocks of W, split-K count S (each split whole 128-column blocks) with one CTA per
-// SM in mind (S23f: tiles of 64 past 64 tokens were slower than 128, 100.7 against 73.8 us at o_proj, m = 128).
+// The launch plan for p on a GPU of `sms` SMs: token tile N (8, 16, 32, 64 or 128 tokens per CTA, the smallest that
+// holds m; max_n below 128 caps it at 64), tiles (128-row blocks of W x token tiles), and how their 128-column
+// blocks ("units", k / 128 per tile) are cut over the CTAs, one CTA per SM in mind:
+//   stream_k (one token tile): the tiles x k / 128 units in tile order cut evenly over `grid` = min(sms, units / 4)
+//     CTAs, so a tile's k range may span several CTAs ("segments") and a CTA several tiles (S24: o_proj's 48 row
+//     blocks made 96 CTAs of split-K on 132 SMs).
+//   split-K (stream_k false, or several token tiles): S splits of kb_per_split units per tile, grid = tiles x S
+//     (S23f: tiles of 64 tokens past 64 were slower than 128, 100.7 against 73.8 us at o_proj, m = 128).
 struct Fp8WgmmaPlan {
   int N = 0, token_tiles = 0, row_blocks = 0, S = 1, kb_per_split = 0;
-  size_t partial_elems = 0;   // floats of split-K partials (S > 1: S * m * n)
-  size_t counters = 0;        // tile counters (S > 1: row_blocks * token_tiles)
+  bool stream_k = false;
+  int grid = 0;               // CTAs
+  int max_units = 0;          // the most column blocks one CTA streams
+  int segments = 1;           // the most CTAs sharing one tile (> 1: partials and counters)
+  size_t partial_elems = 0;   // floats of partials (segments > 1: segments * m * n)
+  size_t counters = 0;        // tile counters (segments > 1: row_blocks * token_tiles)
   size_t x_code_bytes = 0;    // the quantized activations: m * k bytes
   size_t x_scale_floats = 0;  // their scales: (k / 128) rows of ld floats, + N slack (the last row's bulk copy)
   int x_scale_ld = 0;         // floats per 128-column block row of the scales (tokens fastest; a multiple of 4)
 };
-Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n = 128);
+Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n = 128, bool stream_k = true);
+
+// The units CTA `cta` of plan q streams for a k-column input: [first, last) in tile order (unit u = tile u / (k / 128),
+// column block u % (k / 128); tile = row block * token_tiles + token tile), as the kernel computes them.
+struct Fp8WgmmaUnits {
+  int first = 0, last = 0;
+};
+Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta);
 
 // y (=|+=) x W^T on `stream` with plan q (linear_fp8_wgmma_plan for p; the caller computes it once for the buffers and
 // the launch) from x already quantized on that stream into x_codes / x_scales (fp8_quantize_activations_cuda with
 // tokens_fastest and scale_ld = q.x_scale_ld; linear_cuda does both: this library links before the one that holds the
-// quantization), with one warp-specialized kernel: grid (token tiles, row blocks, S), 384 threads (the token tiles of
-// a row block launched together read its W blocks from L2 after the first); warpgroup 0's first thread streams W's
+// quantization), with one warp-specialized kernel: q.grid CTAs of 384 threads, each streaming its range of units
+// (token tiles fastest: those of a row block run together and read its W blocks from L2 after the first);
+// warpgroup 0's first thread streams W's
 // [128 rows x 128 columns] blocks (TMA, 128-byte swizzle; the first stages before the PDL wait), x's [N tokens x 128
 // columns] codes and their N scales into a ring of shared-memory stages; warpgroups 1 and 2 each multiply 64 rows of
 // the block by the tokens (4 wgmma m64nNk32) into a temporary and promote it with s_x s_w into their accumulators.
-// S > 1: partials [S][m][n], the last CTA of a tile (its counter) adds them in split order and resets the counter
-// (deterministic; CUDA-graph replays). Buffers come from the caller (sizes: q). Throws glm5::Error when unsupported
-// (naming why), for a plan that is not p's, or on a launch failure.
+// A tile of several segments: partials [segment][m][n], the last CTA of the tile (its counter) adds them in segment
+// order and resets the counter (deterministic; CUDA-graph replays). Buffers come from the caller (sizes: q).
+// Throws glm5::Error when unsupported (naming why), for a plan that is not p's, or on a launch failure.
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
                            float* partial, int* counters, cudaStream_t stream);
 

@@ -296,6 +296,11 @@ int main(int argc, char** argv) {
                    "BF16 + cuBLASLt, or cuBLASLt's block-scaled FP8 GEMM (the same quantization of x)")
       ->capture_default_str()
       ->check(CLI::IsMember({"wgmma", "dequant", "block-scaled"}));
+  prof->add_option("--fp8-wgmma-cut", po.fp8_wgmma_cut,
+                   "stream-k | split-k: how --fp8-large-m wgmma cuts its work over the SMs (stream-K: every SM the "
+                   "same number of weight blocks; split-K: whole splits per 128-row block). Tuning")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"stream-k", "split-k"}));
   prof->add_option("--mma-pdl", po.mma_pdl,
                    "on | off: the FP8 tensor-core linear (batch 2..64) launched with programmatic dependent launch. Tuning")
       ->capture_default_str()

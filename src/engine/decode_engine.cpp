@@ -234,12 +234,14 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
     linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
     linear_ctx_->fp8_large_m = opt.fp8_large_m;
+    linear_ctx_->fp8_wgmma_stream_k = opt.fp8_wgmma_stream_k;
     if (side_) {  // its own cuBLASLt workspace: the streams overlap
       side_linear_ctx_ = std::make_unique<LinearContext>();
       side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
       side_linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
       side_linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
       side_linear_ctx_->fp8_large_m = linear_ctx_->fp8_large_m;
+      side_linear_ctx_->fp8_wgmma_stream_k = opt.fp8_wgmma_stream_k;
     }
     cs_ = std::make_unique<CudaState>(opt.batch);
   }

@@ -704,35 +704,34 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
                  "vs linear_fp8_mma_cpu, 64 rows: max rel err " + sci(err) + " of sum |x w|; split-K " + std::to_string(S));
         }
       }
-      if (m >= 16 && linear_fp8_wgmma_supported(p)) {  // the block-scaled FP8 tensor-core GEMM (m > 64 in the engine)
+      if (linear_fp8_wgmma_supported(p)) {  // the block-scaled FP8 tensor-core GEMM (m > 16 in the engine)
         LinearContext wg;
         wg.fp8_mma_max_m = 0;
         wg.fp8_gemv_max_m = 0;
         wg.fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
-        linear_cuda(p, wg, stream);
-        const double err = twin_err(linear_fp8_wgmma_cpu);
-        require(err < 5e-4, "bench kernels: linear_fp8_wgmma disagrees with linear_fp8_wgmma_cpu (max rel err " + sci(err) +
-                                " of sum |x w|)");
         int dev = 0, sms = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        // The default token tile, and (m > 64) tiles of 64 tokens (linear_fp8_wgmma_n64, fp8_wgmma_max_n 64).
-        for (const int max_n : {128, 64}) {
-          if (max_n == 64 && m <= 64) continue;
-          wg.fp8_wgmma_max_n = max_n;
-          double e = err;
-          if (max_n == 64) {
-            linear_cuda(p, wg, stream);
-            e = twin_err(linear_fp8_wgmma_cpu);
-            require(e < 5e-4, "bench kernels: linear_fp8_wgmma (N 64) disagrees with linear_fp8_wgmma_cpu (max rel err " +
-                                  sci(e) + " of sum |x w|)");
-          }
-          const Fp8WgmmaPlan plan = linear_fp8_wgmma_plan(p, sms, max_n);
-          // Bytes: as above plus x's codes written and read once per row block (L2) and the split-K partials.
-          record(max_n == 64 ? "linear_fp8_wgmma_n64" : "linear_fp8_wgmma", [&] { linear_cuda(p, wg, stream); },
-                 bytes + double(m) * k + (plan.S > 1 ? 2.0 * plan.S * m * n * 4 : 0.0),
+        // Stream-K (the default), split-K (linear_fp8_wgmma_splitk: session 23's cut), and (m > 64) tiles of 64
+        // tokens (linear_fp8_wgmma_n64, fp8_wgmma_max_n 64). Each checked against the twin before it is timed.
+        for (int variant = 0; variant < 3; ++variant) {
+          if (variant == 2 && m <= 64) continue;
+          wg.fp8_wgmma_stream_k = variant != 1;
+          wg.fp8_wgmma_max_n = variant == 2 ? 64 : 128;
+          const Fp8WgmmaPlan plan = linear_fp8_wgmma_plan(p, sms, wg.fp8_wgmma_max_n, wg.fp8_wgmma_stream_k);
+          const std::string name = variant == 0 ? "linear_fp8_wgmma" : variant == 1 ? "linear_fp8_wgmma_splitk"
+                                                                                   : "linear_fp8_wgmma_n64";
+          linear_cuda(p, wg, stream);
+          const double e = twin_err(linear_fp8_wgmma_cpu);
+          require(e < 5e-4, "bench kernels: " + name + " disagrees with linear_fp8_wgmma_cpu (max rel err " + sci(e) +
+                                " of sum |x w|)");
+          // Bytes: as above plus x's codes written and read once per row block (L2) and the partials (at most
+          // segments x m x n floats, written and read).
+          record(name, [&] { linear_cuda(p, wg, stream); }, bytes + double(m) * k + 2.0 * plan.partial_elems * 4,
                  "vs linear_fp8_wgmma_cpu, 64 rows: max rel err " + sci(e) + " of sum |x w|; N " +
-                     std::to_string(plan.N) + ", split-K " + std::to_string(plan.S));
+                     std::to_string(plan.N) + (plan.stream_k ? ", stream-K over " : ", split-K ") +
+                     (plan.stream_k ? std::to_string(plan.grid) + " CTAs" : std::to_string(plan.S)) + ", " +
+                     std::to_string(plan.segments) + " segments per tile at most");
         }
       }
       LinearContext old;  // the pre-mma FP8 paths: GEMV for m <= 16, dequantize + cuBLASLt beyond

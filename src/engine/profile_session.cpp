@@ -483,6 +483,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.fp8_large_m = o.fp8_large_m == "block-scaled" ? LinearContext::Fp8LargeM::BlockScaled
                    : o.fp8_large_m == "wgmma"      ? LinearContext::Fp8LargeM::Wgmma
                                                    : LinearContext::Fp8LargeM::Dequant;
+  eo.fp8_wgmma_stream_k = o.fp8_wgmma_cut != "split-k";
   eo.o_proj_pdl = o.o_proj_pdl == "on";
   eo.absorb_tc = o.absorb_tc == "on";
   eo.moe_down_early = o.moe_down_early == "on";
@@ -595,6 +596,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"l2_prefetch_join", o.l2_prefetch_join},
                                          {"fp8_mma_max_m", o.fp8_mma_max_m},
                                          {"fp8_large_m", o.fp8_large_m},
+                                         {"fp8_wgmma_cut", o.fp8_wgmma_cut},
                                          {"mma_pdl", o.mma_pdl},
                                          {"o_proj_pdl", o.o_proj_pdl},
                                          {"absorb_tc", o.absorb_tc},

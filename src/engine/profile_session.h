@@ -50,6 +50,7 @@ struct ProfileOptions {
   int l2_persist_mib = 0;                      // EngineOptions::l2_persist_mib
   int fp8_mma_max_m = 16;                      // EngineOptions::fp8_mma_max_m
   std::string fp8_large_m = "wgmma";           // EngineOptions::fp8_large_m: "dequant" / "block-scaled" / "wgmma"
+  std::string fp8_wgmma_cut = "stream-k";      // EngineOptions::fp8_wgmma_stream_k: "stream-k" / "split-k"
   std::string mma_pdl = "on";                  // EngineOptions::mma_pdl: "on" / "off"
   std::string o_proj_pdl = "off";              // EngineOptions::o_proj_pdl: "on" / "off"
   std::string absorb_tc = "on";                // EngineOptions::absorb_tc: "on" / "off"

@@ -163,6 +163,7 @@ TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.side_priority == "on", EngineOptions{}.side_priority);
   EXPECT_EQ(ProfileOptions{}.fp8_mma_max_m, EngineOptions{}.fp8_mma_max_m);
   EXPECT_EQ(ProfileOptions{}.fp8_large_m == "wgmma", EngineOptions{}.fp8_large_m == LinearContext::Fp8LargeM::Wgmma);
+  EXPECT_EQ(ProfileOptions{}.fp8_wgmma_cut == "stream-k", EngineOptions{}.fp8_wgmma_stream_k);
 }
 
 }  // namespace

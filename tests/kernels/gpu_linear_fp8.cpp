@@ -432,11 +432,12 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
 // The block-scaled FP8 tensor-core GEMM (LinearContext::Fp8LargeM::Wgmma, kernels/sm90a/linear_fp8_wgmma.h) through
 // linear_cuda, against its CPU twin (the same quantized x: bound 5e-4 of sum |x_q w s|, the tensor core's per-block
 // accumulation and the fp32 promotion order) and against exact arithmetic on the unquantized x (x's e4m3 rounding:
-// 4e-2 of sum |x w|, the BlockScaled bound). Token tiles of 32 / 64 / 128 and past 128, split-K and not, n not a
-// multiple of 128, y accumulated, a column shard (ldw > k), GLM-5's o_proj at batch 128 (the twin on two row
-// blocks), and every case run twice: the split-K counters reset, so the second run is bitwise the first. Past 64
-// tokens also with tiles of 64 (fp8_wgmma_max_n). The cases must reach (on this GPU's SM count) split-K and one
-// split, the split-K sum's scalar form (n % 4 != 0) and a ring of stages that wraps at N = 32.
+// 4e-2 of sum |x w|, the BlockScaled bound). Token tiles of 8 / 16 / 32 / 64 / 128 and past 128, stream-K and
+// split-K, n not a multiple of 128, y accumulated, a column shard (ldw > k), GLM-5's o_proj at batch 128 (the twin
+// on two row blocks), and the default run twice: the counters reset, so the second run is bitwise the first. Each
+// case also runs split-K where the default is stream-K, and past 64 tokens tiles of 64 (fp8_wgmma_max_n). The cases
+// must reach (on this GPU's SM count) several segments per tile and one, in both cuts, the partial sum's scalar form
+// (n % 4 != 0) and a ring of stages that wraps at N = 32.
 TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   {
@@ -456,11 +457,13 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
                         {576, 6144, 6144, 0, 65, false},  {2048, 2048, 2048, 0, 128, false},
                         {256, 2048, 1024, 1024, 130, true}, {6144, 16384, 16384, 0, 128, true},
                         {302, 1024, 1024, 0, 33, true},   {9000, 512, 512, 0, 128, false},
-                        {6144, 6144, 6144, 0, 20, false}};
+                        {6144, 6144, 6144, 0, 20, false}, {2048, 2048, 2048, 0, 12, true},
+                        {6144, 16384, 16384, 0, 8, false}, {302, 2048, 2048, 0, 16, false}};
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   bool seen_split = false, seen_single = false, seen_n_odd_split = false, seen_ring_wrap_32 = false;
+  bool seen_stream_k_segments = false, seen_split_k_segments = false, seen_n8 = false, seen_n16 = false;
   for (const Case& cs : cases) {
     Fp8Weight W(cs.n, cs.K, seed % 100000 + cs.n + cs.m);
     const int n = cs.n, k = cs.k, m = cs.m, lds = (cs.K + 127) / 128;
@@ -478,30 +481,38 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
     ctx.fp8_mma_max_m = 0;
     ctx.fp8_gemv_max_m = 0;
     ctx.fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
-    {  // which of the kernel's paths this case takes (the plan depends on the SM count)
-      const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(dp, sms);
-      seen_split |= q.S > 1;
-      seen_single |= q.S == 1;
-      seen_n_odd_split |= q.S > 1 && n % 4 != 0;
-      seen_ring_wrap_32 |= q.N == 32 && q.kb_per_split > 8;
+    // Runs: the default twice (bitwise), split-K where the default is stream-K, tiles of 64 past 64 tokens.
+    struct Run {
+      bool stream_k;
+      int max_n;
+    };
+    std::vector<Run> runs = {{true, 128}, {true, 128}};
+    const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(dp, sms);
+    if (q.stream_k) runs.push_back({false, 128});
+    if (m > 64) runs.push_back({true, 64});
+    for (const Run& r : runs) {  // which of the kernel's paths this case takes (the plan depends on the SM count)
+      const Fp8WgmmaPlan qr = linear_fp8_wgmma_plan(dp, sms, r.max_n, r.stream_k);
+      seen_split |= qr.segments > 1;
+      seen_single |= qr.segments == 1;
+      seen_n_odd_split |= qr.segments > 1 && n % 4 != 0;
+      seen_ring_wrap_32 |= qr.N == 32 && qr.max_units > 8;
+      seen_stream_k_segments |= qr.stream_k && qr.segments > 1;
+      seen_split_k_segments |= !qr.stream_k && qr.segments > 1;
+      seen_n8 |= qr.N == 8;
+      seen_n16 |= qr.N == 16;
     }
-    std::vector<float> got[2];
-    for (int run = 0; run < 2; ++run) {
+    std::vector<std::vector<float>> got(runs.size());
+    for (size_t run = 0; run < runs.size(); ++run) {
+      ctx.fp8_wgmma_stream_k = runs[run].stream_k;
+      ctx.fp8_wgmma_max_n = runs[run].max_n;
       dy.upload(y0.data(), dy.bytes());
       linear_cuda(dp, ctx, nullptr);
       CUDA_CHECK(cudaDeviceSynchronize());
       got[run].resize(y0.size());
       dy.download(got[run].data(), dy.bytes());
     }
-    ASSERT_EQ(ctx.fp8_wgmma_calls, 2) << "n=" << n << " m=" << m << ": the Wgmma path did not run";
+    ASSERT_EQ(ctx.fp8_wgmma_calls, long(runs.size())) << "n=" << n << " m=" << m << ": the Wgmma path did not run";
     EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * 4), 0) << "n=" << n << " m=" << m;
-    if (m > 64) {  // tiles of 64 tokens (LinearContext::fp8_wgmma_max_n): checked below like the default
-      ctx.fp8_wgmma_max_n = 64;
-      dy.upload(y0.data(), dy.bytes());
-      linear_cuda(dp, ctx, nullptr);
-      CUDA_CHECK(cudaDeviceSynchronize());
-      dy.download(got[1].data(), dy.bytes());
-    }
     // The twin on all rows, or on the first and last 128-row blocks of a large weight.
     const int blocks = (n + 127) / 128;
     double max_twin = 0;
@@ -524,7 +535,7 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
           for (int c = 0; c < k; ++c)
             mag += std::fabs(double(x[size_t(t) * k + c]) *
                              double(e4m3_bits_to_float(W.codes[size_t(r0 + r) * cs.K + cs.c0 + c])) * srow[(cs.c0 + c) / 128]);
-          for (const std::vector<float>& g : got)  // (got[1]: N = 64 when m > 64, else the default again)
+          for (const std::vector<float>& g : got)  // every run: the default, split-K, tiles of 64
             max_twin = std::max(max_twin, std::fabs(double(g[size_t(t) * n + r0 + r]) - ref[size_t(t) * rows + r]) /
                                               std::max(mag, 1e-30));
         }
@@ -535,10 +546,13 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
     EXPECT_LT(max_twin, 5e-4) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
     EXPECT_LT(max_exact, 4e-2) << "n=" << n << " k=" << k << " m=" << m << " seed " << seed;
   }
-  // The cases reach split-K and one split, the split-K sum's scalar form (n % 4 != 0) and a ring that wraps at N = 32.
-  EXPECT_TRUE(seen_split && seen_single && seen_n_odd_split && seen_ring_wrap_32)
+  // The cases reach several segments per tile (stream-K and split-K) and one, the partial sum's scalar form
+  // (n % 4 != 0), a ring that wraps at N = 32, and token tiles of 8 and 16.
+  EXPECT_TRUE(seen_split && seen_single && seen_n_odd_split && seen_ring_wrap_32 && seen_stream_k_segments &&
+              seen_split_k_segments && seen_n8 && seen_n16)
       << "split " << seen_split << " single " << seen_single << " n % 4 split " << seen_n_odd_split << " N 32 wrap "
-      << seen_ring_wrap_32 << " on " << sms << " SMs";
+      << seen_ring_wrap_32 << " stream-K segments " << seen_stream_k_segments << " split-K segments "
+      << seen_split_k_segments << " N 8 " << seen_n8 << " N 16 " << seen_n16 << " on " << sms << " SMs";
 }
 
 TEST(GpuLinearFp8, OddShapesUseScalarPathAndAgree) {

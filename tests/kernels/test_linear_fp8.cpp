@@ -6,8 +6,10 @@
 // magnitude (1e30 ... 1e-30).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/dtype.h"
@@ -256,6 +258,62 @@ TEST(LinearFp8WgmmaCpu, QuantizesXPerTokenAndBlock) {
   bad.k = 1024;
   bad.w_dtype = DType::BF16;
   EXPECT_THROW(linear_fp8_wgmma_cpu(bad), Error);
+}
+
+// linear_fp8_wgmma_plan's cut of the units (tile x 128-column block) over the CTAs, as the kernel computes it
+// (linear_fp8_wgmma_units): for GLM-5's projection shapes and batches 1 to 256 on 132 and 114 SMs, both cuts cover
+// every unit exactly once in order with non-empty ranges; the plan's grid, max_units and segments (the most CTAs
+// touching one tile) are those of the ranges; stream-K runs only on one token tile and then on at most `sms` CTAs of
+// at least 4 units each (its ranges differ by at most one unit); split-K's CTAs never cross a tile; the token tile
+// is the smallest of 8 / 16 / 32 / 64 / 128 that holds m (max_n 64 caps it); partials exist iff segments > 1.
+TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
+  const int shapes[][2] = {{6144, 16384}, {4096, 6144}, {576, 6144}, {2048, 6144}, {24576, 2048}, {300, 1024},
+                           {9000, 512}};
+  for (const int sms : {132, 114})
+    for (const auto& nk : shapes)
+      for (const int m : {1, 2, 8, 9, 16, 17, 32, 33, 64, 65, 128, 129, 256})
+        for (const int max_n : {128, 64})
+          for (const bool stream_k : {true, false}) {
+            const int n = nk[0], k = nk[1], KB = k / 128;
+            LinearParams p{nullptr, nullptr, DType::F8_E4M3, nullptr, m, n, k, false, false};
+            const Fp8WgmmaPlan q = linear_fp8_wgmma_plan(p, sms, max_n, stream_k);
+            const std::string at = "n=" + std::to_string(n) + " k=" + std::to_string(k) + " m=" + std::to_string(m) +
+                                   " sms=" + std::to_string(sms) + " max_n=" + std::to_string(max_n) +
+                                   (stream_k ? " stream-K" : " split-K");
+            const int want_n = m <= 8 ? 8 : m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 || max_n == 64 ? 64 : 128;
+            ASSERT_EQ(q.N, want_n) << at;
+            ASSERT_EQ(q.token_tiles, (m + q.N - 1) / q.N) << at;
+            ASSERT_EQ(q.row_blocks, (n + 127) / 128) << at;
+            ASSERT_EQ(q.stream_k, stream_k && q.token_tiles == 1) << at;
+            const int tiles = q.row_blocks * q.token_tiles, U = tiles * KB;
+            if (q.stream_k) {
+              ASSERT_LE(q.grid, sms) << at;
+              ASSERT_GE(U / q.grid, std::min(4, U)) << at;
+            } else {
+              ASSERT_EQ(q.grid, tiles * q.S) << at;
+            }
+            std::vector<int> owner(size_t(U), -1);
+            int next = 0, max_units = 0, min_units = U;
+            for (int c = 0; c < q.grid; ++c) {
+              const Fp8WgmmaUnits r = linear_fp8_wgmma_units(q, k, c);
+              ASSERT_EQ(r.first, next) << at << " cta " << c;
+              ASSERT_GT(r.last, r.first) << at << " cta " << c;
+              if (!q.stream_k) ASSERT_EQ(r.first / KB, (r.last - 1) / KB) << at << " cta " << c;
+              for (int u = r.first; u < r.last; ++u) owner[size_t(u)] = c;
+              max_units = std::max(max_units, r.last - r.first);
+              min_units = std::min(min_units, r.last - r.first);
+              next = r.last;
+            }
+            ASSERT_EQ(next, U) << at;
+            ASSERT_EQ(q.max_units, max_units) << at;
+            if (q.stream_k) ASSERT_LE(max_units - min_units, 1) << at;
+            int segments = 0;
+            for (int t = 0; t < tiles; ++t)
+              segments = std::max(segments, owner[size_t(t) * KB + KB - 1] - owner[size_t(t) * KB] + 1);
+            ASSERT_EQ(q.segments, segments) << at;
+            ASSERT_EQ(q.partial_elems, segments > 1 ? size_t(segments) * m * n : 0) << at;
+            ASSERT_EQ(q.counters, segments > 1 ? size_t(tiles) : 0) << at;
+          }
 }
 
 }  // namespace
