@@ -58,6 +58,7 @@ struct Args {
   int KB, kb_per_split, S;  // column blocks; split-K's (stream_k false) blocks per split and splits per tile
   int tiles, token_tiles;   // tiles = row blocks * token tiles
   bool stream_k;
+  bool w_tiled;             // W laid out block-contiguous (linear_fp8_wgmma_cuda's w_tiled)
 };
 
 // D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 operands K-major 128-byte-swizzled in shared memory (descriptors
@@ -167,8 +168,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid == 0) {
       constexpr unsigned kTx = unsigned(kABytes + C::kBBytes + N * 4);
       auto load_w = [&](int i) {
-        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, unit_kb(i) * kCols, unit_rb(i) * kRows,
-                    &full[i % C::kStages]);
+        const int x = a.w_tiled ? 0 : unit_kb(i) * kCols;
+        const int y = a.w_tiled ? (unit_rb(i) * a.KB + unit_kb(i)) * kRows : unit_rb(i) * kRows;
+        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, x, y, &full[i % C::kStages]);
       };
       auto load_x = [&](int i) {
         uint8_t* st = base + (i % C::kStages) * C::kStageBytes;
@@ -393,16 +395,30 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   q.token_tiles = (p.m + q.N - 1) / q.N;
   q.row_blocks = (p.n + lfw::kRows - 1) / lfw::kRows;
   const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
-  // Stream-K for one token tile (past it, the token tiles of a row block would read its W blocks at different times,
-  // not from L2): the units cut evenly over one CTA per SM, at least 4 column blocks each (a ring's worth of
-  // streaming before a partial costs its write and read).
-  q.stream_k = stream_k && q.token_tiles == 1;
-  // Split-K otherwise: as many splits as keep the grid within one CTA per SM, each of at least 4 column blocks.
+  // Split-K: as many splits as keep the grid within one CTA per SM, each of at least 4 column blocks (a ring's
+  // worth of streaming before a partial costs its write and read).
   q.S = std::max(1, std::min(sms / std::max(1, tiles), KB / 4));
   q.kb_per_split = (KB + q.S - 1) / q.S;
   q.S = (KB + q.kb_per_split - 1) / q.kb_per_split;
-  q.grid = q.stream_k ? std::max(1, std::min(sms, tiles * KB / 4)) : tiles * q.S;
-  const lfw::Sched sc{tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
+  // Stream-K, for one token tile (past it, the token tiles of a row block would read its W blocks at different
+  // times, not from L2): the units cut evenly over one CTA per SM, at least 4 each. Taken where it costs less than
+  // split-K by the cost of a CTA = its units + kFlushUnits per tile it ends (S24b, bench and step: a tile's end,
+  // its partial and the last CTA's sum, cost ~3 units; stream-K took o_proj at m 128 from 92.5 to 81.6 us, 64 -> 47
+  // units per CTA, but slowed gate+up, 12 -> 12 units with one more tile end, from 32.7 to 38.0 us).
+  constexpr int kFlushUnits = 3;
+  auto cost = [&](const lfw::Sched& s) {
+    int worst = 0;
+    for (int c = 0; c < s.G; ++c) {
+      const int b = s.unit_begin(c), e = s.unit_end(c);
+      worst = std::max(worst, e - b + kFlushUnits * ((e - 1) / KB - b / KB + 1));
+    }
+    return worst;
+  };
+  const lfw::Sched split{tiles * KB, tiles * q.S, KB, q.S, q.kb_per_split, false};
+  const lfw::Sched sk{tiles * KB, std::max(1, std::min(sms, tiles * KB / 4)), KB, q.S, q.kb_per_split, true};
+  q.stream_k = stream_k && q.token_tiles == 1 && cost(sk) < cost(split);
+  const lfw::Sched& sc = q.stream_k ? sk : split;
+  q.grid = sc.G;
   for (int c = 0; c < q.grid; ++c) q.max_units = std::max(q.max_units, sc.unit_end(c) - sc.unit_begin(c));
   for (int t = 0; t < tiles; ++t)
     q.segments = std::max(q.segments, sc.owner(t * KB + KB - 1) - sc.owner(t * KB) + 1);
@@ -414,6 +430,18 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   return q;
 }
 
+std::vector<uint8_t> linear_fp8_wgmma_tile_weight(const uint8_t* w, int n, int k, int64_t ldw) {
+  require(k % lfw::kCols == 0 && n > 0, "linear_fp8_wgmma_tile_weight: k a multiple of 128 and n > 0");
+  const int KB = k / lfw::kCols, RB = (n + lfw::kRows - 1) / lfw::kRows;
+  std::vector<uint8_t> t(size_t(RB) * KB * lfw::kABytes, 0);
+  for (int rb = 0; rb < RB; ++rb)
+    for (int kb = 0; kb < KB; ++kb)
+      for (int r = 0; r < lfw::kRows && rb * lfw::kRows + r < n; ++r)
+        std::memcpy(&t[(size_t(rb) * KB + kb) * lfw::kABytes + size_t(r) * lfw::kCols],
+                    w + size_t(rb * lfw::kRows + r) * ldw + size_t(kb) * lfw::kCols, lfw::kCols);
+  return t;
+}
+
 Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
   const int KB = k / kFp8WeightBlock;
   const lfw::Sched sc{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
@@ -421,7 +449,7 @@ Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
 }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
-                           float* partial, int* counters, cudaStream_t stream) {
+                           float* partial, int* counters, cudaStream_t stream, bool w_tiled) {
   require(p.x && p.w && p.y && p.m > 0 && p.n > 0, "linear_fp8_wgmma_cuda: null x / w / y or an empty shape");
   const std::string why = linear_fp8_wgmma_unsupported(p);
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
@@ -429,18 +457,21 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t
           "linear_fp8_wgmma_cuda: the plan is not linear_fp8_wgmma_plan's for these params");
   const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
   require(q.grid == (q.stream_k ? std::max(1, std::min(q.grid, tiles * KB / 4)) : tiles * q.S) &&
-              (!q.stream_k || q.token_tiles == 1),
+              (!q.stream_k || q.token_tiles == 1) && (!w_tiled || p.w_stride() == p.k),
           "linear_fp8_wgmma_cuda: the plan's grid is not linear_fp8_wgmma_plan's for these params");
   require(x_codes && x_scales && (q.segments == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
           "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
   static_assert(lfw::kCols == 128, "tma_map_bytes_sw128 boxes are 128 bytes wide");
-  const CUtensorMap wmap = tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "linear_fp8_wgmma_cuda", "the weight");
+  const CUtensorMap wmap =
+      w_tiled ? tma_map_bytes_sw128(p.w, lfw::kCols, int64_t(q.row_blocks) * KB * lfw::kRows, lfw::kCols, lfw::kRows,
+                                    "linear_fp8_wgmma_cuda", "the block-tiled weight")
+              : tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "linear_fp8_wgmma_cuda", "the weight");
   const CUtensorMap xmap =
       tma_map_bytes_sw128(x_codes, p.k, p.m, p.k, q.N, "linear_fp8_wgmma_cuda", "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
-              KB, q.kb_per_split, q.S, tiles, q.token_tiles, q.stream_k};
+              KB, q.kb_per_split, q.S, tiles, q.token_tiles, q.stream_k, w_tiled};
   const dim3 grid(unsigned(q.grid));
   if (q.N == 8) lfw::launch<8>(wmap, xmap, a, grid, stream);
   else if (q.N == 16) lfw::launch<16>(wmap, xmap, a, grid, stream);

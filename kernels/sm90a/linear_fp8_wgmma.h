@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/linear.h"
 
@@ -35,9 +36,9 @@ inline bool linear_fp8_wgmma_supported(const LinearParams& p) { return linear_fp
 // The launch plan for p on a GPU of `sms` SMs: token tile N (8, 16, 32, 64 or 128 tokens per CTA, the smallest that
 // holds m; max_n below 128 caps it at 64), tiles (128-row blocks of W x token tiles), and how their 128-column
 // blocks ("units", k / 128 per tile) are cut over the CTAs, one CTA per SM in mind:
-//   stream_k (one token tile): the tiles x k / 128 units in tile order cut evenly over `grid` = min(sms, units / 4)
-//     CTAs, so a tile's k range may span several CTAs ("segments") and a CTA several tiles (S24: o_proj's 48 row
-//     blocks made 96 CTAs of split-K on 132 SMs).
+//   stream_k (one token tile, asked for, and cheaper than split-K by the .cu's cost model): the tiles x k / 128
+//     units in tile order cut evenly over `grid` = min(sms, units / 4) CTAs, so a tile's k range may span several
+//     CTAs ("segments") and a CTA several tiles (S24: o_proj's 48 row blocks made 96 CTAs of split-K on 132 SMs).
 //   split-K (stream_k false, or several token tiles): S splits of kb_per_split units per tile, grid = tiles x S
 //     (S23f: tiles of 64 tokens past 64 were slower than 128, 100.7 against 73.8 us at o_proj, m = 128).
 struct Fp8WgmmaPlan {
@@ -73,8 +74,14 @@ Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta);
 // A tile of several segments: partials [segment][m][n], the last CTA of the tile (its counter) adds them in segment
 // order and resets the counter (deterministic; CUDA-graph replays). Buffers come from the caller (sizes: q).
 // Throws glm5::Error when unsupported (naming why), for a plan that is not p's, or on a launch failure.
+// w_tiled: p.w is W block-contiguous (each 128-row x 128-column block's 16 KB in one piece, row-major inside, blocks
+// [row block][column block], rows past n zero): every TMA box one contiguous read (the bench's layout experiment;
+// linear_fp8_wgmma_tile_weight writes it).
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
-                           float* partial, int* counters, cudaStream_t stream);
+                           float* partial, int* counters, cudaStream_t stream, bool w_tiled = false);
+
+// W's codes (n rows of k bytes at stride ldw) in linear_fp8_wgmma_cuda's w_tiled layout: ceil(n / 128) * k * 128 bytes.
+std::vector<uint8_t> linear_fp8_wgmma_tile_weight(const uint8_t* w, int n, int k, int64_t ldw);
 
 // CPU twin: x quantized exactly as the GPU does (amax / 448, e4m3 round to nearest even), each 128-column block's
 // sum of code products in double, promoted with s_x * s_w in double, fp32 stored. Any m, n; k % 128 == 0.
