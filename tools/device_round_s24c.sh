@@ -31,4 +31,10 @@ for x in A B B A; do
   r=$((r + 1)); [ $x = A ] && a=stream-k || a=split-k
   device_round_profile b128-$r-$x 128 8192 "$OPS" --fp8-wgmma-cut $a
 done
+# What bounds the GEMM at N = 128 (o_proj, m 128: its first launch, the bench's twin check): ncu's sections.
+timeout 200 ncu --kernel-name-base demangled --kernel-name 'regex:wgmma_kernel<128>' --launch-count 1 \
+  --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+  $BIN/glm5prof bench kernels --only linear --quick --out $W/ncu-linear.json > $W/ncu128.txt 2> $W/ncu128.err
+echo "ncu rc=$?"
+grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Cache Throughput|Compute \(SM\)|Stall|Warp Cycles|Issued|Mem Busy|Max Bandwidth|Achieved Occupancy" $W/ncu128.txt | head -40
 device_round_pack
