@@ -58,7 +58,6 @@ struct Args {
   int KB, kb_per_split, S;  // column blocks; split-K's (stream_k false) blocks per split and splits per tile
   int tiles, token_tiles;   // tiles = row blocks * token tiles
   bool stream_k;
-  bool w_tiled;             // W laid out block-contiguous (linear_fp8_wgmma_cuda's w_tiled)
 };
 
 // D[64 x N] (+)= A[64 x 32] . B[N x 32]^T, e4m3 operands K-major 128-byte-swizzled in shared memory (descriptors
@@ -168,9 +167,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tid == 0) {
       constexpr unsigned kTx = unsigned(kABytes + C::kBBytes + N * 4);
       auto load_w = [&](int i) {
-        const int x = a.w_tiled ? 0 : unit_kb(i) * kCols;
-        const int y = a.w_tiled ? (unit_rb(i) * a.KB + unit_kb(i)) * kRows : unit_rb(i) * kRows;
-        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, x, y, &full[i % C::kStages]);
+        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, unit_kb(i) * kCols, unit_rb(i) * kRows,
+                    &full[i % C::kStages]);
       };
       auto load_x = [&](int i) {
         uint8_t* st = base + (i % C::kStages) * C::kStageBytes;
@@ -430,18 +428,6 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   return q;
 }
 
-std::vector<uint8_t> linear_fp8_wgmma_tile_weight(const uint8_t* w, int n, int k, int64_t ldw) {
-  require(k % lfw::kCols == 0 && n > 0, "linear_fp8_wgmma_tile_weight: k a multiple of 128 and n > 0");
-  const int KB = k / lfw::kCols, RB = (n + lfw::kRows - 1) / lfw::kRows;
-  std::vector<uint8_t> t(size_t(RB) * KB * lfw::kABytes, 0);
-  for (int rb = 0; rb < RB; ++rb)
-    for (int kb = 0; kb < KB; ++kb)
-      for (int r = 0; r < lfw::kRows && rb * lfw::kRows + r < n; ++r)
-        std::memcpy(&t[(size_t(rb) * KB + kb) * lfw::kABytes + size_t(r) * lfw::kCols],
-                    w + size_t(rb * lfw::kRows + r) * ldw + size_t(kb) * lfw::kCols, lfw::kCols);
-  return t;
-}
-
 Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
   const int KB = k / kFp8WeightBlock;
   const lfw::Sched sc{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
@@ -449,7 +435,7 @@ Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
 }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
-                           float* partial, int* counters, cudaStream_t stream, bool w_tiled) {
+                           float* partial, int* counters, cudaStream_t stream) {
   require(p.x && p.w && p.y && p.m > 0 && p.n > 0, "linear_fp8_wgmma_cuda: null x / w / y or an empty shape");
   const std::string why = linear_fp8_wgmma_unsupported(p);
   require(why.empty(), "linear_fp8_wgmma_cuda: needs " + why);
@@ -457,21 +443,18 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t
           "linear_fp8_wgmma_cuda: the plan is not linear_fp8_wgmma_plan's for these params");
   const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
   require(q.grid == (q.stream_k ? std::max(1, std::min(q.grid, tiles * KB / 4)) : tiles * q.S) &&
-              (!q.stream_k || q.token_tiles == 1) && (!w_tiled || p.w_stride() == p.k),
+              (!q.stream_k || q.token_tiles == 1),
           "linear_fp8_wgmma_cuda: the plan's grid is not linear_fp8_wgmma_plan's for these params");
   require(x_codes && x_scales && (q.segments == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");
   require((reinterpret_cast<uintptr_t>(x_codes) & 15u) == 0 && (reinterpret_cast<uintptr_t>(x_scales) & 15u) == 0,
           "linear_fp8_wgmma_cuda: x_codes and x_scales must be 16-byte aligned");
   static_assert(lfw::kCols == 128, "tma_map_bytes_sw128 boxes are 128 bytes wide");
-  const CUtensorMap wmap =
-      w_tiled ? tma_map_bytes_sw128(p.w, lfw::kCols, int64_t(q.row_blocks) * KB * lfw::kRows, lfw::kCols, lfw::kRows,
-                                    "linear_fp8_wgmma_cuda", "the block-tiled weight")
-              : tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "linear_fp8_wgmma_cuda", "the weight");
+  const CUtensorMap wmap = tma_map_bytes_sw128(p.w, p.k, p.n, p.w_stride(), lfw::kRows, "linear_fp8_wgmma_cuda", "the weight");
   const CUtensorMap xmap =
       tma_map_bytes_sw128(x_codes, p.k, p.m, p.k, q.N, "linear_fp8_wgmma_cuda", "the quantized activations");
   lfw::Args a{p.y, p.m, p.n, p.k, p.accumulate, p.w_scale, p.scale_stride(), x_scales, q.x_scale_ld, partial, counters,
-              KB, q.kb_per_split, q.S, tiles, q.token_tiles, q.stream_k, w_tiled};
+              KB, q.kb_per_split, q.S, tiles, q.token_tiles, q.stream_k};
   const dim3 grid(unsigned(q.grid));
   if (q.N == 8) lfw::launch<8>(wmap, xmap, a, grid, stream);
   else if (q.N == 16) lfw::launch<16>(wmap, xmap, a, grid, stream);

@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "kernels/linear.h"
 
@@ -74,14 +73,8 @@ Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta);
 // A tile of several segments: partials [segment][m][n], the last CTA of the tile (its counter) adds them in segment
 // order and resets the counter (deterministic; CUDA-graph replays). Buffers come from the caller (sizes: q).
 // Throws glm5::Error when unsupported (naming why), for a plan that is not p's, or on a launch failure.
-// w_tiled: p.w is W block-contiguous (each 128-row x 128-column block's 16 KB in one piece, row-major inside, blocks
-// [row block][column block], rows past n zero): every TMA box one contiguous read (the bench's layout experiment;
-// linear_fp8_wgmma_tile_weight writes it).
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
-                           float* partial, int* counters, cudaStream_t stream, bool w_tiled = false);
-
-// W's codes (n rows of k bytes at stride ldw) in linear_fp8_wgmma_cuda's w_tiled layout: ceil(n / 128) * k * 128 bytes.
-std::vector<uint8_t> linear_fp8_wgmma_tile_weight(const uint8_t* w, int n, int k, int64_t ldw);
+                           float* partial, int* counters, cudaStream_t stream);
 
 // CPU twin: x quantized exactly as the GPU does (amax / 448, e4m3 round to nearest even), each 128-column block's
 // sum of code products in double, promoted with s_x * s_w in double, fp32 stored. Any m, n; k % 128 == 0.

@@ -712,45 +712,25 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
         int dev = 0, sms = 0;
         CUDA_CHECK(cudaGetDevice(&dev));
         CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        // The default cut, split-K (linear_fp8_wgmma_splitk: session 23's cut), (m > 64) tiles of 64 tokens
-        // (linear_fp8_wgmma_n64, fp8_wgmma_max_n 64), and the default on W laid out block-contiguous
-        // (linear_fp8_wgmma_tiled: each TMA box one 16 KB read; linear_fp8_wgmma_tile_weight). Each checked against
-        // the twin before it is timed.
-        const std::vector<uint8_t> tiled = linear_fp8_wgmma_tile_weight(codes.data(), n, k, k);
-        Buffer dwt = to_device(tiled, "bench block-tiled fp8 weight");
-        for (int variant = 0; variant < 4; ++variant) {
+        // The default cut, split-K (linear_fp8_wgmma_splitk: session 23's cut), and (m > 64) tiles of 64 tokens
+        // (linear_fp8_wgmma_n64, fp8_wgmma_max_n 64). Each checked against the twin before it is timed. (S24c also
+        // timed W laid out block-contiguous, each TMA box one 16 KB read: no faster, o_proj m 8 / 32 / 128 45.1 /
+        // 47.6 / 81.8 us against 44.4 / 48.3 / 81.8; not kept.)
+        for (int variant = 0; variant < 3; ++variant) {
           if (variant == 2 && m <= 64) continue;
           wg.fp8_wgmma_stream_k = variant != 1;
           wg.fp8_wgmma_max_n = variant == 2 ? 64 : 128;
           const Fp8WgmmaPlan plan = linear_fp8_wgmma_plan(p, sms, wg.fp8_wgmma_max_n, wg.fp8_wgmma_stream_k);
           const std::string name = variant == 0   ? "linear_fp8_wgmma"
                                    : variant == 1 ? "linear_fp8_wgmma_splitk"
-                                   : variant == 2 ? "linear_fp8_wgmma_n64"
-                                                  : "linear_fp8_wgmma_tiled";
-          std::function<void()> launch = [&] { linear_cuda(p, wg, stream); };
-          Buffer xc, xs, part, cnt;
-          if (variant == 3) {  // the launcher itself on the tiled copy, with its own buffers
-            xc = Buffer(Where::Device, plan.x_code_bytes, "bench x codes");
-            xs = Buffer(Where::Device, plan.x_scale_floats * 4, "bench x scales");
-            part = Buffer(Where::Device, std::max<size_t>(plan.partial_elems, 1) * 4, "bench partials");
-            cnt = Buffer(Where::Device, std::max<size_t>(plan.counters, 1) * 4, "bench counters");
-            CUDA_CHECK(cudaMemset(cnt.data(), 0, cnt.bytes()));
-            CUDA_CHECK(cudaDeviceSynchronize());
-            launch = [&] {
-              LinearParams pt = p;
-              pt.w = dwt.data();
-              fp8_quantize_activations_cuda(p.x, m, k, xc.as<uint8_t>(), xs.as<float>(), true, stream, plan.x_scale_ld);
-              linear_fp8_wgmma_cuda(pt, plan, xc.as<uint8_t>(), xs.as<float>(), part.as<float>(), cnt.as<int>(), stream,
-                                    true);
-            };
-          }
-          launch();
+                                                  : "linear_fp8_wgmma_n64";
+          linear_cuda(p, wg, stream);
           const double e = twin_err(linear_fp8_wgmma_cpu);
           require(e < 5e-4, "bench kernels: " + name + " disagrees with linear_fp8_wgmma_cpu (max rel err " + sci(e) +
                                 " of sum |x w|)");
           // Bytes: as above plus x's codes written and read once per row block (L2) and the partials (at most
           // segments x m x n floats, written and read).
-          record(name, launch, bytes + double(m) * k + 2.0 * plan.partial_elems * 4,
+          record(name, [&] { linear_cuda(p, wg, stream); }, bytes + double(m) * k + 2.0 * plan.partial_elems * 4,
                  "vs linear_fp8_wgmma_cpu, 64 rows: max rel err " + sci(e) + " of sum |x w|; N " +
                      std::to_string(plan.N) + (plan.stream_k ? ", stream-K over " : ", split-K ") +
                      (plan.stream_k ? std::to_string(plan.grid) + " CTAs" : std::to_string(plan.S)) + ", " +
