@@ -150,11 +150,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int tid = threadIdx.x, wg = tid / 128;
   const Sched sc{a.tiles * a.KB, int(gridDim.x), a.KB, a.S, a.kb_per_split, a.stream_k};
   const int cta = blockIdx.x, u0 = sc.unit_begin(cta), nu = sc.unit_end(cta) - u0;
-  // Unit u0 + i: its column block, W row offset and first token (tiles: token tiles fastest, so the token tiles of
-  // a row block run side by side and read its W blocks from L2 after the first).
-  auto unit_kb = [&](int i) { return (u0 + i) % a.KB; };
-  auto unit_rb = [&](int i) { return (u0 + i) / a.KB / a.token_tiles; };
-  auto unit_t0 = [&](int i) { return ((u0 + i) / a.KB % a.token_tiles) * N; };
+  // The unit being loaded / multiplied: its column block kb, tile T, row block rb and first token t0 (tiles: token
+  // tiles fastest, so the token tiles of a row block run side by side and read its W blocks from L2 after the
+  // first), and its ring stage s with the stage's phase. Stepped, not divided out per unit: S24d's ncu found the
+  // consumers issue-bound (0.43 instructions per cycle and scheduler, DRAM 23% busy at N 128), the per-unit integer
+  // divisions among the instructions.
+  struct Cursor {
+    int kb, T, rb, t0, s, phase;
+    __device__ __forceinline__ void retile(const Args& a) { rb = T / a.token_tiles, t0 = (T % a.token_tiles) * N; }
+    __device__ __forceinline__ bool step(const Args& a) {  // to the next unit; true when it starts a new tile
+      if (++s == C::kStages) s = 0, phase ^= 1;
+      if (++kb < a.KB) return false;
+      kb = 0, ++T;
+      retile(a);
+      return true;
+    }
+  };
+  Cursor first{u0 % a.KB, u0 / a.KB, 0, 0, 0, 0};
+  first.retile(a);
   if (tid == 0) {
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(&full[s], 1);                 // the producer's expect_tx arrival (+ the stage's bytes)
@@ -166,29 +179,28 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {  // producer: one thread works
     if (tid == 0) {
       constexpr unsigned kTx = unsigned(kABytes + C::kBBytes + N * 4);
-      auto load_w = [&](int i) {
-        tma_load_2d(base + (i % C::kStages) * C::kStageBytes, &wmap, unit_kb(i) * kCols, unit_rb(i) * kRows,
-                    &full[i % C::kStages]);
+      auto load_w = [&](const Cursor& c) {
+        tma_load_2d(base + c.s * C::kStageBytes, &wmap, c.kb * kCols, c.rb * kRows, &full[c.s]);
       };
-      auto load_x = [&](int i) {
-        uint8_t* st = base + (i % C::kStages) * C::kStageBytes;
-        const int kb = unit_kb(i), t0 = unit_t0(i);
-        tma_load_2d(st + kABytes, &xmap, kb * kCols, t0, &full[i % C::kStages]);
-        bulk_copy_g2s(st + kABytes + C::kBBytes, a.x_scale + size_t(kb) * a.ld_xs + t0, N * 4, &full[i % C::kStages]);
+      auto load_x = [&](const Cursor& c) {
+        uint8_t* st = base + c.s * C::kStageBytes;
+        tma_load_2d(st + kABytes, &xmap, c.kb * kCols, c.t0, &full[c.s]);
+        bulk_copy_g2s(st + kABytes + C::kBBytes, a.x_scale + size_t(c.kb) * a.ld_xs + c.t0, N * 4, &full[c.s]);
       };
       const int pre = min(nu, C::kStages);
-      for (int i = 0; i < pre; ++i) {  // W's first blocks: in flight before the wait for x's quantization
-        mbar_expect_tx(&full[i], kTx);
-        load_w(i);
+      Cursor c = first;
+      for (int i = 0; i < pre; ++i, c.step(a)) {  // W's first blocks: in flight before the wait for x's quantization
+        mbar_expect_tx(&full[c.s], kTx);
+        load_w(c);
       }
       pdl_wait();
-      for (int i = 0; i < pre; ++i) load_x(i);
-      for (int i = pre; i < nu; ++i) {
-        const int s = i % C::kStages;
-        mbar_wait(&empty[s], ((i / C::kStages) - 1) & 1);  // the consumers are done with unit i - kStages
-        mbar_expect_tx(&full[s], kTx);
-        load_w(i);
-        load_x(i);
+      Cursor cx = first;
+      for (int i = 0; i < pre; ++i, cx.step(a)) load_x(cx);
+      for (int i = pre; i < nu; ++i, c.step(a)) {
+        mbar_wait(&empty[c.s], c.phase ^ 1);  // the consumers are done with unit i - kStages (phase of round - 1)
+        mbar_expect_tx(&full[c.s], kTx);
+        load_w(c);
+        load_x(c);
       }
     }
     return;
@@ -200,39 +212,39 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
   // Unit i: its 4 wgmma into t (one commit group), then, once they are done, acc += t * s_x * s_w and the stage freed.
-  auto issue = [&](int i, float (&t)[N / 2]) {
-    const int s = i % C::kStages;
-    mbar_wait(&full[s], (i / C::kStages) & 1);
-    uint8_t* st = base + s * C::kStageBytes;
+  auto issue = [&](const Cursor& c, float (&t)[N / 2]) {
+    mbar_wait(&full[c.s], c.phase);
+    uint8_t* st = base + c.s * C::kStageBytes;
     const uint64_t da = wgmma::desc_sw128(st + h * 64 * kCols), db = wgmma::desc_sw128(st + kABytes);
     wgmma::fence();
 #pragma unroll
     for (int j = 0; j < kCols / 32; ++j) m64k32_e4m3_ss<N>(t, da + 2 * j, db + 2 * j, j > 0);  // +32 B per k-step
     wgmma::commit();
   };
-  auto promote = [&](int i, float (&t)[N / 2]) {
-    const int s = i % C::kStages;
-    const float sw = __ldg(a.w_scale + size_t(unit_rb(i)) * a.ld_scale + unit_kb(i));
-    const int cols_left = a.m - unit_t0(i) - 2 * (lane % 4);  // column c of this thread's registers is a token iff c' < this
+  // cols_left: column c of this thread's registers is a token iff c' < cols_left (c' = c less 2 (lane % 4)).
+  auto promote = [&](const Cursor& c, float (&t)[N / 2], float sw, int cols_left) {
     wgmma::fence_operand(t);
-    const float* sx = reinterpret_cast<const float*>(base + s * C::kStageBytes + kABytes + C::kBBytes);
+    const float* sx = reinterpret_cast<const float*>(base + c.s * C::kStageBytes + kABytes + C::kBBytes);
 #pragma unroll
-    for (int j = 0; j < N / 4; ++j) {  // columns 8 (j / 2) + 2 (lane % 4) + (j % 2): registers 4 (j / 2) + (j % 2) + {0, 2}
-      const float f = 8 * (j / 2) + (j % 2) < cols_left ? sx[8 * (j / 2) + 2 * (lane % 4) + (j % 2)] * sw : 0.f;
-      const int r0 = 4 * (j / 2) + (j % 2);
-      acc[r0] = fmaf(t[r0], f, acc[r0]);
-      acc[r0 + 2] = fmaf(t[r0 + 2], f, acc[r0 + 2]);
+    for (int j2 = 0; j2 < N / 8; ++j2) {  // columns 8 j2 + 2 (lane % 4) + {0, 1}: registers 4 j2 + {0, 1} + {0, 2}
+      const float2 v = *reinterpret_cast<const float2*>(sx + 8 * j2 + 2 * (lane % 4));
+      const float f0 = 8 * j2 < cols_left ? v.x * sw : 0.f, f1 = 8 * j2 + 1 < cols_left ? v.y * sw : 0.f;
+      const int r0 = 4 * j2;
+      acc[r0] = fmaf(t[r0], f0, acc[r0]);
+      acc[r0 + 2] = fmaf(t[r0 + 2], f0, acc[r0 + 2]);
+      acc[r0 + 1] = fmaf(t[r0 + 1], f1, acc[r0 + 1]);
+      acc[r0 + 3] = fmaf(t[r0 + 3], f1, acc[r0 + 3]);
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
+    if (lane == 0) mbar_arrive(&empty[c.s]);
   };
   const int64_t slice = int64_t(a.m) * a.n;
   const int ct2 = tid - 128;  // 0..255 over both consumer warpgroups
   // The tile of unit i is done here (its last column block, or this CTA's last unit): y (=|+=) acc when this CTA is
   // the tile's only segment; else acc is the partial of segment j, and the last segment to arrive adds them in
   // segment order (the same order whichever arrives last: deterministic).
-  auto flush = [&](int i) {
-    const int T = (u0 + i) / a.KB, rb = unit_rb(i), n0 = rb * kRows, t0 = unit_t0(i);
+  auto flush = [&](const Cursor& cur) {
+    const int T = cur.T, n0 = cur.rb * kRows, t0 = cur.t0;
     const int first = sc.owner(T * a.KB), nseg = sc.owner(T * a.KB + a.KB - 1) - first + 1;
     // Register i: token t_base + 8 (i / 4) + i % 2, row r_base + 8 ((i % 4) / 2) (wgmma::acc_row / acc_col).
     const int t_base = t0 + 2 * (ct % 4), r_base = n0 + 64 * h + 16 * (ct / 32) + (ct % 32) / 4;
@@ -352,15 +364,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   // One temporary: the 4 products of a unit, then its promotion. (S23f tried two temporaries at N <= 64, unit
   // i + 1's products issued before unit i's promotion: slower in the bench, o_proj at m = 64 59.9 against 47.7 us,
   // gate+up 24.8 against 21.8: the wait for unit i + 1's stage came before unit i's stage was freed.)
+  Cursor c = first;
+  const float* wsr = a.w_scale + size_t(c.rb) * a.ld_scale;
+  int cols_left = a.m - c.t0 - 2 * (lane % 4);
   for (int i = 0; i < nu; ++i) {
-    issue(i, tmp);
+    issue(c, tmp);
+    const float sw = __ldg(wsr + c.kb);
     wgmma::wait<0>();
-    promote(i, tmp);
-    if (unit_kb(i) == a.KB - 1 || i == nu - 1) {
+    promote(c, tmp, sw, cols_left);
+    if (c.kb == a.KB - 1 || i == nu - 1) {
       if (i == nu - 1) pdl_launch_dependents();
-      flush(i);
+      flush(c);
 #pragma unroll
       for (int r = 0; r < N / 2; ++r) acc[r] = 0.f;
+    }
+    if (c.step(a)) {
+      wsr = a.w_scale + size_t(c.rb) * a.ld_scale;
+      cols_left = a.m - c.t0 - 2 * (lane % 4);
     }
   }
 }
