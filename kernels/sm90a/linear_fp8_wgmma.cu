@@ -419,10 +419,13 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   q.kb_per_split = (KB + q.S - 1) / q.S;
   q.S = (KB + q.kb_per_split - 1) / q.kb_per_split;
   // Stream-K, for one token tile (past it, the token tiles of a row block would read its W blocks at different
-  // times, not from L2): the units cut evenly over one CTA per SM, at least 4 each. Taken where it costs less than
-  // split-K by the cost of a CTA = its units + kFlushUnits per tile it ends (S24b, bench and step: a tile's end,
-  // its partial and the last CTA's sum, cost ~3 units; stream-K took o_proj at m 128 from 92.5 to 81.6 us, 64 -> 47
-  // units per CTA, but slowed gate+up, 12 -> 12 units with one more tile end, from 32.7 to 38.0 us).
+  // times, not from L2) of 64 or 128 tokens: the units cut evenly over one CTA per SM, at least 4 each. Taken where
+  // it costs less than split-K by the cost of a CTA = its units + kFlushUnits per tile it ends (S24b, bench and
+  // step: a tile's end, its partial and the last CTA's sum, cost ~3 units; stream-K took o_proj at m 128 from 92.5
+  // to 81.6 us, 64 -> 47 units per CTA, but slowed gate+up, 12 -> 12 units with one more tile end, from 32.7 to
+  // 38.0 us). Tiles of 8 to 32 tokens stay split-K: with the cursor (S24e) their units cost little enough that 96
+  // SMs stream o_proj as fast as 132 (m 32 44.1 us split-K against 45.5, m 8 41.3 against 43.0), while 64 and 128
+  // still gain (m 64 49.0 against 50.8, m 128 65.3 against 69.3).
   constexpr int kFlushUnits = 3;
   auto cost = [&](const lfw::Sched& s) {
     int worst = 0;
@@ -434,7 +437,7 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   };
   const lfw::Sched split{tiles * KB, tiles * q.S, KB, q.S, q.kb_per_split, false};
   const lfw::Sched sk{tiles * KB, std::max(1, std::min(sms, tiles * KB / 4)), KB, q.S, q.kb_per_split, true};
-  q.stream_k = stream_k && q.token_tiles == 1 && cost(sk) < cost(split);
+  q.stream_k = stream_k && q.token_tiles == 1 && q.N >= 64 && cost(sk) < cost(split);
   const lfw::Sched& sc = q.stream_k ? sk : split;
   q.grid = sc.G;
   for (int c = 0; c < q.grid; ++c) q.max_units = std::max(q.max_units, sc.unit_end(c) - sc.unit_begin(c));

@@ -35,7 +35,7 @@ inline bool linear_fp8_wgmma_supported(const LinearParams& p) { return linear_fp
 // The launch plan for p on a GPU of `sms` SMs: token tile N (8, 16, 32, 64 or 128 tokens per CTA, the smallest that
 // holds m; max_n below 128 caps it at 64), tiles (128-row blocks of W x token tiles), and how their 128-column
 // blocks ("units", k / 128 per tile) are cut over the CTAs, one CTA per SM in mind:
-//   stream_k (one token tile, asked for, and cheaper than split-K by the .cu's cost model): the tiles x k / 128
+//   stream_k (one token tile of 64 or 128, asked for, and cheaper than split-K by the .cu's cost model): the tiles x k / 128
 //     units in tile order cut evenly over `grid` = min(sms, units / 4) CTAs, so a tile's k range may span several
 //     CTAs ("segments") and a CTA several tiles (S24: o_proj's 48 row blocks made 96 CTAs of split-K on 132 SMs).
 //   split-K (stream_k false, or several token tiles): S splits of kb_per_split units per tile, grid = tiles x S

@@ -264,8 +264,9 @@ TEST(LinearFp8WgmmaCpu, QuantizesXPerTokenAndBlock) {
 // (linear_fp8_wgmma_units): for GLM-5's projection shapes and batches 1 to 256 on 132 and 114 SMs, both cuts cover
 // every unit exactly once in order with non-empty ranges; the plan's grid, max_units and segments (the most CTAs
 // touching one tile) are those of the ranges; stream-K runs only on one token tile and then on at most `sms` CTAs of
-// at least 4 units each (its ranges differ by at most one unit); split-K's CTAs never cross a tile; o_proj at
-// m 32 / 128 on 132 SMs takes stream-K and gate+up split-K (the cost model); the token tile
+// at least 4 units each (its ranges differ by at most one unit) and tiles of 64 / 128 tokens; split-K's CTAs never
+// cross a tile; o_proj at m 64 / 128 on 132 SMs takes stream-K, at m 32 and gate+up split-K (the cost model); the
+// token tile
 // is the smallest of 8 / 16 / 32 / 64 / 128 that holds m (max_n 64 caps it); partials exist iff segments > 1.
 TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
   const int shapes[][2] = {{6144, 16384}, {4096, 6144}, {576, 6144}, {2048, 6144}, {24576, 2048}, {300, 1024},
@@ -314,7 +315,9 @@ TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
             ASSERT_EQ(q.segments, segments) << at;
             ASSERT_EQ(q.partial_elems, segments > 1 ? size_t(segments) * m * n : 0) << at;
             ASSERT_EQ(q.counters, segments > 1 ? size_t(tiles) : 0) << at;
-            if (sms == 132 && stream_k && max_n == 128 && (m == 32 || m == 128) && k == 16384) EXPECT_TRUE(q.stream_k) << at;
+            if (q.stream_k) ASSERT_GE(q.N, 64) << at;
+            if (sms == 132 && stream_k && max_n == 128 && (m == 64 || m == 128) && k == 16384) EXPECT_TRUE(q.stream_k) << at;
+            if (sms == 132 && k == 16384 && m == 32) EXPECT_FALSE(q.stream_k) << at;
             if (sms == 132 && stream_k && (n == 4096 || n == 2048) && k == 6144) EXPECT_FALSE(q.stream_k) << at;
           }
 }
