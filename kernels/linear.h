@@ -83,8 +83,9 @@ class LinearContext {
   Fp8LargeM fp8_large_m = Fp8LargeM::Dequant;
   long fp8_wgmma_calls = 0;  // how many calls took the Wgmma path
   int fp8_wgmma_max_n = 128;  // the Wgmma path's largest token tile (128 or 64; linear_fp8_wgmma_plan)
-  // The Wgmma path's cut of the work (linear_fp8_wgmma_plan): stream-K (one token tile: k / 128 column blocks x
-  // row blocks spread evenly over one CTA per SM) or split-K (whole splits per tile, session 23's).
+  // The Wgmma path's cut of the work (linear_fp8_wgmma_plan): true lets the plan take stream-K (one token tile of
+  // 64 / 128: k / 128 column blocks x row blocks spread evenly over one CTA per SM) where its cost model favours it;
+  // false always splits whole ranges per tile (split-K, session 23's).
   bool fp8_wgmma_stream_k = true;
   bool act_scale_tokens_fastest = true;
   long fp8_block_scaled_calls = 0;  // how many calls took the BlockScaled path (cuBLASLt had an algorithm)

@@ -297,8 +297,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"wgmma", "dequant", "block-scaled"}));
   prof->add_option("--fp8-wgmma-cut", po.fp8_wgmma_cut,
-                   "stream-k | split-k: how --fp8-large-m wgmma cuts its work over the SMs (stream-K: every SM the "
-                   "same number of weight blocks; split-K: whole splits per 128-row block). Tuning")
+                   "stream-k | split-k: how --fp8-large-m wgmma cuts its work over the SMs (stream-k: every SM the "
+                   "same number of weight blocks, for token tiles of 64 / 128 where the plan's cost model favours it; "
+                   "split-k: always whole splits per 128-row block). Tuning")
       ->capture_default_str()
       ->check(CLI::IsMember({"stream-k", "split-k"}));
   prof->add_option("--mma-pdl", po.mma_pdl,

@@ -181,8 +181,9 @@ struct EngineOptions {
   // 148.0 ms against 156.1 / 155.9 with the mma.sync kernel; o_proj at m = 32 42 us against 85 in the bench).
   int fp8_mma_max_m = 16;
   LinearContext::Fp8LargeM fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
-  // LinearContext::fp8_wgmma_stream_k: the FP8 tensor-core GEMM's work cut as stream-K (every SM streams the same
-  // number of W blocks, session 24) or split-K (whole splits per tile, session 23: o_proj's 48 row blocks on 96 SMs).
+  // LinearContext::fp8_wgmma_stream_k: the FP8 tensor-core GEMM's work cut stream-K (every SM streams the same
+  // number of W blocks; taken for token tiles of 64 / 128 where linear_fp8_wgmma_plan's cost model favours it,
+  // session 24) or always split-K (whole splits per tile, session 23: o_proj's 48 row blocks on 96 SMs).
   bool fp8_wgmma_stream_k = true;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
