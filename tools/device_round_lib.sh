@@ -12,6 +12,8 @@
 #   device_round_ab OPS ORDER ARGS_A ARGS_B
 #                            device_round_profile at batch 1 / 32768 tokens once per letter of ORDER ("A B B A"), with
 #                            ARGS_A or ARGS_B (one string each, split on spaces), tagged b1-<n>-<letter>
+#   device_round_ab_at BATCH CONTEXT OPS ORDER ARGS_A ARGS_B
+#                            the same at BATCH / CONTEXT, tagged b<BATCH>-<n>-<letter>
 #   device_round_trace TAG ARGS...
 #                            one batch-1 `glm5prof profile` (graphs, 2 traced steps) into $W/TAG with ARGS, its
 #                            trace.json kept gzipped
@@ -81,12 +83,15 @@ device_round_moe_grouped_alone() {
   echo "moe_grouped PairDown rc=$? $(grep -E '^\[  (PASSED|FAILED)' $W/moe_grouped.log | tr '\n' ' ')"
 }
 device_round_ab() {
-  local ops=$1 order=$2 a=$3 b=$4 r=0 x
+  device_round_ab_at 1 32768 "$@"
+}
+device_round_ab_at() {
+  local bs=$1 ctx=$2 ops=$3 order=$4 a=$5 b=$6 r=0 x
   for x in $order; do
     r=$((r + 1))
     # shellcheck disable=SC2086  # ARGS_A / ARGS_B are flag lists
-    if [ "$x" = A ]; then device_round_profile b1-$r-A 1 32768 "$ops" $a
-    else device_round_profile b1-$r-B 1 32768 "$ops" $b; fi
+    if [ "$x" = A ]; then device_round_profile b$bs-$r-A "$bs" "$ctx" "$ops" $a
+    else device_round_profile b$bs-$r-B "$bs" "$ctx" "$ops" $b; fi
   done
 }
 device_round_trace() {

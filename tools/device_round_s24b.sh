@@ -23,19 +23,7 @@ for r in json.load(open('$W/linear.json')):
         print(r['kernel'], 'm', r['batch'], 'n', r.get('n'), 'k', r.get('k'), round(r['median_us'], 2), 'us', round(r['achieved_gbps']), 'GB/s', r.get('check', '')[-60:])
 " 2>&1 | head -70
 OPS="attn.o_proj|attn.q_b_proj|attn.q_a_proj|attn.kv_a_proj|moe.shared.gate_up|moe.shared.down|moe.experts"
-r=0
-for x in A B B A; do
-  r=$((r + 1)); [ $x = A ] && a=stream-k || a=split-k
-  device_round_profile b32-$r-$x 32 32768 "$OPS" --fp8-wgmma-cut $a
-done
-r=0
-for x in A B B A; do
-  r=$((r + 1)); [ $x = A ] && a=1 || a=16
-  device_round_profile b8-$r-$x 8 32768 "$OPS" --fp8-mma-max-m $a
-done
-r=0
-for x in A B B A; do
-  r=$((r + 1)); [ $x = A ] && a=stream-k || a=split-k
-  device_round_profile b128-$r-$x 128 8192 "$OPS" --fp8-wgmma-cut $a
-done
+device_round_ab_at 32 32768 "$OPS" "A B B A" "--fp8-wgmma-cut stream-k" "--fp8-wgmma-cut split-k"
+device_round_ab_at 8 32768 "$OPS" "A B B A" "--fp8-mma-max-m 1" "--fp8-mma-max-m 16"
+device_round_ab_at 128 8192 "$OPS" "A B B A" "--fp8-wgmma-cut stream-k" "--fp8-wgmma-cut split-k"
 device_round_pack

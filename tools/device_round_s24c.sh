@@ -21,16 +21,8 @@ for r in json.load(open('$W/linear.json')):
         print(r['kernel'], 'm', r['batch'], 'n', r.get('n'), 'k', r.get('k'), round(r['median_us'], 2), 'us', round(r['achieved_gbps']), 'GB/s', r.get('check', '')[-60:])
 " 2>&1 | head -70
 OPS="attn.o_proj|attn.q_b_proj|attn.q_a_proj|attn.kv_a_proj|moe.shared.gate_up|moe.shared.down"
-r=0
-for x in A B B A; do
-  r=$((r + 1)); [ $x = A ] && a=stream-k || a=split-k
-  device_round_profile b32-$r-$x 32 32768 "$OPS" --fp8-wgmma-cut $a
-done
-r=0
-for x in A B B A; do
-  r=$((r + 1)); [ $x = A ] && a=stream-k || a=split-k
-  device_round_profile b128-$r-$x 128 8192 "$OPS" --fp8-wgmma-cut $a
-done
+device_round_ab_at 32 32768 "$OPS" "A B B A" "--fp8-wgmma-cut stream-k" "--fp8-wgmma-cut split-k"
+device_round_ab_at 128 8192 "$OPS" "A B B A" "--fp8-wgmma-cut stream-k" "--fp8-wgmma-cut split-k"
 # What bounds the GEMM at N = 128 (o_proj, m 128: its first launch, the bench's twin check): ncu's sections.
 timeout 200 ncu --kernel-name-base demangled --kernel-name 'regex:wgmma_kernel<128>' --launch-count 1 \
   --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
