@@ -61,7 +61,8 @@ class LinearContext {
   // with per-128-column power-of-two scales; kernels/linear_fp8.h) when its shape rules hold, else the
   // GEMV / dequant paths above. 64: one CTA pass covers 64 tokens; beyond it W is re-read per 64 tokens
   // and the dequantize + cuBLASLt path is expected to win (measure: glm5prof bench kernels --only linear).
-  // 0 or 1 disables it (the GEMV for m <= fp8_gemv_max_m, as before).
+  // 0 or 1 disables it (the GEMV for m <= fp8_gemv_max_m, as before; with fp8_large_m Wgmma, every m >= 2 takes the
+  // Wgmma path instead, so the GEMV-only groups of linear_group_cuda (fused, norm, rope) serve m = 1 only).
   int fp8_mma_max_m = 64;
   // The tensor-core path above launched with PDL (its CTAs scheduled while the previous kernel runs, waiting in
   // griddepcontrol.wait). false: scheduled after it completes. Measured per batch (S14e), EngineOptions::mma_pdl.
@@ -72,7 +73,8 @@ class LinearContext {
   // FP8 weights, m = 1, a single projection: the TMA-fed GEMV linear_fp8_tma_cuda (kernels/linear_fp8_tma.h)
   // where it is supported, instead of linear_fp8_gemv. Off by default until the decode step measures it.
   bool fp8_tma_gemv = false;
-  // FP8 weights, m > fp8_gemv_max_m: Dequant = W to a BF16 staging copy + the BF16 cuBLASLt GEMM;
+  // FP8 weights, m > fp8_gemv_max_m (Wgmma: m >= 2 above fp8_mma_max_m): Dequant = W to a BF16 staging copy + the
+  // BF16 cuBLASLt GEMM;
   // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
   // 128-column block (scale = amax / 448, e4m3, as DeepSeek-V3's FP8 inference does), W with its
   // 128x128 scales (BLK128x128_32F), x with VEC128_32F scales, fp32 output. `act_scale_tokens_fastest`

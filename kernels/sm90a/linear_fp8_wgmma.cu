@@ -441,8 +441,12 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   const lfw::Sched& sc = q.stream_k ? sk : split;
   q.grid = sc.G;
   for (int c = 0; c < q.grid; ++c) q.max_units = std::max(q.max_units, sc.unit_end(c) - sc.unit_begin(c));
-  for (int t = 0; t < tiles; ++t)
-    q.segments = std::max(q.segments, sc.owner(t * KB + KB - 1) - sc.owner(t * KB) + 1);
+  for (int t = 0; t < tiles; ++t) {
+    const int nseg = sc.owner(t * KB + KB - 1) - sc.owner(t * KB) + 1, rb = t / q.token_tiles, tt = t % q.token_tiles;
+    q.segments = std::max(q.segments, nseg);
+    if (nseg > 1)
+      q.partial_moved += size_t(nseg) * std::min(q.N, p.m - tt * q.N) * std::min(lfw::kRows, p.n - rb * lfw::kRows);
+  }
   q.partial_elems = q.segments > 1 ? size_t(q.segments) * p.m * p.n : 0;
   q.counters = q.segments > 1 ? size_t(tiles) : 0;
   q.x_code_bytes = size_t(p.m) * p.k;
@@ -455,6 +459,11 @@ Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
   const int KB = k / kFp8WeightBlock;
   const lfw::Sched sc{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
   return {sc.unit_begin(cta), sc.unit_end(cta)};
+}
+
+int linear_fp8_wgmma_owner(const Fp8WgmmaPlan& q, int k, int u) {
+  const int KB = k / kFp8WeightBlock;
+  return lfw::Sched{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k}.owner(u);
 }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,

@@ -47,6 +47,7 @@ struct Fp8WgmmaPlan {
   int max_units = 0;          // the most column blocks one CTA streams
   int segments = 1;           // the most CTAs sharing one tile (> 1: partials and counters)
   size_t partial_elems = 0;   // floats of partials (segments > 1: segments * m * n)
+  size_t partial_moved = 0;   // floats one launch writes as partials (and reads back): its tiles' segments x sizes
   size_t counters = 0;        // tile counters (segments > 1: row_blocks * token_tiles)
   size_t x_code_bytes = 0;    // the quantized activations: m * k bytes
   size_t x_scale_floats = 0;  // their scales: (k / 128) rows of ld floats, + N slack (the last row's bulk copy)
@@ -60,6 +61,8 @@ struct Fp8WgmmaUnits {
   int first = 0, last = 0;
 };
 Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta);
+// The CTA whose range holds unit u, by the formula the kernel uses to find a tile's first and last segment.
+int linear_fp8_wgmma_owner(const Fp8WgmmaPlan& q, int k, int u);
 
 // y (=|+=) x W^T on `stream` with plan q (linear_fp8_wgmma_plan for p; the caller computes it once for the buffers and
 // the launch) from x already quantized on that stream into x_codes / x_scales (fp8_quantize_activations_cuda with

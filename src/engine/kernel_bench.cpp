@@ -728,9 +728,9 @@ void bench_linear_mma(const KernelBenchOptions& opt, cudaStream_t stream, Timer&
           const double e = twin_err(linear_fp8_wgmma_cpu);
           require(e < 5e-4, "bench kernels: " + name + " disagrees with linear_fp8_wgmma_cpu (max rel err " + sci(e) +
                                 " of sum |x w|)");
-          // Bytes: as above plus x's codes written and read once per row block (L2) and the partials (at most
-          // segments x m x n floats, written and read).
-          record(name, [&] { linear_cuda(p, wg, stream); }, bytes + double(m) * k + 2.0 * plan.partial_elems * 4,
+          // Bytes: as above plus x's codes written and read once per row block (L2) and the partials (written and
+          // read: plan.partial_moved floats each way).
+          record(name, [&] { linear_cuda(p, wg, stream); }, bytes + double(m) * k + 2.0 * plan.partial_moved * 4,
                  "vs linear_fp8_wgmma_cpu, 64 rows: max rel err " + sci(e) + " of sum |x w|; N " +
                      std::to_string(plan.N) + (plan.stream_k ? ", stream-K over " : ", split-K ") +
                      (plan.stream_k ? std::to_string(plan.grid) + " CTAs" : std::to_string(plan.S)) + ", " +

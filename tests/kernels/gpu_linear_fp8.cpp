@@ -437,7 +437,7 @@ TEST(GpuLinearFp8, BlockScaledCublasLtMatchesCpu) {
 // on two row blocks), and the default run twice: the counters reset, so the second run is bitwise the first. Each
 // case also runs split-K where the default is stream-K, and past 64 tokens tiles of 64 (fp8_wgmma_max_n). The cases
 // must reach (on this GPU's SM count) several segments per tile and one, in both cuts, the partial sum's scalar form
-// (n % 4 != 0) and a ring of stages that wraps at N = 32.
+// (n % 4 != 0; also at N = 8, its passes of 4) and a ring of stages that wraps at N = 32.
 TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   {
@@ -458,12 +458,14 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
                         {256, 2048, 1024, 1024, 130, true}, {6144, 16384, 16384, 0, 128, true},
                         {302, 1024, 1024, 0, 33, true},   {9000, 512, 512, 0, 128, false},
                         {6144, 6144, 6144, 0, 20, false}, {2048, 2048, 2048, 0, 12, true},
-                        {6144, 16384, 16384, 0, 8, false}, {302, 2048, 2048, 0, 16, false}};
+                        {6144, 16384, 16384, 0, 8, false}, {302, 2048, 2048, 0, 16, false},
+                        {302, 2048, 2048, 0, 5, true}};
   int dev = 0, sms = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   bool seen_split = false, seen_single = false, seen_n_odd_split = false, seen_ring_wrap_32 = false;
   bool seen_stream_k_segments = false, seen_split_k_segments = false, seen_n8 = false, seen_n16 = false;
+  bool seen_n8_odd_split = false;
   for (const Case& cs : cases) {
     Fp8Weight W(cs.n, cs.K, seed % 100000 + cs.n + cs.m);
     const int n = cs.n, k = cs.k, m = cs.m, lds = (cs.K + 127) / 128;
@@ -495,6 +497,7 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
       seen_split |= qr.segments > 1;
       seen_single |= qr.segments == 1;
       seen_n_odd_split |= qr.segments > 1 && n % 4 != 0;
+      seen_n8_odd_split |= qr.segments > 1 && n % 4 != 0 && qr.N == 8;
       seen_ring_wrap_32 |= qr.N == 32 && qr.max_units > 8;
       seen_stream_k_segments |= qr.stream_k && qr.segments > 1;
       seen_split_k_segments |= !qr.stream_k && qr.segments > 1;
@@ -549,10 +552,11 @@ TEST(GpuLinearFp8, WgmmaMatchesCpuTwin) {
   // The cases reach several segments per tile (stream-K and split-K) and one, the partial sum's scalar form
   // (n % 4 != 0), a ring that wraps at N = 32, and token tiles of 8 and 16.
   EXPECT_TRUE(seen_split && seen_single && seen_n_odd_split && seen_ring_wrap_32 && seen_stream_k_segments &&
-              seen_split_k_segments && seen_n8 && seen_n16)
+              seen_split_k_segments && seen_n8 && seen_n16 && seen_n8_odd_split)
       << "split " << seen_split << " single " << seen_single << " n % 4 split " << seen_n_odd_split << " N 32 wrap "
       << seen_ring_wrap_32 << " stream-K segments " << seen_stream_k_segments << " split-K segments "
-      << seen_split_k_segments << " N 8 " << seen_n8 << " N 16 " << seen_n16 << " on " << sms << " SMs";
+      << seen_split_k_segments << " N 8 " << seen_n8 << " N 16 " << seen_n16 << " N 8 n % 4 split "
+      << seen_n8_odd_split << " on " << sms << " SMs";
 }
 
 TEST(GpuLinearFp8, OddShapesUseScalarPathAndAgree) {

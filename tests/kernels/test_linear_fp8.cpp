@@ -262,7 +262,8 @@ TEST(LinearFp8WgmmaCpu, QuantizesXPerTokenAndBlock) {
 
 // linear_fp8_wgmma_plan's cut of the units (tile x 128-column block) over the CTAs, as the kernel computes it
 // (linear_fp8_wgmma_units): for GLM-5's projection shapes and batches 1 to 256 on 132 and 114 SMs, both cuts cover
-// every unit exactly once in order with non-empty ranges; the plan's grid, max_units and segments (the most CTAs
+// every unit exactly once in order with non-empty ranges, and the kernel's owner() of every unit is the CTA whose
+// range holds it; the plan's grid, max_units, partial_moved and segments (the most CTAs
 // touching one tile) are those of the ranges; stream-K runs only on one token tile and then on at most `sms` CTAs of
 // at least 4 units each (its ranges differ by at most one unit) and tiles of 64 / 128 tokens; split-K's CTAs never
 // cross a tile; o_proj at m 64 / 128 on 132 SMs takes stream-K, at m 32 and gate+up split-K (the cost model); the
@@ -286,7 +287,9 @@ TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
             ASSERT_EQ(q.N, want_n) << at;
             ASSERT_EQ(q.token_tiles, (m + q.N - 1) / q.N) << at;
             ASSERT_EQ(q.row_blocks, (n + 127) / 128) << at;
-            if (q.stream_k) ASSERT_TRUE(stream_k && q.token_tiles == 1) << at;
+            if (q.stream_k) {
+              ASSERT_TRUE(stream_k && q.token_tiles == 1) << at;
+            }
             const int tiles = q.row_blocks * q.token_tiles, U = tiles * KB;
             if (q.stream_k) {
               ASSERT_LE(q.grid, sms) << at;
@@ -300,7 +303,9 @@ TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
               const Fp8WgmmaUnits r = linear_fp8_wgmma_units(q, k, c);
               ASSERT_EQ(r.first, next) << at << " cta " << c;
               ASSERT_GT(r.last, r.first) << at << " cta " << c;
-              if (!q.stream_k) ASSERT_EQ(r.first / KB, (r.last - 1) / KB) << at << " cta " << c;
+              if (!q.stream_k) {
+                ASSERT_EQ(r.first / KB, (r.last - 1) / KB) << at << " cta " << c;
+              }
               for (int u = r.first; u < r.last; ++u) owner[size_t(u)] = c;
               max_units = std::max(max_units, r.last - r.first);
               min_units = std::min(min_units, r.last - r.first);
@@ -308,17 +313,35 @@ TEST(LinearFp8WgmmaPlan, CutsEveryUnitOnce) {
             }
             ASSERT_EQ(next, U) << at;
             ASSERT_EQ(q.max_units, max_units) << at;
-            if (q.stream_k) ASSERT_LE(max_units - min_units, 1) << at;
+            if (q.stream_k) {
+              ASSERT_LE(max_units - min_units, 1) << at;
+            }
             int segments = 0;
-            for (int t = 0; t < tiles; ++t)
-              segments = std::max(segments, owner[size_t(t) * KB + KB - 1] - owner[size_t(t) * KB] + 1);
+            size_t moved = 0;
+            for (int t = 0; t < tiles; ++t) {
+              const int nseg = owner[size_t(t) * KB + KB - 1] - owner[size_t(t) * KB] + 1;
+              segments = std::max(segments, nseg);
+              for (int u = t * KB; u < t * KB + KB; ++u)  // the kernel's owner() (a tile's segments) agrees
+                ASSERT_EQ(linear_fp8_wgmma_owner(q, k, u), owner[size_t(u)]) << at << " unit " << u;
+              const int tt = t % q.token_tiles, rb = t / q.token_tiles;
+              if (nseg > 1) moved += size_t(nseg) * std::min(q.N, m - tt * q.N) * std::min(128, n - 128 * rb);
+            }
             ASSERT_EQ(q.segments, segments) << at;
+            ASSERT_EQ(q.partial_moved, moved) << at;
             ASSERT_EQ(q.partial_elems, segments > 1 ? size_t(segments) * m * n : 0) << at;
             ASSERT_EQ(q.counters, segments > 1 ? size_t(tiles) : 0) << at;
-            if (q.stream_k) ASSERT_GE(q.N, 64) << at;
-            if (sms == 132 && stream_k && max_n == 128 && (m == 64 || m == 128) && k == 16384) EXPECT_TRUE(q.stream_k) << at;
-            if (sms == 132 && k == 16384 && m == 32) EXPECT_FALSE(q.stream_k) << at;
-            if (sms == 132 && stream_k && (n == 4096 || n == 2048) && k == 6144) EXPECT_FALSE(q.stream_k) << at;
+            if (q.stream_k) {
+              ASSERT_GE(q.N, 64) << at;
+            }
+            if (sms == 132 && stream_k && max_n == 128 && (m == 64 || m == 128) && k == 16384) {
+              EXPECT_TRUE(q.stream_k) << at;
+            }
+            if (sms == 132 && k == 16384 && m == 32) {
+              EXPECT_FALSE(q.stream_k) << at;
+            }
+            if (sms == 132 && stream_k && (n == 4096 || n == 2048) && k == 6144) {
+              EXPECT_FALSE(q.stream_k) << at;
+            }
           }
 }
 
