@@ -179,6 +179,8 @@ struct EngineOptions {
   // same quantization, kernels/sm90a/linear_fp8_wgmma.h, session 23). Measured per batch (S14h, S23): the mma.sync
   // kernel (x in f16) keeps batches 2..16, the FP8 tensor-core GEMM takes batch 17 and up (S23e, batch 32: 148.5 /
   // 148.0 ms against 156.1 / 155.9 with the mma.sync kernel; o_proj at m = 32 42 us against 85 in the bench).
+  // Lowered below 16 with the Wgmma path, batches 2..16 run the FP8 tensor-core GEMM (token tiles of 8 / 16; x
+  // quantized to e4m3), not the GEMV (session 24).
   int fp8_mma_max_m = 16;
   LinearContext::Fp8LargeM fp8_large_m = LinearContext::Fp8LargeM::Wgmma;
   // LinearContext::fp8_wgmma_stream_k: the FP8 tensor-core GEMM's work cut stream-K (every SM streams the same
