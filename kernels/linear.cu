@@ -269,13 +269,15 @@ LinearContext::~LinearContext() = default;
 
 namespace {
 // linear_cuda's choice for FP8 weights: the tensor-core kernel, the GEMV, or the large-m paths.
-enum class Fp8Path { Mma, Gemv, LargeM };
+// Wgmma: fp8_large_m Wgmma and the GEMM supports p (checked here once); LargeM: fp8_large_m's other paths.
+enum class Fp8Path { Mma, Gemv, Wgmma, LargeM };
 Fp8Path fp8_path(const LinearParams& p, const LinearContext& ctx) {
   if (p.m >= 2 && p.m <= ctx.fp8_mma_max_m && linear_fp8_mma_supported(p)) return Fp8Path::Mma;
   // With the Wgmma large-m path, the GEMV keeps m = 1 only: from 2 tokens on, the tensor-core GEMM (token tiles of
   // 8 and 16) reads W once for all of them, where the GEMV reads it per token group.
-  if (p.m >= 2 && ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p))
-    return Fp8Path::LargeM;
+  if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && (p.m >= 2 || p.m > ctx.fp8_gemv_max_m) &&
+      linear_fp8_wgmma_supported(p))
+    return Fp8Path::Wgmma;
   return p.m <= ctx.fp8_gemv_max_m ? Fp8Path::Gemv : Fp8Path::LargeM;
 }
 }  // namespace
@@ -334,7 +336,7 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
       linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles);
       return;
     }
-    if (ctx.fp8_large_m == LinearContext::Fp8LargeM::Wgmma && linear_fp8_wgmma_supported(p)) {
+    if (path == Fp8Path::Wgmma) {
       const Fp8WgmmaPlan q =
           linear_fp8_wgmma_plan(p, current_device_sm_count(), ctx.fp8_wgmma_max_n, ctx.fp8_wgmma_stream_k);
       impl.x_fp8_for(q.x_code_bytes, q.x_scale_floats);

@@ -455,16 +455,19 @@ Fp8WgmmaPlan linear_fp8_wgmma_plan(const LinearParams& p, int sms, int max_n, bo
   return q;
 }
 
-Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
+namespace {
+lfw::Sched sched_of(const Fp8WgmmaPlan& q, int k) {  // the kernel's Sched for plan q (its Args carry the same fields)
   const int KB = k / kFp8WeightBlock;
-  const lfw::Sched sc{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
+  return {q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k};
+}
+}  // namespace
+
+Fp8WgmmaUnits linear_fp8_wgmma_units(const Fp8WgmmaPlan& q, int k, int cta) {
+  const lfw::Sched sc = sched_of(q, k);
   return {sc.unit_begin(cta), sc.unit_end(cta)};
 }
 
-int linear_fp8_wgmma_owner(const Fp8WgmmaPlan& q, int k, int u) {
-  const int KB = k / kFp8WeightBlock;
-  return lfw::Sched{q.row_blocks * q.token_tiles * KB, q.grid, KB, q.S, q.kb_per_split, q.stream_k}.owner(u);
-}
+int linear_fp8_wgmma_owner(const Fp8WgmmaPlan& q, int k, int u) { return sched_of(q, k).owner(u); }
 
 void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t* x_codes, float* x_scales,
                            float* partial, int* counters, cudaStream_t stream) {
@@ -474,8 +477,7 @@ void linear_fp8_wgmma_cuda(const LinearParams& p, const Fp8WgmmaPlan& q, uint8_t
   require(q.N > 0 && q.row_blocks == (p.n + lfw::kRows - 1) / lfw::kRows && q.token_tiles == (p.m + q.N - 1) / q.N,
           "linear_fp8_wgmma_cuda: the plan is not linear_fp8_wgmma_plan's for these params");
   const int KB = p.k / kFp8WeightBlock, tiles = q.row_blocks * q.token_tiles;
-  require(q.grid == (q.stream_k ? std::max(1, std::min(q.grid, tiles * KB / 4)) : tiles * q.S) &&
-              (!q.stream_k || q.token_tiles == 1),
+  require(q.grid >= 1 && (q.stream_k ? q.grid <= tiles * KB && q.token_tiles == 1 : q.grid == tiles * q.S),
           "linear_fp8_wgmma_cuda: the plan's grid is not linear_fp8_wgmma_plan's for these params");
   require(x_codes && x_scales && (q.segments == 1 || (partial && counters)),
           "linear_fp8_wgmma_cuda: null x_codes / x_scales, or null partials / counters for a split-K plan");

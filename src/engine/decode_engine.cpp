@@ -229,20 +229,17 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
       CUDA_CHECK(cudaEventCreateWithFlags(&fork_ev_, cudaEventDisableTiming));
       for (cudaEvent_t& e : side_ev_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
-    linear_ctx_ = std::make_unique<LinearContext>();
-    linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
-    linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
-    linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
-    linear_ctx_->fp8_large_m = opt.fp8_large_m;
-    linear_ctx_->fp8_wgmma_stream_k = opt.fp8_wgmma_stream_k;
-    if (side_) {  // its own cuBLASLt workspace: the streams overlap
-      side_linear_ctx_ = std::make_unique<LinearContext>();
-      side_linear_ctx_->fp8_tma_gemv = opt.fp8_tma_gemv;
-      side_linear_ctx_->fp8_mma_pdl = opt.mma_pdl;
-      side_linear_ctx_->fp8_mma_max_m = opt.fp8_mma_max_m;
-      side_linear_ctx_->fp8_large_m = linear_ctx_->fp8_large_m;
-      side_linear_ctx_->fp8_wgmma_stream_k = opt.fp8_wgmma_stream_k;
-    }
+    auto make_linear_ctx = [&opt] {  // the engine's projection options (one context per stream)
+      auto ctx = std::make_unique<LinearContext>();
+      ctx->fp8_tma_gemv = opt.fp8_tma_gemv;
+      ctx->fp8_mma_pdl = opt.mma_pdl;
+      ctx->fp8_mma_max_m = opt.fp8_mma_max_m;
+      ctx->fp8_large_m = opt.fp8_large_m;
+      ctx->fp8_wgmma_stream_k = opt.fp8_wgmma_stream_k;
+      return ctx;
+    };
+    linear_ctx_ = make_linear_ctx();
+    if (side_) side_linear_ctx_ = make_linear_ctx();  // its own cuBLASLt workspace: the streams overlap
     cs_ = std::make_unique<CudaState>(opt.batch);
   }
   require(!(opt.graph && opt.comm && opt.comm->kind() == "nccl"),
