@@ -332,6 +332,11 @@ int main(int argc, char** argv) {
                    "Tuning; equal up to fp32 rounding order")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--moe-wgmma", po.moe_wgmma,
+                   "on | off: FP8 routed experts at batch >= 4 on the FP8 tensor cores fed by TMA (persistent CTAs, x "
+                   "and act quantized to e4m3 per 128 columns; on) or the mma.sync grouped kernels (x and act in f16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,
                    "on | off: the batch < 4 FP8 MoE gate/up and down projections of the routed experts as one "
                    "persistent launch. Tuning; the same results")

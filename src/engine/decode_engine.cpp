@@ -16,6 +16,7 @@
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
 #include "kernels/moe.h"
+#include "kernels/sm90a/moe_fp8_wgmma.h"
 #include "kernels/moe_gate.h"
 #include "kernels/norm.h"
 #include "kernels/rope.h"
@@ -204,6 +205,9 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   if (o.backend == Backend::Cuda && c.n_routed_experts > 0) {  // MoE per-slot outputs (+ buckets at batch >= 4)
     bytes += B * (c.num_experts_per_tok + 1) * size_t(c.hidden_size) * 4;
     if (o.batch >= kMoeGroupMinTokens) bytes += (B * c.num_experts_per_tok + c.n_routed_experts + 1) * 4;
+    if (o.batch >= kMoeGroupMinTokens && o.moe_wgmma)  // an upper bound: FP8 experts only, all experts local
+      bytes += moe_fp8_wgmma_plan(o.batch, std::max(1, c.num_experts_per_tok), c.n_routed_experts, c.n_routed_experts,
+                                  c.hidden_size, c.moe_intermediate_size).scratch_bytes;
   }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
   bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
@@ -379,6 +383,14 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
+    const bool fp8_experts = std::any_of(layers_.begin(), layers_.end(),
+                                         [](const LayerWeights& L) { return L.moe && L.e_dt == DType::F8_E4M3; });
+    if (opt.batch >= kMoeGroupMinTokens && opt.moe_wgmma && fp8_experts && c.hidden_size % 128 == 0 &&
+        c.moe_intermediate_size % 128 == 0) {
+      const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, std::max(1, c.num_experts_per_tok), local_experts,
+                                                   c.n_routed_experts, c.hidden_size, c.moe_intermediate_size);
+      moe_wgmma_scratch_ = Buffer(where_, q.scratch_bytes, "MoE FP8 wgmma slot rows");
+    }
     // Counters the kernels leave at zero after each launch: zero before the first.
     auto zeroed_ints = [&](size_t n, const char* label) {
       Buffer b = fl(n, label);
@@ -1034,6 +1046,9 @@ void DecodeEngine::mlp(int l) {
                        expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
     p.group = moe_group_.as<int32_t>();
     p.pair_out = moe_pair_out_.as<float>();
+    p.fp8_wgmma = opt_.moe_wgmma;
+    p.wgmma_scratch = moe_wgmma_scratch_.as<uint8_t>();  // null unless allocated (batch >= 4, FP8 experts)
+    p.wgmma_scratch_bytes = moe_wgmma_scratch_.bytes();
     p.down_early_loads = opt_.moe_down_early ? 1 : 0;
     p.shared_late_trigger = opt_.moe_shared_late ? 1 : 0;
     p.pair_sync = moe_pair_sync_.as<int32_t>();  // null unless EngineOptions::moe_fused at batch < 4

@@ -28,6 +28,7 @@
 #include "kernels/sm90a/linear_fp8_wgmma.h"
 #include "kernels/linear_fp8_tma.h"
 #include "kernels/moe.h"
+#include "kernels/sm90a/moe_fp8_wgmma.h"
 #include "kernels/read_stream.h"
 #include "kernels/mla_absorb.h"
 #include "kernels/mla_decode.h"
@@ -965,12 +966,24 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     // of 2 and 3 CTAs per SM, by padding the dynamic shared memory: 12-35% slower for BF16, the FP8 kernels
     // already run at 2 per SM; not kept.)
     // Per-token path (B < 4): the register caps, all bitwise the same (checked against the first).
-    struct Variant { const char* suffix; bool mma; int pf; int early = 1; bool fused = false; };
+    // FP8 at B >= 4 also: the TMA-fed FP8 tensor-core kernels (_wgmma: MoeExpertsParams::fp8_wgmma with its scratch),
+    // checked against the fp32 kernels within 5e-2 of max |out| (e4m3 activations; gpu_moe_grouped bounds each output).
+    struct Variant { const char* suffix; bool mma; int pf; int early = 1; bool fused = false; bool wgmma = false; };
     const bool pair_path = B < kMoeGroupMinTokens;
-    const std::vector<Variant> variants =
+    std::vector<Variant> variants =
         pair_path ? std::vector<Variant>{{"_pair", true, 0}, {"_pair_wait", true, 0, 0}, {"_pair_fused", true, 0, 1, true}}
                   : std::vector<Variant>{{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
+    const MoeFp8WgmmaPlan wq = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter);
+    Buffer wscratch(Where::Device, fp8 && !pair_path ? wq.scratch_bytes : 16, "bench moe wgmma scratch");
+    p.wgmma_scratch_bytes = wscratch.bytes();
+    const bool wgmma = fp8 && !pair_path && [&] {
+      p.wgmma_scratch = wscratch.as<uint8_t>();
+      return moe_fp8_wgmma_unsupported(p).empty();
+    }();
+    if (wgmma) variants.push_back({"_wgmma", true, 0, 1, false, true});
     auto use = [&](const Variant& v) {
+      p.fp8_wgmma = v.wgmma;
+      p.wgmma_scratch = v.wgmma ? wscratch.as<uint8_t>() : nullptr;
       p.fp8_mma = v.mma;
       p.mma_prefetch = v.pf;
       p.down_early_loads = v.early;  // the down kernel's first weight loads before its PDL wait
@@ -992,6 +1005,12 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     require(std::isfinite(err) && err <= (pair_path ? 0.0 : 1e-2 * mx),
             "bench kernels: moe " + tag + (pair_path ? " per-token variants not bitwise equal" : " mma vs fp32 grouped") +
                 ": max err " + sci(err) + " of max |out| " + sci(mx));
+    double err_wgmma = 0;
+    if (wgmma) {
+      for (size_t i = 0; i < ref.size(); ++i) err_wgmma = std::max(err_wgmma, std::fabs(double(got.back()[i]) - ref[i]));
+      require(std::isfinite(err_wgmma) && err_wgmma <= 5e-2 * mx, "bench kernels: moe fp8 wgmma vs fp32 grouped: max err " +
+                                                                     sci(err_wgmma) + " of max |out| " + sci(mx));
+    }
     const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
                          double(B) * hidden * 4 * 2 + double(B) * k * (inter * 4 * 2 + hidden * 4 * 2);
     for (const Variant& v : variants) {
@@ -1003,8 +1022,9 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       r.topk = k;
       r.n = distinct;  // distinct experts read
       r.k = hidden;
-      r.check = (pair_path ? "per-token variants bitwise equal (max err " : "mma vs fp32 grouped: max err ") +
-                sci(err / mx) + (pair_path ? "); " : " of max |out|; ") + std::to_string(distinct) + " distinct experts";
+      r.check = (pair_path ? "per-token variants bitwise equal (max err " : v.wgmma ? "wgmma vs fp32 grouped: max err "
+                                                                                   : "mma vs fp32 grouped: max err ") +
+                sci((v.wgmma ? err_wgmma : err) / mx) + (pair_path ? "); " : " of max |out|; ") + std::to_string(distinct) + " distinct experts";
       progress(r);
       out.push_back(r);
     }

@@ -497,6 +497,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch != "off";
   eo.unabsorb_l2_prefetch_loads = o.unabsorb_l2_prefetch == "loads";
   eo.moe_fused = o.moe_fused == "on";
+  eo.moe_wgmma = o.moe_wgmma == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
   eo.gemv_fold = o.gemv_fold == "on";
   eo.side_priority = o.side_priority == "on";
@@ -610,6 +611,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"prologue_slim", o.prologue_slim},
                                          {"moe_route_rank", o.moe_route_rank},
                                          {"moe_fused", o.moe_fused},
+                                         {"moe_wgmma", o.moe_wgmma},
                                          {"moe_combine_norm", o.moe_combine_norm},
                                          {"gemv_fold", o.gemv_fold},
                                          {"side_priority", o.side_priority},

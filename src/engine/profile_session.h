@@ -64,6 +64,7 @@ struct ProfileOptions {
   std::string absorb_after_score = "on";       // EngineOptions::absorb_after_score: "on" / "off"
   std::string unabsorb_l2_prefetch = "off";    // EngineOptions::unabsorb_l2_prefetch(_loads): "on" / "loads" / "off"
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
+  std::string moe_wgmma = "on";                // EngineOptions::moe_wgmma: "on" / "off"
   std::string moe_combine_norm = "off";        // EngineOptions::moe_combine_norm: "on" / "off"
   std::string side_priority = "on";            // EngineOptions::side_priority: "on" / "off"
   std::string gemv_fold = "on";                // EngineOptions::gemv_fold: "on" / "off"

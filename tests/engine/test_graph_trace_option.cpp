@@ -158,6 +158,7 @@ TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.prologue_slim == "on", EngineOptions{}.prologue_slim);
   EXPECT_EQ(ProfileOptions{}.moe_route_rank == "on", EngineOptions{}.moe_route_rank);
   EXPECT_EQ(ProfileOptions{}.moe_fused == "on", EngineOptions{}.moe_fused);
+  EXPECT_EQ(ProfileOptions{}.moe_wgmma == "on", EngineOptions{}.moe_wgmma);
   EXPECT_EQ(ProfileOptions{}.moe_combine_norm == "on", EngineOptions{}.moe_combine_norm);
   EXPECT_EQ(ProfileOptions{}.gemv_fold == "on", EngineOptions{}.gemv_fold);
   EXPECT_EQ(ProfileOptions{}.side_priority == "on", EngineOptions{}.side_priority);

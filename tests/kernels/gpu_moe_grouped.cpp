@@ -21,6 +21,7 @@
 #include "common/rng.h"
 #include "kernel_test_util.h"
 #include "kernels/moe.h"
+#include "kernels/sm90a/moe_fp8_wgmma.h"
 
 namespace glm5 {
 namespace {
@@ -91,9 +92,9 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 //   |d o_d|   <= sum_i |w_d[d, i]| (|d act_i| + eps (|act_i| + |d act_i|)),   |d out_d| <= sum_j tw_j |d o_d|.
 void mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<int32_t>& ids,
                    const std::vector<float>& tw, int b, int k, int hidden, int inter, int expert_begin, int E_local,
-                   std::vector<double>& exact, std::vector<double>& bound) {
+                   std::vector<double>& exact, std::vector<double>& bound, double eps_activations = 0) {
   const bool fp8 = X.dt == DType::F8_E4M3;
-  const double eps = (fp8 ? 0x1p-11 : 0x1p-16) + 1e-5;
+  const double eps = eps_activations > 0 ? eps_activations : (fp8 ? 0x1p-11 : 0x1p-16) + 1e-5;
   auto weight = [&](const std::vector<uint8_t>& w, size_t i, const float* s, int c) {  // exact decoded weight
     if (fp8) return double(e4m3_bits_to_float(w[i])) * s[c / 128];
     uint16_t bits;
@@ -367,6 +368,97 @@ TEST(GpuMoeGrouped, PairDownMatchesPerTokenBitwise) {
       EXPECT_LT(rel(fused_resid, out3), 1e-4);
     }
   }
+}
+
+}  // namespace
+}  // namespace glm5
+
+namespace glm5 {
+namespace {
+
+// The FP8 experts on the FP8 tensor cores fed by TMA (MoeExpertsParams::fp8_wgmma, kernels/sm90a/moe_fp8_wgmma.h), on
+// fresh random inputs: against the CPU twin (the same e4m3 x and act) within 1e-3 of M[b, d] = sum_j tw_j sum_i
+// |w_d[d, i]| |act_i| per output (measured differences: the tensor core's fp32 sums, act codes that flip with g and u's
+// last bits), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
+// mantissa bits) + 1e-4 (e4m3 subnormals, fp32 order).
+void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int inter, bool skew) {
+  const int k = 8;
+  const uint64_t seed = fresh_seed();
+  const Experts X = make_experts(DType::F8_E4M3, E_local, hidden, inter, seed);
+  std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
+  std::vector<int32_t> ids(size_t(B) * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 60, i);
+  for (size_t i = 0; i < ids.size(); ++i)  // skew: every token picks experts begin .. begin + 7 (many pairs each)
+    ids[i] = skew ? int32_t(begin + int(i % k) % E_local) : int32_t(splitmix64(seed + i) % E_total);
+  ids[1] = ids[0];  // token 0 picks one expert twice
+  for (size_t i = 0; i < tw.size(); ++i) tw[i] = 0.1f + rng_uniform(seed, 61, i);
+  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter);
+  Buffer dx = to_device(x, "x"), dids = to_device(ids, "ids"), dtw = to_device(tw, "tw");
+  Buffer dact(Where::Device, size_t(B) * k * inter * 4, "act"), dout(Where::Device, size_t(B) * hidden * 4, "out");
+  Buffer dgroup(Where::Device, (E_local + 1 + size_t(B) * k) * 4, "group"),
+      dpair(Where::Device, size_t(B) * k * hidden * 4, "pair"), scratch(Where::Device, q.scratch_bytes, "wgmma scratch");
+  MoeExpertsParams p{dx.as<float>(), dids.as<int32_t>(), dtw.as<float>(), X.dg.data(), X.du.data(), X.dd.data(), X.dt,
+                     X.dsg.as<float>(), X.dsu.as<float>(), X.dsd.as<float>(), dact.as<float>(), dout.as<float>(), B,
+                     E_local, k, hidden, inter, begin, E_total};
+  p.group = dgroup.as<int32_t>();
+  p.pair_out = dpair.as<float>();
+  p.wgmma_scratch = scratch.as<uint8_t>();
+  p.wgmma_scratch_bytes = scratch.bytes();
+  ASSERT_EQ(moe_fp8_wgmma_unsupported(p), "") << "the FP8 wgmma experts must run here";
+  moe_experts_cuda(p, nullptr);
+  CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> gpu = to_host<float>(dout);
+  std::vector<float> act(size_t(B) * k * inter), twin(size_t(B) * hidden);
+  moe_experts_fp8_wgmma_cpu(host_params(p, X, x, ids, tw, act, twin));
+  const int sch = hidden / 128, sci = inter / 128;
+  double worst_twin = 0, worst_exact = 0, worst_rel = 0;
+  size_t over_twin = 0, over_exact = 0;
+  for (int b = 0; b < B; ++b) {
+    std::vector<double> mag(size_t(hidden), 0.0), exact, bound;
+    for (int j = 0; j < k; ++j) {
+      const int e = ids[size_t(b) * k + j] - begin;
+      if (e < 0 || e >= E_local) continue;
+      const float* a = act.data() + (size_t(b) * k + j) * inter;
+      for (int d = 0; d < hidden; ++d) {
+        const uint8_t* w = X.d.data() + (size_t(e) * hidden + d) * inter;
+        const float* sd = X.sd.data() + (size_t(e) * sch + d / 128) * sci;
+        double m = 0;
+        for (int i = 0; i < inter; ++i) m += std::fabs(double(e4m3_bits_to_float(w[i])) * sd[i / 128] * a[i]);
+        mag[size_t(d)] += tw[size_t(b) * k + j] * m;
+      }
+    }
+    mma_bound(X, x, ids, tw, b, k, hidden, inter, begin, E_local, exact, bound, 0x1p-4 + 1e-4);
+    double mx = 0;
+    for (double v : exact) mx = std::max(mx, std::fabs(v));
+    for (int d = 0; d < hidden; ++d) {
+      const double g = gpu[size_t(b) * hidden + d];
+      const double et = std::fabs(g - twin[size_t(b) * hidden + d]), ee = std::fabs(g - exact[size_t(d)]);
+      over_twin += !(et <= 1e-3 * mag[size_t(d)]);
+      over_exact += !(ee <= bound[size_t(d)]);
+      worst_twin = std::max(worst_twin, et / std::max(mag[size_t(d)], 1e-300));
+      worst_exact = std::max(worst_exact, ee / std::max(bound[size_t(d)], 1e-300));
+      worst_rel = std::max(worst_rel, ee / std::max(mx, 1e-30));
+    }
+  }
+  std::printf("moe fp8 wgmma N=%d B=%d experts [%d, %d) of %d, hidden %d inter %d%s: vs twin max err / M %.3g, vs exact "
+              "max err / bound %.3g, max err / max|out| %.3g\n",
+              q.N, B, begin, begin + E_local, E_total, hidden, inter, skew ? " skewed" : "", worst_twin, worst_exact,
+              worst_rel);
+  EXPECT_EQ(over_twin, 0u) << "B=" << B << " seed " << seed;
+  EXPECT_EQ(over_exact, 0u) << "B=" << B << " seed " << seed;
+  EXPECT_GT(worst_exact, 0.0) << "equal to exact arithmetic to the bit: the check cannot fail";
+}
+
+TEST(GpuMoeGrouped, Fp8WgmmaMatchesCpuTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check_wgmma(5, 32, 0, 32, 1024, 512, false);    // N 8
+  check_wgmma(12, 32, 0, 32, 1024, 512, false);   // N 16
+  check_wgmma(30, 32, 0, 32, 1024, 512, false);   // N 32
+  check_wgmma(100, 32, 0, 32, 1024, 512, false);  // N 64
+  check_wgmma(70, 32, 0, 32, 1024, 512, true);    // N 64, 70 pairs per expert: two token tiles
+  check_wgmma(9, 32, 0, 32, 256, 128, true);      // k = 2 column blocks (fewer than the ring's stages)
+  check_wgmma(20, 64, 16, 16, 1024, 512, false);  // expert parallel: experts [16, 32) of 64
+  check_wgmma(4, 8, 0, 8, 6144, 2048, false);     // GLM-5's row lengths
 }
 
 }  // namespace

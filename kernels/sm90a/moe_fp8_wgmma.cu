@@ -1,0 +1,375 @@
+// Kernels of moe_fp8_wgmma.h (sm_90a): the routed MoE experts on the FP8 tensor cores, fed by TMA. Design in the
+// header. Written here from the PTX ISA (wgmma e4m3, cp.async.bulk.tensor, mbarrier); the ring and the promotion follow
+// linear_fp8_wgmma.cu.
+//
+// The grouped GEMM kernel (moe_wgmma_kernel<N, kGateUp>), 384 threads = 3 warpgroups, one CTA per SM:
+//   WG0, thread 0 (producer): per unit (a tile's 128-column block of k) one ring stage: 16 KB of W (gate_up: the tile's
+//     64 gate rows, then its 64 up rows; down: its 128 rows), the N slot rows' codes of that block (TMA, 128-byte
+//     swizzle) and their N scales (one bulk copy), all on the stage's `full` barrier.
+//   WG1, WG2 (consumers): W rows 64 (wg - 1) .. + 63 of the stage (gate_up: WG1 gate, WG2 up; down: two row halves):
+//     4 wgmma m64nNk32 into `tmp`, acc += tmp s_x s_w (0 past the tile's pairs), one arrival per warp on `empty`.
+//   At a tile's end, gate_up: WG2 hands u to WG1 through shared memory, WG1 stores act = silu(g) u; down: both store
+//   pair_out.
+#include "kernels/sm90a/moe_fp8_wgmma.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/kv_cast.cuh"  // float_to_e4m3_device
+#include "kernels/kv_layout.h"  // aligned16
+#include "kernels/launch.cuh"
+#include "kernels/linear.h"  // kFp8WeightBlock
+#include "kernels/mbarrier.cuh"
+#include "kernels/sm90a/wgmma_e4m3.cuh"
+#include "kernels/tma.h"
+#include "kernels/wgmma.cuh"
+
+namespace glm5 {
+namespace mfw {
+
+constexpr int kThreads = 384;
+constexpr int kCols = kFp8WeightBlock;  // columns per unit (one scale block, one 128-byte swizzle row)
+constexpr int kWBytes = 128 * kCols;    // W codes per stage: 128 rows
+constexpr int kConsumerWarps = 8;
+constexpr int kMaxExperts = 512;        // local experts (the schedule's shared arrays)
+constexpr int kSmemBudget = 200 * 1024;
+
+template <int N>
+struct Cfg {
+  static constexpr int kBBytes = N * kCols;
+  static constexpr int kStageBytes = (kWBytes + kBBytes + N * 4 + 1023) / 1024 * 1024;
+  static constexpr int kStages = std::min(8, kSmemBudget / kStageBytes);
+  static constexpr int kXchBytes = (N / 2) * 128 * 4;  // gate_up's hand-off of u: N / 2 floats x 128 threads
+  static constexpr size_t kSmem = size_t(kStages) * kStageBytes + kXchBytes + 1024;  // + alignment slack
+};
+
+struct Args {
+  const int32_t* group;  // moe_group_kernel's [E + 1 + pairs]: offsets, then pair indices in bucket order
+  int E;
+  int KB;                // 128-column blocks of k: hidden / 128 (gate_up), inter / 128 (down)
+  int row_blocks;        // tiles' row blocks per expert: inter / 64 (gate_up), hidden / 128 (down)
+  int w_rows;            // rows per expert of each weight: inter (gate, up), hidden (down)
+  const float* s_a;      // block scales [E][w_rows / 128][KB]: gate (gate_up) or down
+  const float* s_b;      // up (gate_up); unused for down
+  const float* x_scale;  // [KB][ld_xs] of the slot rows (tokens fastest)
+  int ld_xs;
+  float* out;            // act [pairs][inter] (gate_up) or pair_out [pairs][hidden] (down)
+  int out_ld;            // inter or hidden
+};
+
+// Slot-row start R[e] (bucket sizes rounded up to 4) and tile start of every expert, and the tile count T, from the
+// bucket offsets: warp 0 of the CTA, each lane a run of consecutive experts, one warp scan.
+template <int N>
+__device__ __forceinline__ void schedule(const Args& a, int row_blocks, int* row_begin, int* tile_begin) {
+  const int lane = threadIdx.x % 32;
+  if (threadIdx.x >= 32) return;
+  const int per = (a.E + 31) / 32, e0 = min(a.E, lane * per), e1 = min(a.E, e0 + per);
+  int rows = 0, tiles = 0;
+  for (int e = e0; e < e1; ++e) {
+    const int c = a.group[e + 1] - a.group[e];
+    rows += (c + 3) & ~3;
+    tiles += (c + N - 1) / N * row_blocks;
+  }
+  int rs = rows, ts = tiles;  // inclusive scans over the lanes
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const int r = __shfl_up_sync(0xffffffffu, rs, o), t = __shfl_up_sync(0xffffffffu, ts, o);
+    if (lane >= o) rs += r, ts += t;
+  }
+  rs -= rows, ts -= tiles;  // exclusive
+  for (int e = e0; e < e1; ++e) {
+    const int c = a.group[e + 1] - a.group[e];
+    row_begin[e] = rs;
+    tile_begin[e] = ts;
+    rs += (c + 3) & ~3;
+    ts += (c + N - 1) / N * row_blocks;
+  }
+  if (lane == 31) tile_begin[a.E] = ts;
+}
+
+// Tile t: its expert (the last e with tile_begin[e] <= t: it has tiles, since tile_begin[E] = T > t), row block, token
+// tile's first slot row and bucket position, and its pair count.
+struct Tile {
+  int e, rb, xrow, slot0, nvalid;
+};
+template <int N>
+__device__ __forceinline__ Tile tile_of(const Args& a, int t, const int* row_begin, const int* tile_begin) {
+  int lo = 0, hi = a.E;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (tile_begin[mid] <= t) lo = mid;
+    else hi = mid;
+  }
+  const int e = lo, g0 = a.group[e], count = a.group[e + 1] - g0, ntt = (count + N - 1) / N;
+  const int local = t - tile_begin[e], rb = local / ntt, tt = local % ntt;
+  return {e, rb, row_begin[e] + tt * N, g0 + tt * N, min(N, count - tt * N)};
+}
+
+template <int N, bool kGateUp>
+__global__ void __launch_bounds__(kThreads, 1)
+    moe_wgmma_kernel(const __grid_constant__ CUtensorMap wmap_a, const __grid_constant__ CUtensorMap wmap_b,
+                     const __grid_constant__ CUtensorMap xmap, Args a) {
+  using C = Cfg<N>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  float* xch = reinterpret_cast<float*>(base + C::kStages * C::kStageBytes);
+  __shared__ __align__(8) uint64_t full[C::kStages], empty[C::kStages];
+  __shared__ int row_begin[kMaxExperts], tile_begin[kMaxExperts + 1];
+  const int tid = threadIdx.x, wg = tid / 128;
+  constexpr int kTileRows = kGateUp ? 64 : 128;  // rows of each weight per tile
+  if (tid == 0) {
+    for (int s = 0; s < C::kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumerWarps);
+    }
+    mbar_init_fence();
+  }
+  pdl_wait();  // the buckets and the quantized rows come from the launches before
+  schedule<N>(a, a.row_blocks, row_begin, tile_begin);
+  __syncthreads();
+  const int T = tile_begin[a.E], G = gridDim.x, c = blockIdx.x;
+  const int t_begin = int(int64_t(c) * T / G), t_end = int(int64_t(c + 1) * T / G);
+  if (t_begin >= t_end) return;
+  const int nu = (t_end - t_begin) * a.KB;
+  // The unit being loaded / multiplied: tile t (and its Tile), column block kb, ring stage s and its phase.
+  struct Cursor {
+    int t, kb, s, phase;
+    Tile tl;
+    __device__ __forceinline__ void step(const Args& a, const int* rbeg, const int* tbeg, int t_end) {
+      if (++s == C::kStages) s = 0, phase ^= 1;
+      if (++kb < a.KB) return;
+      kb = 0;
+      if (++t < t_end) tl = tile_of<N>(a, t, rbeg, tbeg);
+    }
+  };
+  const Cursor first{t_begin, 0, 0, 0, tile_of<N>(a, t_begin, row_begin, tile_begin)};
+  if (wg == 0) {  // producer: one thread works
+    if (tid == 0) {
+      constexpr unsigned kTx = unsigned(kWBytes + C::kBBytes + N * 4);
+      Cursor cu = first;
+      for (int i = 0; i < nu; ++i, cu.step(a, row_begin, tile_begin, t_end)) {
+        if (i >= C::kStages) mbar_wait(&empty[cu.s], cu.phase ^ 1);  // unit i - kStages is done
+        uint8_t* st = base + cu.s * C::kStageBytes;
+        mbar_expect_tx(&full[cu.s], kTx);
+        const int wrow = cu.tl.e * a.w_rows + cu.tl.rb * kTileRows;
+        tma_load_2d(st, &wmap_a, cu.kb * kCols, wrow, &full[cu.s]);
+        if constexpr (kGateUp) tma_load_2d(st + 64 * kCols, &wmap_b, cu.kb * kCols, wrow, &full[cu.s]);
+        tma_load_2d(st + kWBytes, &xmap, cu.kb * kCols, cu.tl.xrow, &full[cu.s]);
+        bulk_copy_g2s(st + kWBytes + C::kBBytes, a.x_scale + size_t(cu.kb) * a.ld_xs + cu.tl.xrow, N * 4, &full[cu.s]);
+      }
+    }
+    return;
+  }
+  const int h = wg - 1, ct = tid - 128 * wg, lane = tid % 32;
+  float acc[N / 2], tmp[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+  // This warpgroup's weight scales: gate / up rows (gate_up, WG1 / WG2) or its 64 of the tile's 128 rows (down).
+  const float* sbase = kGateUp && h == 1 ? a.s_b : a.s_a;
+  const int SR = a.w_rows / 128;
+  auto wscale_row = [&](const Tile& tl) {
+    return sbase + (size_t(tl.e) * SR + (tl.rb * kTileRows + (kGateUp ? 0 : 64 * h)) / 128) * a.KB;
+  };
+  Cursor cu = first;
+  const float* wsr = wscale_row(cu.tl);
+  for (int i = 0; i < nu; ++i) {
+    mbar_wait(&full[cu.s], cu.phase);
+    uint8_t* st = base + cu.s * C::kStageBytes;
+    const uint64_t da = wgmma::desc_sw128(st + h * 64 * kCols), db = wgmma::desc_sw128(st + kWBytes);
+    wgmma::fence();
+#pragma unroll
+    for (int j = 0; j < kCols / 32; ++j) wgmma::m64k32_e4m3_ss<N>(tmp, da + 2 * j, db + 2 * j, j > 0);
+    wgmma::commit();
+    const float sw = __ldg(wsr + cu.kb);
+    const int cols_left = cu.tl.nvalid - 2 * (lane % 4);
+    wgmma::wait<0>();
+    wgmma::fence_operand(tmp);
+    const float* sx = reinterpret_cast<const float*>(st + kWBytes + C::kBBytes);
+#pragma unroll
+    for (int j2 = 0; j2 < N / 8; ++j2) {  // columns 8 j2 + 2 (lane % 4) + {0, 1}: registers 4 j2 + {0, 1} + {0, 2}
+      const float2 v = *reinterpret_cast<const float2*>(sx + 8 * j2 + 2 * (lane % 4));
+      const float f0 = 8 * j2 < cols_left ? v.x * sw : 0.f, f1 = 8 * j2 + 1 < cols_left ? v.y * sw : 0.f;
+      const int r0 = 4 * j2;
+      acc[r0] = fmaf(tmp[r0], f0, acc[r0]);
+      acc[r0 + 2] = fmaf(tmp[r0 + 2], f0, acc[r0 + 2]);
+      acc[r0 + 1] = fmaf(tmp[r0 + 1], f1, acc[r0 + 1]);
+      acc[r0 + 3] = fmaf(tmp[r0 + 3], f1, acc[r0 + 3]);
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[cu.s]);
+    if (cu.kb == a.KB - 1) {  // the tile's end: register r holds row r_base + 8 ((r % 4) / 2), token t_base + 8 (r / 4) + r % 2
+      const Tile& tl = cu.tl;
+      if (i == nu - 1) pdl_launch_dependents();
+      const int t_base = 2 * (ct % 4), r_base = tl.rb * kTileRows + (kGateUp ? 0 : 64 * h) + 16 * (ct / 32) + (ct % 32) / 4;
+      const int* pairs = a.group + a.E + 1 + tl.slot0;
+      if constexpr (kGateUp) {
+        if (h == 1) {
+#pragma unroll
+          for (int r = 0; r < N / 2; ++r) xch[r * 128 + ct] = acc[r];
+        }
+        wgmma::bar_sync(1, 256);
+        if (h == 0) {
+#pragma unroll
+          for (int r = 0; r < N / 2; ++r) {
+            const int t = t_base + 8 * (r / 4) + (r % 2);
+            if (t < tl.nvalid) {
+              const float g = acc[r], u = xch[r * 128 + ct];
+              a.out[size_t(pairs[t]) * a.out_ld + r_base + 8 * ((r % 4) / 2)] = g / (1.0f + expf(-g)) * u;
+            }
+          }
+        }
+        wgmma::bar_sync(1, 256);  // xch is read before the next tile's hand-off
+      } else {
+#pragma unroll
+        for (int r = 0; r < N / 2; ++r) {
+          const int t = t_base + 8 * (r / 4) + (r % 2);
+          if (t < tl.nvalid) a.out[size_t(pairs[t]) * a.out_ld + r_base + 8 * ((r % 4) / 2)] = acc[r];
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < N / 2; ++r) acc[r] = 0.f;
+    }
+    cu.step(a, row_begin, tile_begin, t_end);
+    if (cu.kb == 0 && i + 1 < nu) wsr = wscale_row(cu.tl);
+  }
+}
+
+// Slot-row quantization (steps 1 and 3 of the header): grid E CTAs of 256 threads, CTA e quantizes its bucket's pairs'
+// source rows (x row pair / k, or act row pair) into slot rows R[e] + j, one warp per (pair, 128-column block), and
+// zeroes its pad rows (scale 1).
+constexpr int kQuantThreads = 256;
+__global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
+                                                                        int src_div, int K, uint8_t* codes,
+                                                                        float* scales, int ld) {
+  pdl_wait();
+  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  __shared__ int red[kQuantThreads / 32];
+  int r = 0;  // R[e]: the rounded bucket sizes of experts before e
+  for (int q = threadIdx.x; q < e; q += kQuantThreads) r += ((group[q + 1] - group[q]) + 3) & ~3;
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
+  if (lane == 0) red[warp] = r;
+  __syncthreads();
+  int row0 = 0;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) row0 += red[w];
+  pdl_launch_dependents();
+  const int g0 = group[e], count = group[e + 1] - g0, padded = (count + 3) & ~3, KB = K / 128;
+  for (int task = warp; task < padded * KB; task += kQuantThreads / 32) {
+    const int j = task / KB, b = task % KB;
+    uint8_t* crow = codes + size_t(row0 + j) * K + 128 * b + 4 * lane;
+    float* sc = scales + size_t(b) * ld + row0 + j;
+    if (j >= count) {  // pad row
+      *reinterpret_cast<uint32_t*>(crow) = 0u;
+      if (lane == 0) *sc = 1.f;
+      continue;
+    }
+    const int row = group[E + 1 + g0 + j] / src_div;
+    const float4 v = *reinterpret_cast<const float4*>(src + size_t(row) * K + 128 * b + 4 * lane);
+    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = amax > 0.f ? amax / 448.f : 1.f;
+    const uint32_t q = uint32_t(float_to_e4m3_device(v.x / s)) | uint32_t(float_to_e4m3_device(v.y / s)) << 8 |
+                       uint32_t(float_to_e4m3_device(v.z / s)) << 16 | uint32_t(float_to_e4m3_device(v.w / s)) << 24;
+    *reinterpret_cast<uint32_t*>(crow) = q;
+    if (lane == 0) *sc = s;
+  }
+}
+
+template <int N, bool kGateUp>
+void launch_gemm(const CUtensorMap& wa, const CUtensorMap& wb, const CUtensorMap& xm, const Args& a, int grid,
+                 cudaStream_t stream) {
+  auto kernel = moe_wgmma_kernel<N, kGateUp>;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg<N>::kSmem)));
+  launch_kernel(kernel, dim3(unsigned(grid)), kThreads, Cfg<N>::kSmem, stream, wa, wb, xm, a);
+  CUDA_CHECK_LAUNCH();
+}
+
+template <int N>
+void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream) {
+  uint8_t* s = p.wgmma_scratch;
+  uint8_t* xc = s + q.x_codes;
+  float* xs = reinterpret_cast<float*>(s + q.x_scales);
+  uint8_t* ac = s + q.act_codes;
+  float* as = reinterpret_cast<float*>(s + q.act_scales);
+  const int64_t E = p.E;
+  const char* who = "moe_fp8_wgmma_experts_cuda";
+  // 1. x into slot rows
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E)), kQuantThreads, 0, stream, p.group, p.E, p.x, p.k,
+                p.hidden, xc, xs, q.scale_ld);
+  CUDA_CHECK_LAUNCH();
+  // 2. gate_up
+  const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, p.hidden, E * p.inter, p.hidden, 64, who, "the gate weights");
+  const CUtensorMap um = tma_map_bytes_sw128(p.w_up, p.hidden, E * p.inter, p.hidden, 64, who, "the up weights");
+  const CUtensorMap xm = tma_map_bytes_sw128(xc, p.hidden, q.rows, p.hidden, N, who, "the quantized x rows");
+  const Args gu{p.group, p.E, p.hidden / kCols, p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter};
+  launch_gemm<N, true>(gm, um, xm, gu, sms, stream);
+  // 3. act into slot rows
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E)), kQuantThreads, 0, stream, p.group, p.E,
+                static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld);
+  CUDA_CHECK_LAUNCH();
+  // 4. down
+  const CUtensorMap dm = tma_map_bytes_sw128(p.w_down, p.inter, E * p.hidden, p.inter, 128, who, "the down weights");
+  const CUtensorMap am = tma_map_bytes_sw128(ac, p.inter, q.rows, p.inter, N, who, "the quantized act rows");
+  const Args dn{p.group, p.E, p.inter / kCols, p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
+                p.pair_out, p.hidden};
+  launch_gemm<N, false>(dm, dm, am, dn, sms, stream);
+}
+
+}  // namespace mfw
+
+std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p) {
+  if (p.w_dtype != DType::F8_E4M3 || !p.s_gate || !p.s_up || !p.s_down) return "FP8 (e4m3) weights with block scales";
+  if (p.hidden % 128 != 0 || p.inter % 128 != 0)
+    return "hidden and inter multiples of 128 (got " + std::to_string(p.hidden) + ", " + std::to_string(p.inter) + ")";
+  if (!aligned16(p.w_gate) || !aligned16(p.w_up) || !aligned16(p.w_down) || !aligned16(p.x) || !aligned16(p.act) ||
+      !aligned16(p.pair_out))
+    return "16-byte aligned weights, x, act and pair_out";
+  if (p.E > mfw::kMaxExperts) return "at most " + std::to_string(mfw::kMaxExperts) + " local experts";
+  if (p.shared_gate_up) return "no fused shared expert";
+  if (!p.group || !p.pair_out || !p.act) return "the group, act and pair_out scratch";
+  if (int64_t(p.E) * std::max(p.hidden, p.inter) >= (int64_t(1) << 31)) return "E x rows < 2^31 (TMA coordinates)";
+  return sm90a_device_missing();
+}
+
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter) {
+  MoeFp8WgmmaPlan q;
+  const int total = num_experts_total > 0 ? num_experts_total : E;
+  const double mean = double(B) * k / std::max(1, total);  // pairs per expert
+  q.N = mean * 4 <= 8 ? 8 : mean * 4 <= 16 ? 16 : mean * 4 <= 32 ? 32 : 64;
+  q.rows = (B * k + 3 * E + 3) / 4 * 4;
+  q.scale_ld = q.rows;
+  auto up = [](size_t v) { return (v + 127) / 128 * 128; };
+  size_t off = 0;
+  q.x_codes = off;
+  off = up(off + size_t(q.rows) * hidden);
+  q.x_scales = off;
+  off = up(off + (size_t(hidden / 128) * q.scale_ld + q.N) * 4);
+  q.act_codes = off;
+  off = up(off + size_t(q.rows) * inter);
+  q.act_scales = off;
+  off = up(off + (size_t(inter / 128) * q.scale_ld + q.N) * 4);
+  q.scratch_bytes = off;
+  return q;
+}
+
+void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {
+  const std::string why = moe_fp8_wgmma_unsupported(p);
+  require(why.empty(), "moe_fp8_wgmma_experts_cuda: needs " + why);
+  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter);
+  require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes &&
+              (reinterpret_cast<uintptr_t>(p.wgmma_scratch) & 127u) == 0,
+          "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +
+              " bytes, expected >= " + std::to_string(q.scratch_bytes) + " (moe_fp8_wgmma_plan), 128-byte aligned");
+  require(sms >= 1, "moe_fp8_wgmma_experts_cuda: sms = " + std::to_string(sms) + ", expected >= 1");
+  if (q.N == 8) mfw::launch_all<8>(p, q, sms, stream);
+  else if (q.N == 16) mfw::launch_all<16>(p, q, sms, stream);
+  else if (q.N == 32) mfw::launch_all<32>(p, q, sms, stream);
+  else mfw::launch_all<64>(p, q, sms, stream);
+}
+
+}  // namespace glm5
