@@ -377,9 +377,10 @@ namespace glm5 {
 namespace {
 
 // The FP8 experts on the FP8 tensor cores fed by TMA (MoeExpertsParams::fp8_wgmma, kernels/sm90a/moe_fp8_wgmma.h), on
-// fresh random inputs: against the CPU twin (the same e4m3 x and act) within 1e-3 of M[b, d] = sum_j tw_j sum_i
-// |w_d[d, i]| |act_i| per output (measured differences: the tensor core's fp32 sums, act codes that flip with g and u's
-// last bits), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
+// fresh random inputs: against the CPU twin (the same e4m3 x and act) within 5e-3 of M[b, d] = sum_j tw_j sum_i
+// |w_d[d, i]| |act_i| per output (the differences: the FP8 tensor core's accumulation of each 128-column block, and
+// the act codes that flip with g and u's last bits, each by 1/16 to 1/8 of the element; S25b measured 3.4e-4 to
+// 1.6e-3 of M, a misplaced row or scale gives O(1)), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
 // mantissa bits) + 1e-4 (e4m3 subnormals, fp32 order).
 void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int inter, bool skew) {
   const int k = 8;
@@ -433,7 +434,7 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     for (int d = 0; d < hidden; ++d) {
       const double g = gpu[size_t(b) * hidden + d];
       const double et = std::fabs(g - twin[size_t(b) * hidden + d]), ee = std::fabs(g - exact[size_t(d)]);
-      over_twin += !(et <= 1e-3 * mag[size_t(d)]);
+      over_twin += !(et <= 5e-3 * mag[size_t(d)]);
       over_exact += !(ee <= bound[size_t(d)]);
       worst_twin = std::max(worst_twin, et / std::max(mag[size_t(d)], 1e-300));
       worst_exact = std::max(worst_exact, ee / std::max(bound[size_t(d)], 1e-300));
