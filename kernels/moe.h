@@ -89,6 +89,7 @@ struct MoeExpertsParams {
   bool fp8_wgmma = true;
   uint8_t* wgmma_scratch = nullptr;  // moe_fp8_wgmma_plan(B, k, E, ...).scratch_bytes bytes, 128-byte aligned
   size_t wgmma_scratch_bytes = 0;
+  int wgmma_ksplit = 0;  // gate_up's k split: 0 = moe_fp8_wgmma_plan's choice, 1 or 2 forced (tests, A/B)
   // Tensor-core grouped kernels only: each warp issues the next column step's weight loads before the
   // current step's math (the warp tiles' PF option; more bytes in flight, more registers). -1 (default):
   // per weight type as measured on the H200 (S9f, `glm5prof bench kernels --only moe`, moe_experts_*_mma_pf):

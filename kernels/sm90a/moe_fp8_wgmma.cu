@@ -15,6 +15,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
@@ -58,6 +59,8 @@ struct Args {
   int ld_xs;
   float* out;            // act [pairs][inter] (gate_up) or pair_out [pairs][hidden] (down)
   int out_ld;            // inter or hidden
+  int ksplit;            // gate_up: tiles per (expert, row block, token tile) along k, 1 or 2 (down: 1)
+  float* gu;             // gate_up with ksplit 2: [pairs][2][inter] sums of g and u, zero before (atomic adds)
 };
 
 // Slot-row start R[e] (bucket sizes rounded up to 4) and tile start of every expert, and the tile count T, from the
@@ -71,7 +74,7 @@ __device__ __forceinline__ void schedule(const Args& a, int row_blocks, int* row
   for (int e = e0; e < e1; ++e) {
     const int c = a.group[e + 1] - a.group[e];
     rows += (c + 3) & ~3;
-    tiles += (c + N - 1) / N * row_blocks;
+    tiles += (c + N - 1) / N * row_blocks * a.ksplit;
   }
   int rs = rows, ts = tiles;  // inclusive scans over the lanes
 #pragma unroll
@@ -85,15 +88,15 @@ __device__ __forceinline__ void schedule(const Args& a, int row_blocks, int* row
     row_begin[e] = rs;
     tile_begin[e] = ts;
     rs += (c + 3) & ~3;
-    ts += (c + N - 1) / N * row_blocks;
+    ts += (c + N - 1) / N * row_blocks * a.ksplit;
   }
   if (lane == 31) tile_begin[a.E] = ts;
 }
 
 // Tile t: its expert (the last e with tile_begin[e] <= t: it has tiles, since tile_begin[E] = T > t), row block, token
-// tile's first slot row and bucket position, and its pair count.
+// tile's first slot row and bucket position, its pair count, and its first column block (k split: part ks of ksplit).
 struct Tile {
-  int e, rb, xrow, slot0, nvalid;
+  int e, rb, xrow, slot0, nvalid, kb0;
 };
 template <int N>
 __device__ __forceinline__ Tile tile_of(const Args& a, int t, const int* row_begin, const int* tile_begin) {
@@ -104,8 +107,8 @@ __device__ __forceinline__ Tile tile_of(const Args& a, int t, const int* row_beg
     else hi = mid;
   }
   const int e = lo, g0 = a.group[e], count = a.group[e + 1] - g0, ntt = (count + N - 1) / N;
-  const int local = t - tile_begin[e], rb = local / ntt, tt = local % ntt;
-  return {e, rb, row_begin[e] + tt * N, g0 + tt * N, min(N, count - tt * N)};
+  const int local = t - tile_begin[e], ks = local % a.ksplit, rt = local / a.ksplit, rb = rt / ntt, tt = rt % ntt;
+  return {e, rb, row_begin[e] + tt * N, g0 + tt * N, min(N, count - tt * N), ks * (a.KB / a.ksplit)};
 }
 
 template <int N, bool kGateUp>
@@ -133,14 +136,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int T = tile_begin[a.E], G = gridDim.x, c = blockIdx.x;
   const int t_begin = int(int64_t(c) * T / G), t_end = int(int64_t(c + 1) * T / G);
   if (t_begin >= t_end) return;
-  const int nu = (t_end - t_begin) * a.KB;
-  // The unit being loaded / multiplied: tile t (and its Tile), column block kb, ring stage s and its phase.
+  const int KBt = a.KB / a.ksplit;  // column blocks per tile
+  const int nu = (t_end - t_begin) * KBt;
+  // The unit being loaded / multiplied: tile t (and its Tile), its kb-th column block (tl.kb0 + kb), ring stage s and
+  // its phase.
   struct Cursor {
     int t, kb, s, phase;
     Tile tl;
     __device__ __forceinline__ void step(const Args& a, const int* rbeg, const int* tbeg, int t_end) {
       if (++s == C::kStages) s = 0, phase ^= 1;
-      if (++kb < a.KB) return;
+      if (++kb < a.KB / a.ksplit) return;
       kb = 0;
       if (++t < t_end) tl = tile_of<N>(a, t, rbeg, tbeg);
     }
@@ -155,10 +160,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         uint8_t* st = base + cu.s * C::kStageBytes;
         mbar_expect_tx(&full[cu.s], kTx);
         const int wrow = cu.tl.e * a.w_rows + cu.tl.rb * kTileRows;
-        tma_load_2d(st, &wmap_a, cu.kb * kCols, wrow, &full[cu.s]);
-        if constexpr (kGateUp) tma_load_2d(st + 64 * kCols, &wmap_b, cu.kb * kCols, wrow, &full[cu.s]);
-        tma_load_2d(st + kWBytes, &xmap, cu.kb * kCols, cu.tl.xrow, &full[cu.s]);
-        bulk_copy_g2s(st + kWBytes + C::kBBytes, a.x_scale + size_t(cu.kb) * a.ld_xs + cu.tl.xrow, N * 4, &full[cu.s]);
+        const int kb = cu.tl.kb0 + cu.kb;
+        tma_load_2d(st, &wmap_a, kb * kCols, wrow, &full[cu.s]);
+        if constexpr (kGateUp) tma_load_2d(st + 64 * kCols, &wmap_b, kb * kCols, wrow, &full[cu.s]);
+        tma_load_2d(st + kWBytes, &xmap, kb * kCols, cu.tl.xrow, &full[cu.s]);
+        bulk_copy_g2s(st + kWBytes + C::kBBytes, a.x_scale + size_t(kb) * a.ld_xs + cu.tl.xrow, N * 4, &full[cu.s]);
       }
     }
     return;
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float* sbase = kGateUp && h == 1 ? a.s_b : a.s_a;
   const int SR = a.w_rows / 128;
   auto wscale_row = [&](const Tile& tl) {
-    return sbase + (size_t(tl.e) * SR + (tl.rb * kTileRows + (kGateUp ? 0 : 64 * h)) / 128) * a.KB;
+    return sbase + (size_t(tl.e) * SR + (tl.rb * kTileRows + (kGateUp ? 0 : 64 * h)) / 128) * a.KB + tl.kb0;
   };
   Cursor cu = first;
   const float* wsr = wscale_row(cu.tl);
@@ -200,12 +206,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[cu.s]);
-    if (cu.kb == a.KB - 1) {  // the tile's end: register r holds row r_base + 8 ((r % 4) / 2), token t_base + 8 (r / 4) + r % 2
+    if (cu.kb == KBt - 1) {  // the tile's end: register r holds row r_base + 8 ((r % 4) / 2), token t_base + 8 (r / 4) + r % 2
       const Tile& tl = cu.tl;
       if (i == nu - 1) pdl_launch_dependents();
       const int t_base = 2 * (ct % 4), r_base = tl.rb * kTileRows + (kGateUp ? 0 : 64 * h) + 16 * (ct / 32) + (ct % 32) / 4;
       const int* pairs = a.group + a.E + 1 + tl.slot0;
-      if constexpr (kGateUp) {
+      if (kGateUp && a.ksplit > 1) {  // g (WG1) and u (WG2) halves added into gu: 0 + a + b = 0 + b + a, deterministic
+        float* gu = a.gu + size_t(h) * a.out_ld;
+#pragma unroll
+        for (int r = 0; r < N / 2; ++r) {
+          const int t = t_base + 8 * (r / 4) + (r % 2);
+          if (t < tl.nvalid) atomicAdd(gu + size_t(pairs[t]) * 2 * a.out_ld + r_base + 8 * ((r % 4) / 2), acc[r]);
+        }
+      } else if constexpr (kGateUp) {
         if (h == 1) {
 #pragma unroll
           for (int r = 0; r < N / 2; ++r) xch[r * 128 + ct] = acc[r];
@@ -237,15 +250,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Slot-row quantization (steps 1 and 3 of the header): grid E CTAs of 256 threads, CTA e quantizes its bucket's pairs'
-// source rows (x row pair / k, or act row pair) into slot rows R[e] + j, one warp per (pair, 128-column block), and
-// zeroes its pad rows (scale 1).
+// Slot-row quantization (steps 1 and 3 of the header): grid (E, K / 128) CTAs of 256 threads; CTA (e, b) quantizes
+// column block b of its bucket's pairs' source rows (x row pair / k, or act row pair) into slot rows R[e] + j, one warp
+// per pair (8 at once), and zeroes its pad rows (scale 1). (S25c's first form, one CTA per expert looping over the
+// blocks, chained ~24 L2 round trips per warp at batch 128.)
 constexpr int kQuantThreads = 256;
 __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
                                                                         int src_div, int K, uint8_t* codes,
-                                                                        float* scales, int ld) {
+                                                                        float* scales, int ld, float* gu) {
   pdl_wait();
-  const int e = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int e = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   __shared__ int red[kQuantThreads / 32];
   int r = 0;  // R[e]: the rounded bucket sizes of experts before e
   for (int q = threadIdx.x; q < e; q += kQuantThreads) r += ((group[q + 1] - group[q]) + 3) & ~3;
@@ -257,9 +271,8 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
 #pragma unroll
   for (int w = 0; w < kQuantThreads / 32; ++w) row0 += red[w];
   pdl_launch_dependents();
-  const int g0 = group[e], count = group[e + 1] - g0, padded = (count + 3) & ~3, KB = K / 128;
-  for (int task = warp; task < padded * KB; task += kQuantThreads / 32) {
-    const int j = task / KB, b = task % KB;
+  const int g0 = group[e], count = group[e + 1] - g0, padded = (count + 3) & ~3;
+  for (int j = warp; j < padded; j += kQuantThreads / 32) {
     uint8_t* crow = codes + size_t(row0 + j) * K + 128 * b + 4 * lane;
     float* sc = scales + size_t(b) * ld + row0 + j;
     if (j >= count) {  // pad row
@@ -268,7 +281,17 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
       continue;
     }
     const int row = group[E + 1 + g0 + j] / src_div;
-    const float4 v = *reinterpret_cast<const float4*>(src + size_t(row) * K + 128 * b + 4 * lane);
+    float4 v;
+    if (gu) {  // act = silu(g) u from gate_up's k-split sums (as its unsplit store computes it); the sums zeroed
+      float* gp = gu + size_t(row) * 2 * K + 128 * b + 4 * lane;
+      const float4 g = *reinterpret_cast<const float4*>(gp), u = *reinterpret_cast<const float4*>(gp + K);
+      v = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y, g.z / (1.0f + expf(-g.z)) * u.z,
+                      g.w / (1.0f + expf(-g.w)) * u.w);
+      *reinterpret_cast<float4*>(gp) = make_float4(0.f, 0.f, 0.f, 0.f);
+      *reinterpret_cast<float4*>(gp + K) = make_float4(0.f, 0.f, 0.f, 0.f);
+    } else {
+      v = *reinterpret_cast<const float4*>(src + size_t(row) * K + 128 * b + 4 * lane);
+    }
     float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -299,24 +322,26 @@ void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cu
   const int64_t E = p.E;
   const char* who = "moe_fp8_wgmma_experts_cuda";
   // 1. x into slot rows
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E)), kQuantThreads, 0, stream, p.group, p.E, p.x, p.k,
-                p.hidden, xc, xs, q.scale_ld);
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E), unsigned(p.hidden / 128)), kQuantThreads, 0, stream, p.group, p.E, p.x, p.k,
+                p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
   CUDA_CHECK_LAUNCH();
   // 2. gate_up
   const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, p.hidden, E * p.inter, p.hidden, 64, who, "the gate weights");
   const CUtensorMap um = tma_map_bytes_sw128(p.w_up, p.hidden, E * p.inter, p.hidden, 64, who, "the up weights");
   const CUtensorMap xm = tma_map_bytes_sw128(xc, p.hidden, q.rows, p.hidden, N, who, "the quantized x rows");
-  const Args gu{p.group, p.E, p.hidden / kCols, p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter};
+  float* gus = q.ksplit > 1 ? reinterpret_cast<float*>(s + q.gu) : nullptr;
+  const Args gu{p.group, p.E, p.hidden / kCols, p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter,
+                q.ksplit, gus};
   launch_gemm<N, true>(gm, um, xm, gu, sms, stream);
   // 3. act into slot rows
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E)), kQuantThreads, 0, stream, p.group, p.E,
-                static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld);
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E), unsigned(p.inter / 128)), kQuantThreads, 0, stream, p.group,
+                p.E, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
   CUDA_CHECK_LAUNCH();
   // 4. down
   const CUtensorMap dm = tma_map_bytes_sw128(p.w_down, p.inter, E * p.hidden, p.inter, 128, who, "the down weights");
   const CUtensorMap am = tma_map_bytes_sw128(ac, p.inter, q.rows, p.inter, N, who, "the quantized act rows");
   const Args dn{p.group, p.E, p.inter / kCols, p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
-                p.pair_out, p.hidden};
+                p.pair_out, p.hidden, 1, nullptr};
   launch_gemm<N, false>(dm, dm, am, dn, sms, stream);
 }
 
@@ -336,11 +361,20 @@ std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p) {
   return sm90a_device_missing();
 }
 
-MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter) {
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int sms,
+                                   int ksplit) {
   MoeFp8WgmmaPlan q;
+  if (sms <= 0) sms = current_device_sm_count();
   const int total = num_experts_total > 0 ? num_experts_total : E;
   const double mean = double(B) * k / std::max(1, total);  // pairs per expert
   q.N = mean * 4 <= 8 ? 8 : mean * 4 <= 16 ? 16 : mean * 4 <= 32 ? 32 : 64;
+  // gate_up's k split: whole tiles cut over the CTAs leave the last CTAs up to one tile behind; at GLM-5 batch 8 (~55
+  // experts x 32 row blocks over 132 SMs: 13.3 tiles, the longest CTA 14) that is 5% of gate_up. Split in two where the
+  // expected tiles per CTA (experts with pairs x inter / 64 / sms) are below kSplitBelow.
+  constexpr double kSplitBelow = 48;
+  const double experts_used = E * (1.0 - std::pow(1.0 - 1.0 / std::max(1, total), double(B) * k));
+  const bool even = (hidden / 128) % 2 == 0;
+  q.ksplit = ksplit == 1 || !even ? 1 : ksplit == 2 || experts_used * (inter / 64) / std::max(1, sms) < kSplitBelow ? 2 : 1;
   q.rows = (B * k + 3 * E + 3) / 4 * 4;
   q.scale_ld = q.rows;
   auto up = [](size_t v) { return (v + 127) / 128 * 128; };
@@ -353,6 +387,8 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   off = up(off + size_t(q.rows) * inter);
   q.act_scales = off;
   off = up(off + (size_t(inter / 128) * q.scale_ld + q.N) * 4);
+  q.gu = off;
+  if (q.ksplit > 1) off = up(off + size_t(B) * k * 2 * inter * 4);
   q.scratch_bytes = off;
   return q;
 }
@@ -360,7 +396,10 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {
   const std::string why = moe_fp8_wgmma_unsupported(p);
   require(why.empty(), "moe_fp8_wgmma_experts_cuda: needs " + why);
-  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter);
+  require(p.wgmma_ksplit >= 0 && p.wgmma_ksplit <= 2, "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_ksplit = " +
+                                                        std::to_string(p.wgmma_ksplit) + ", expected 0, 1 or 2");
+  const MoeFp8WgmmaPlan q =
+      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, sms, p.wgmma_ksplit);
   require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes &&
               (reinterpret_cast<uintptr_t>(p.wgmma_scratch) & 127u) == 0,
           "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +
@@ -372,4 +411,12 @@ void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t
   else mfw::launch_all<64>(p, q, sms, stream);
 }
 
+}  // namespace glm5
+
+namespace glm5 {
+void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes) {
+  require(scratch != nullptr || bytes == 0, "moe_fp8_wgmma_scratch_init: null scratch");
+  CUDA_CHECK(cudaMemset(scratch, 0, bytes));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
 }  // namespace glm5

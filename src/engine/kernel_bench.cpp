@@ -968,21 +968,25 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     // Per-token path (B < 4): the register caps, all bitwise the same (checked against the first).
     // FP8 at B >= 4 also: the TMA-fed FP8 tensor-core kernels (_wgmma: MoeExpertsParams::fp8_wgmma with its scratch),
     // checked against the fp32 kernels within 5e-2 of max |out| (e4m3 activations; gpu_moe_grouped bounds each output).
-    struct Variant { const char* suffix; bool mma; int pf; int early = 1; bool fused = false; bool wgmma = false; };
+    struct Variant { const char* suffix; bool mma; int pf; int early = 1; bool fused = false; bool wgmma = false; int ks = 0; };
     const bool pair_path = B < kMoeGroupMinTokens;
     std::vector<Variant> variants =
         pair_path ? std::vector<Variant>{{"_pair", true, 0}, {"_pair_wait", true, 0, 0}, {"_pair_fused", true, 0, 1, true}}
                   : std::vector<Variant>{{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
-    const MoeFp8WgmmaPlan wq = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter);
+    const MoeFp8WgmmaPlan wq = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 0, 2);  // the larger scratch
     Buffer wscratch(Where::Device, fp8 && !pair_path ? wq.scratch_bytes : 16, "bench moe wgmma scratch");
+    moe_fp8_wgmma_scratch_init(wscratch.as<uint8_t>(), wscratch.bytes());
     p.wgmma_scratch_bytes = wscratch.bytes();
     const bool wgmma = fp8 && !pair_path && [&] {
       p.wgmma_scratch = wscratch.as<uint8_t>();
       return moe_fp8_wgmma_unsupported(p).empty();
     }();
-    if (wgmma) variants.push_back({"_wgmma", true, 0, 1, false, true});
+    if (wgmma)  // the plan's k split (MoeFp8WgmmaPlan::ksplit), then each forced
+      for (auto [suffix, ks] : {std::pair{"_wgmma", 0}, {"_wgmma_k1", 1}, {"_wgmma_k2", 2}})
+        variants.push_back({suffix, true, 0, 1, false, true, ks});
     auto use = [&](const Variant& v) {
       p.fp8_wgmma = v.wgmma;
+      p.wgmma_ksplit = v.ks;
       p.wgmma_scratch = v.wgmma ? wscratch.as<uint8_t>() : nullptr;
       p.fp8_mma = v.mma;
       p.mma_prefetch = v.pf;
@@ -1007,7 +1011,9 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
                 ": max err " + sci(err) + " of max |out| " + sci(mx));
     double err_wgmma = 0;
     if (wgmma) {
-      for (size_t i = 0; i < ref.size(); ++i) err_wgmma = std::max(err_wgmma, std::fabs(double(got.back()[i]) - ref[i]));
+      for (size_t v = 0; v < variants.size(); ++v)
+        if (variants[v].wgmma)
+          for (size_t i = 0; i < ref.size(); ++i) err_wgmma = std::max(err_wgmma, std::fabs(double(got[v][i]) - ref[i]));
       require(std::isfinite(err_wgmma) && err_wgmma <= 5e-2 * mx, "bench kernels: moe fp8 wgmma vs fp32 grouped: max err " +
                                                                      sci(err_wgmma) + " of max |out| " + sci(mx));
     }

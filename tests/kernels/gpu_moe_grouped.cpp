@@ -377,7 +377,7 @@ namespace glm5 {
 namespace {
 
 // The FP8 experts on the FP8 tensor cores fed by TMA (MoeExpertsParams::fp8_wgmma, kernels/sm90a/moe_fp8_wgmma.h), on
-// fresh random inputs: against the CPU twin (the same e4m3 x and act) within 5e-3 of M[b, d] = sum_j tw_j sum_i
+// fresh random inputs, gate_up's k unsplit and split in two (MoeExpertsParams::wgmma_ksplit): against the CPU twin (the same e4m3 x and act) within 5e-3 of M[b, d] = sum_j tw_j sum_i
 // |w_d[d, i]| |act_i| per output (the differences: the FP8 tensor core's accumulation of each 128-column block, and
 // the act codes that flip with g and u's last bits, each by 1/16 to 1/8 of the element; S25b measured 3.4e-4 to
 // 1.6e-3 of M, a misplaced row or scale gives O(1)), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
@@ -393,7 +393,7 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     ids[i] = skew ? int32_t(begin + int(i % k) % E_local) : int32_t(splitmix64(seed + i) % E_total);
   ids[1] = ids[0];  // token 0 picks one expert twice
   for (size_t i = 0; i < tw.size(); ++i) tw[i] = 0.1f + rng_uniform(seed, 61, i);
-  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter);
+  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter, 0, 2);  // the larger scratch
   Buffer dx = to_device(x, "x"), dids = to_device(ids, "ids"), dtw = to_device(tw, "tw");
   Buffer dact(Where::Device, size_t(B) * k * inter * 4, "act"), dout(Where::Device, size_t(B) * hidden * 4, "out");
   Buffer dgroup(Where::Device, (E_local + 1 + size_t(B) * k) * 4, "group"),
@@ -405,14 +405,21 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
   p.pair_out = dpair.as<float>();
   p.wgmma_scratch = scratch.as<uint8_t>();
   p.wgmma_scratch_bytes = scratch.bytes();
+  moe_fp8_wgmma_scratch_init(scratch.as<uint8_t>(), scratch.bytes());
   ASSERT_EQ(moe_fp8_wgmma_unsupported(p), "") << "the FP8 wgmma experts must run here";
-  moe_experts_cuda(p, nullptr);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<float> gpu = to_host<float>(dout);
+  std::vector<std::vector<float>> gpu;  // gate_up's k unsplit, split in two (twice: the same bits, sums left zero)
+  for (int ks : {1, 2, 2}) {
+    p.wgmma_ksplit = ks;
+    moe_experts_cuda(p, nullptr);
+    CUDA_CHECK(cudaDeviceSynchronize());
+    gpu.push_back(to_host<float>(dout));
+  }
+  EXPECT_EQ(std::memcmp(gpu[1].data(), gpu[2].data(), gpu[1].size() * 4), 0) << "k split: not deterministic, or its "
+                                                                                  "sums were not left zero; seed " << seed;
   std::vector<float> act(size_t(B) * k * inter), twin(size_t(B) * hidden);
   moe_experts_fp8_wgmma_cpu(host_params(p, X, x, ids, tw, act, twin));
   const int sch = hidden / 128, sci = inter / 128;
-  double worst_twin = 0, worst_exact = 0, worst_rel = 0;
+  double worst_twin[2] = {0, 0}, worst_exact[2] = {0, 0}, worst_rel = 0;
   size_t over_twin = 0, over_exact = 0;
   for (int b = 0; b < B; ++b) {
     std::vector<double> mag(size_t(hidden), 0.0), exact, bound;
@@ -431,23 +438,24 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     mma_bound(X, x, ids, tw, b, k, hidden, inter, begin, E_local, exact, bound, 0x1p-4 + 1e-4);
     double mx = 0;
     for (double v : exact) mx = std::max(mx, std::fabs(v));
-    for (int d = 0; d < hidden; ++d) {
-      const double g = gpu[size_t(b) * hidden + d];
-      const double et = std::fabs(g - twin[size_t(b) * hidden + d]), ee = std::fabs(g - exact[size_t(d)]);
-      over_twin += !(et <= 5e-3 * mag[size_t(d)]);
-      over_exact += !(ee <= bound[size_t(d)]);
-      worst_twin = std::max(worst_twin, et / std::max(mag[size_t(d)], 1e-300));
-      worst_exact = std::max(worst_exact, ee / std::max(bound[size_t(d)], 1e-300));
-      worst_rel = std::max(worst_rel, ee / std::max(mx, 1e-30));
-    }
+    for (int v = 0; v < 2; ++v)
+      for (int d = 0; d < hidden; ++d) {
+        const double g = gpu[size_t(v)][size_t(b) * hidden + d];
+        const double et = std::fabs(g - twin[size_t(b) * hidden + d]), ee = std::fabs(g - exact[size_t(d)]);
+        over_twin += !(et <= 5e-3 * mag[size_t(d)]);
+        over_exact += !(ee <= bound[size_t(d)]);
+        worst_twin[v] = std::max(worst_twin[v], et / std::max(mag[size_t(d)], 1e-300));
+        worst_exact[v] = std::max(worst_exact[v], ee / std::max(bound[size_t(d)], 1e-300));
+        worst_rel = std::max(worst_rel, ee / std::max(mx, 1e-30));
+      }
   }
-  std::printf("moe fp8 wgmma N=%d B=%d experts [%d, %d) of %d, hidden %d inter %d%s: vs twin max err / M %.3g, vs exact "
-              "max err / bound %.3g, max err / max|out| %.3g\n",
-              q.N, B, begin, begin + E_local, E_total, hidden, inter, skew ? " skewed" : "", worst_twin, worst_exact,
-              worst_rel);
+  std::printf("moe fp8 wgmma N=%d B=%d experts [%d, %d) of %d, hidden %d inter %d%s: vs twin max err / M %.3g (k split "
+              "%.3g), vs exact max err / bound %.3g (k split %.3g), max err / max|out| %.3g\n",
+              q.N, B, begin, begin + E_local, E_total, hidden, inter, skew ? " skewed" : "", worst_twin[0], worst_twin[1],
+              worst_exact[0], worst_exact[1], worst_rel);
   EXPECT_EQ(over_twin, 0u) << "B=" << B << " seed " << seed;
   EXPECT_EQ(over_exact, 0u) << "B=" << B << " seed " << seed;
-  EXPECT_GT(worst_exact, 0.0) << "equal to exact arithmetic to the bit: the check cannot fail";
+  EXPECT_GT(worst_exact[0], 0.0) << "equal to exact arithmetic to the bit: the check cannot fail";
 }
 
 TEST(GpuMoeGrouped, Fp8WgmmaMatchesCpuTwin) {
