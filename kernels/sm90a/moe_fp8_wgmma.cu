@@ -361,20 +361,18 @@ std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p) {
   return sm90a_device_missing();
 }
 
-MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int sms,
-                                   int ksplit) {
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit) {
   MoeFp8WgmmaPlan q;
-  if (sms <= 0) sms = current_device_sm_count();
   const int total = num_experts_total > 0 ? num_experts_total : E;
   const double mean = double(B) * k / std::max(1, total);  // pairs per expert
   q.N = mean * 4 <= 8 ? 8 : mean * 4 <= 16 ? 16 : mean * 4 <= 32 ? 32 : 64;
-  // gate_up's k split: whole tiles cut over the CTAs leave the last CTAs up to one tile behind; at GLM-5 batch 8 (~55
-  // experts x 32 row blocks over 132 SMs: 13.3 tiles, the longest CTA 14) that is 5% of gate_up. Split in two where the
-  // expected tiles per CTA (experts with pairs x inter / 64 / sms) are below kSplitBelow.
-  constexpr double kSplitBelow = 48;
-  const double experts_used = E * (1.0 - std::pow(1.0 - 1.0 / std::max(1, total), double(B) * k));
+  // gate_up's k split is opt-in: whole tiles cut over the CTAs leave the last CTAs up to one tile behind (GLM-5 batch
+  // 8: ~55 experts x 32 row blocks over 132 SMs, 13.3 tiles per CTA, the longest 14: 5% of gate_up), which the split
+  // would halve; measured on the H200 (S25d, bench moe_experts_fp8_wgmma_k1 / _k2, GLM-5 shapes) it never paid for its
+  // atomic adds and the act pass over the sums: batch 8 568.8 vs 573.8 us, 32 1535.1 vs 1540.0, 128 2506.4 vs 2545.2.
+  // So the plan takes 1 and only MoeExpertsParams::wgmma_ksplit = 2 splits.
   const bool even = (hidden / 128) % 2 == 0;
-  q.ksplit = ksplit == 1 || !even ? 1 : ksplit == 2 || experts_used * (inter / 64) / std::max(1, sms) < kSplitBelow ? 2 : 1;
+  q.ksplit = ksplit == 2 && even ? 2 : 1;
   q.rows = (B * k + 3 * E + 3) / 4 * 4;
   q.scale_ld = q.rows;
   auto up = [](size_t v) { return (v + 127) / 128 * 128; };
@@ -399,7 +397,7 @@ void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t
   require(p.wgmma_ksplit >= 0 && p.wgmma_ksplit <= 2, "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_ksplit = " +
                                                         std::to_string(p.wgmma_ksplit) + ", expected 0, 1 or 2");
   const MoeFp8WgmmaPlan q =
-      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, sms, p.wgmma_ksplit);
+      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, p.wgmma_ksplit);
   require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes &&
               (reinterpret_cast<uintptr_t>(p.wgmma_scratch) & 127u) == 0,
           "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +

@@ -20,8 +20,8 @@
 //   3. quantize act: the pairs' act rows into slot rows (as 1, k = inter).
 //   4. down: tiles (e, 128 rows of hidden, token tile), k = inter: pair_out[pair, d] (fp32), then the slot combine.
 // Tiles (row blocks of an expert, token tiles fastest) are numbered expert by expert over the experts with pairs; CTA c
-// of G takes tiles [c T / G, (c + 1) T / G). gate_up's tiles split k in two where few tiles per CTA would leave the
-// longest CTA a whole tile behind (MoeFp8WgmmaPlan::ksplit): each half adds its g and u sums into zeroed scratch (two
+// of G takes tiles [c T / G, (c + 1) T / G). gate_up's tiles can split k in two, so that few tiles per CTA leave the
+// longest CTA half a tile behind instead of a whole one (MoeFp8WgmmaPlan::ksplit, forced only): each half adds its g and u sums into zeroed scratch (two
 // fp32 adds onto 0: the same bits in either order), and step 3 computes act = silu(g) u from them and re-zeroes them.
 //
 // Arithmetic: y = sum over 128-column blocks b of s_x[b] s_w[b] (sum_{c in b} q_x[c] q_w[c]), each block's sum on the
@@ -50,16 +50,15 @@ struct MoeFp8WgmmaPlan {
                            // expert (B k / total experts); an expert with more pairs takes several token tiles
   int rows = 0;            // slot rows: B k + 3 E rounded up to 4 (the pad of every expert's bucket)
   int scale_ld = 0;        // floats per 128-column block row of the scales (= rows)
-  int ksplit = 1;           // gate_up tiles per (expert, row block, token tile) along k: 2 when the expected tiles per CTA
-                           // are few (below 48: GLM-5 batch 8 and 32 on 132 SMs), else 1
+  int ksplit = 1;          // gate_up tiles per (expert, row block, token tile) along k: 1 unless forced to 2 (measured
+                           // slower at GLM-5 batch 8 / 32 / 128 on the H200: moe_fp8_wgmma_plan's comment)
   size_t x_codes = 0, x_scales = 0, act_codes = 0, act_scales = 0;  // byte offsets in the scratch (128-aligned)
   size_t gu = 0;           // ksplit 2: [B k][2][inter] floats of g and u sums, zero before each call and after
   size_t scratch_bytes = 0;
 };
-// sms: the SMs the kernels will run on (<= 0: the current device's, which moe_experts_cuda uses); ksplit 1 or 2 forces
-// the k split (MoeExpertsParams::wgmma_ksplit; 2 needs hidden / 128 even, else 1 is taken), 0 lets the plan choose.
-MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int sms,
-                                   int ksplit = 0);
+// ksplit 2 forces the k split (MoeExpertsParams::wgmma_ksplit; needs hidden / 128 even, else 1 is taken); 0 or 1: none.
+// Depends on the shapes only (not the device), so a caller can size the scratch before a device exists.
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit = 0);
 
 // Zeroes a new scratch buffer (the k-split sums must start at zero; every call leaves them zero). Synchronous.
 void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);

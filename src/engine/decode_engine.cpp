@@ -207,7 +207,7 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
     if (o.batch >= kMoeGroupMinTokens) bytes += (B * c.num_experts_per_tok + c.n_routed_experts + 1) * 4;
     if (o.batch >= kMoeGroupMinTokens && o.moe_wgmma)  // an upper bound: FP8 experts only, all experts local
       bytes += moe_fp8_wgmma_plan(o.batch, std::max(1, c.num_experts_per_tok), c.n_routed_experts, c.n_routed_experts,
-                                  c.hidden_size, c.moe_intermediate_size, 1 << 20).scratch_bytes;  // (k split: the most)
+                                  c.hidden_size, c.moe_intermediate_size).scratch_bytes;
   }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
   bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
@@ -388,8 +388,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     if (opt.batch >= kMoeGroupMinTokens && opt.moe_wgmma && fp8_experts && c.hidden_size % 128 == 0 &&
         c.moe_intermediate_size % 128 == 0) {
       const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, std::max(1, c.num_experts_per_tok), local_experts,
-                                                   c.n_routed_experts, c.hidden_size, c.moe_intermediate_size,
-                                                   0);  // the current device's SMs
+                                                   c.n_routed_experts, c.hidden_size, c.moe_intermediate_size);
       moe_wgmma_scratch_ = Buffer(where_, q.scratch_bytes, "MoE FP8 wgmma slot rows");
       moe_fp8_wgmma_scratch_init(moe_wgmma_scratch_.as<uint8_t>(), q.scratch_bytes);
     }

@@ -973,7 +973,7 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
     std::vector<Variant> variants =
         pair_path ? std::vector<Variant>{{"_pair", true, 0}, {"_pair_wait", true, 0, 0}, {"_pair_fused", true, 0, 1, true}}
                   : std::vector<Variant>{{"_mma", true, 0}, {"_mma_pf", true, 1}, {"_grouped", false, 0}};
-    const MoeFp8WgmmaPlan wq = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 0, 2);  // the larger scratch
+    const MoeFp8WgmmaPlan wq = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 2);  // the larger scratch
     Buffer wscratch(Where::Device, fp8 && !pair_path ? wq.scratch_bytes : 16, "bench moe wgmma scratch");
     moe_fp8_wgmma_scratch_init(wscratch.as<uint8_t>(), wscratch.bytes());
     p.wgmma_scratch_bytes = wscratch.bytes();
@@ -981,8 +981,8 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       p.wgmma_scratch = wscratch.as<uint8_t>();
       return moe_fp8_wgmma_unsupported(p).empty();
     }();
-    if (wgmma)  // the plan's k split (MoeFp8WgmmaPlan::ksplit), then each forced
-      for (auto [suffix, ks] : {std::pair{"_wgmma", 0}, {"_wgmma_k1", 1}, {"_wgmma_k2", 2}})
+    if (wgmma)  // the plan's choice (gate_up's k unsplit), then the split forced: the A/B behind that choice
+      for (auto [suffix, ks] : {std::pair{"_wgmma", 0}, {"_wgmma_k2", 2}})
         variants.push_back({suffix, true, 0, 1, false, true, ks});
     auto use = [&](const Variant& v) {
       p.fp8_wgmma = v.wgmma;

@@ -393,7 +393,7 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     ids[i] = skew ? int32_t(begin + int(i % k) % E_local) : int32_t(splitmix64(seed + i) % E_total);
   ids[1] = ids[0];  // token 0 picks one expert twice
   for (size_t i = 0; i < tw.size(); ++i) tw[i] = 0.1f + rng_uniform(seed, 61, i);
-  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter, 0, 2);  // the larger scratch
+  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter, 2);  // the larger scratch
   Buffer dx = to_device(x, "x"), dids = to_device(ids, "ids"), dtw = to_device(tw, "tw");
   Buffer dact(Where::Device, size_t(B) * k * inter * 4, "act"), dout(Where::Device, size_t(B) * hidden * 4, "out");
   Buffer dgroup(Where::Device, (E_local + 1 + size_t(B) * k) * 4, "group"),
