@@ -887,16 +887,16 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
   const dim3 block(32 * kWarps);
   const int up_rows = kWarps * kGateUpRowsPerWarp, down_rows = kWarps * kDownRowsPerWarp;
   const bool shared = p.shared_gate_up != nullptr;
-  require(!shared || (fp8 && vec_up && vec_down && p.pair_out && !(p.group && p.B >= kMoeGroupMinTokens) &&
+  require(!shared || (fp8 && vec_up && vec_down && p.pair_out && !(p.group && p.B >= p.group_min_tokens) &&
                       aligned16(p.shared_gate_up) && aligned16(p.shared_down)),
           "moe_experts_cuda: a fused shared expert (MoeExpertsParams.shared_gate_up) runs only on the per-token FP8 "
           "path: F8_E4M3 weights, hidden and inter multiples of 16, 16-byte aligned rows, pair_out set, B < " +
-              std::to_string(kMoeGroupMinTokens) + " or no group scratch");
+              std::to_string(p.group_min_tokens) + " or no group scratch");
   const int pairs = p.B * p.k + (shared ? p.B : 0);
-  const bool has_combine = p.pair_out && ((p.group && p.B >= kMoeGroupMinTokens) || (fp8 && vec_down));
+  const bool has_combine = p.pair_out && ((p.group && p.B >= p.group_min_tokens) || (fp8 && vec_down));
   require(!p.next_norm_weight || has_combine,
           "moe_experts_cuda: MoeExpertsParams.next_norm_weight needs a combine launch (pair_out set, with FP8 weights "
-          "in vector rows or expert grouping at B >= " + std::to_string(kMoeGroupMinTokens) + ")");
+          "in vector rows or expert grouping at B >= " + std::to_string(p.group_min_tokens) + ")");
   require(!p.next_norm_weight || p.combine_counters,
           "moe_experts_cuda: MoeExpertsParams.next_norm_weight needs combine_counters (B ints, zero)");
   require(!p.next_norm_weight || (p.hidden % 4 == 0 && p.hidden <= 16384),
@@ -913,7 +913,7 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     launch_combine(p, stream);
     return;
   }
-  if (p.group && p.pair_out && p.B >= kMoeGroupMinTokens) {
+  if (p.group && p.pair_out && p.B >= p.group_min_tokens) {
     const size_t smem = sizeof(int) * 2 * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");

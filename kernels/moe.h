@@ -38,6 +38,7 @@ void moe_route_cpu(const MoeRouteParams& p);
 void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream);
 
 // out[b,:] = sum_j topk_weights[b,j] * down_e(silu(gate_e x_b) * up_e x_b),  e = topk_ids[b,j]
+constexpr int kMoeGroupMinTokens = 4;  // the engine's smallest batch on the expert-grouped path
 struct MoeExpertsParams {
   const float* x;            // [B, hidden]
   const int32_t* topk_ids;   // [B, k]
@@ -90,6 +91,10 @@ struct MoeExpertsParams {
   uint8_t* wgmma_scratch = nullptr;  // moe_fp8_wgmma_plan(B, k, E, ...).scratch_bytes bytes, 128-byte aligned
   size_t wgmma_scratch_bytes = 0;
   int wgmma_ksplit = 0;  // gate_up's k split: 0 = moe_fp8_wgmma_plan's choice, 1 or 2 forced (tests, A/B)
+  // The smallest batch B that takes the grouped path when group and pair_out are set (below it: the per-token pair
+  // path). The engine keeps kMoeGroupMinTokens; 1 lets the bench time the grouped kernels (the FP8 wgmma family) at
+  // batch 1-3 against the pair path (`bench kernels --only moe`, moe_experts_fp8_wgmma at batch 1).
+  int group_min_tokens = kMoeGroupMinTokens;
   // Tensor-core grouped kernels only: each warp issues the next column step's weight loads before the
   // current step's math (the warp tiles' PF option; more bytes in flight, more registers). -1 (default):
   // per weight type as measured on the H200 (S9f, `glm5prof bench kernels --only moe`, moe_experts_*_mma_pf):
@@ -153,7 +158,6 @@ struct MoeExpertsParams {
   enum class Stage { All, Shared, Routed, Combine };
   Stage stage = Stage::All;
 };
-constexpr int kMoeGroupMinTokens = 4;
 // Throws glm5::Error naming `op` and the field unless pointers are non-null, B, E, k, hidden,
 // inter > 0 and w_dtype is BF16 or F8_E4M3 with its three scale pointers (or F32 when
 // allow_f32_weight: the CPU twin). Expert ids are not
