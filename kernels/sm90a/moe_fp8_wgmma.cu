@@ -250,37 +250,60 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Slot-row quantization (steps 1 and 3 of the header): grid (E, K / 128) CTAs of 256 threads; CTA (e, b) quantizes
-// column block b of its bucket's pairs' source rows (x row pair / k, or act row pair) into slot rows R[e] + j, one warp
-// per pair (8 at once), and zeroes its pad rows (scale 1). (S25c's first form, one CTA per expert looping over the
-// blocks, chained ~24 L2 round trips per warp at batch 128.)
+// Slot-row quantization (steps 1 and 3 of the header): grid (K / 128, ceil(rows / kQuantRows)) CTAs of 256 threads;
+// CTA (b, y) quantizes column block b of slot rows y kQuantRows .. + kQuantRows - 1, one warp per row (8 at once): the
+// row's expert e (R[e] <= j < R[e + 1], a binary search over R in shared memory), then either its pair's source row
+// (x row pair / k, or act row pair) or, past the bucket's count, a pad row (zeros, scale 1). Rows past R[E] (the
+// plan's rows bound B k + 3 E counts every expert's pad) are left alone. Each CTA first scans the bucket offsets
+// (warp 0, as schedule() does). (S25c's form, one CTA per expert looping over the blocks, chained ~24 L2 round trips
+// per warp at batch 128; S25d's, one CTA per (expert, column block), launched E x K / 128 CTAs, ~80% of them for
+// experts without pairs at batch 8: 11.3 us per launch in the batch-8 step, S26b.)
 constexpr int kQuantThreads = 256;
+constexpr int kQuantRows = 64;  // slot rows per CTA: 8 per warp
 __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
                                                                         int src_div, int K, uint8_t* codes,
                                                                         float* scales, int ld, float* gu) {
+  __shared__ int row_begin[kMaxExperts + 1], offset[kMaxExperts + 1];  // R[e]; the bucket offsets group[e]
   pdl_wait();
-  const int e = blockIdx.x, b = blockIdx.y, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  __shared__ int red[kQuantThreads / 32];
-  int r = 0;  // R[e]: the rounded bucket sizes of experts before e
-  for (int q = threadIdx.x; q < e; q += kQuantThreads) r += ((group[q + 1] - group[q]) + 3) & ~3;
+  const int b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (warp == 0) {  // each lane a run of consecutive experts, one warp scan of their rounded counts
+    const int per = (E + 31) / 32, e0 = min(E, lane * per), e1 = min(E, e0 + per);
+    int rows = 0;
+    for (int e = e0; e < e1; ++e) rows += ((group[e + 1] - group[e]) + 3) & ~3;
+    int rs = rows;
 #pragma unroll
-  for (int o = 16; o > 0; o /= 2) r += __shfl_xor_sync(0xffffffffu, r, o);
-  if (lane == 0) red[warp] = r;
+    for (int o = 1; o < 32; o *= 2) {
+      const int r = __shfl_up_sync(0xffffffffu, rs, o);
+      if (lane >= o) rs += r;
+    }
+    rs -= rows;
+    for (int e = e0; e < e1; ++e) {
+      offset[e] = group[e];
+      row_begin[e] = rs;
+      rs += ((group[e + 1] - group[e]) + 3) & ~3;
+    }
+    if (lane == 31) row_begin[E] = rs, offset[E] = group[E];
+  }
   __syncthreads();
-  int row0 = 0;
-#pragma unroll
-  for (int w = 0; w < kQuantThreads / 32; ++w) row0 += red[w];
   pdl_launch_dependents();
-  const int g0 = group[e], count = group[e + 1] - g0, padded = (count + 3) & ~3;
-  for (int j = warp; j < padded; j += kQuantThreads / 32) {
-    uint8_t* crow = codes + size_t(row0 + j) * K + 128 * b + 4 * lane;
-    float* sc = scales + size_t(b) * ld + row0 + j;
-    if (j >= count) {  // pad row
+  const int total = row_begin[E];
+  for (int j = blockIdx.y * kQuantRows + warp; j < min(total, int(blockIdx.y + 1) * kQuantRows);
+       j += kQuantThreads / 32) {
+    int lo = 0, hi = E;  // the last e with R[e] <= j: R[lo] <= j < R[hi]
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (row_begin[mid] <= j) lo = mid;
+      else hi = mid;
+    }
+    const int e = lo, local = j - row_begin[e], count = offset[e + 1] - offset[e];
+    uint8_t* crow = codes + size_t(j) * K + 128 * b + 4 * lane;
+    float* sc = scales + size_t(b) * ld + j;
+    if (local >= count) {  // pad row
       *reinterpret_cast<uint32_t*>(crow) = 0u;
       if (lane == 0) *sc = 1.f;
       continue;
     }
-    const int row = group[E + 1 + g0 + j] / src_div;
+    const int row = group[E + 1 + offset[e] + local] / src_div;
     float4 v;
     if (gu) {  // act = silu(g) u from gate_up's k-split sums (as its unsplit store computes it); the sums zeroed
       float* gp = gu + size_t(row) * 2 * K + 128 * b + 4 * lane;
@@ -322,8 +345,9 @@ void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cu
   const int64_t E = p.E;
   const char* who = "moe_fp8_wgmma_experts_cuda";
   // 1. x into slot rows
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E), unsigned(p.hidden / 128)), kQuantThreads, 0, stream, p.group, p.E, p.x, p.k,
-                p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
+  const unsigned quant_chunks = unsigned((q.rows + kQuantRows - 1) / kQuantRows);
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.hidden / 128), quant_chunks), kQuantThreads, 0, stream, p.group,
+                p.E, p.x, p.k, p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
   CUDA_CHECK_LAUNCH();
   // 2. gate_up
   const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, p.hidden, E * p.inter, p.hidden, 64, who, "the gate weights");
@@ -334,7 +358,7 @@ void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cu
                 q.ksplit, gus};
   launch_gemm<N, true>(gm, um, xm, gu, sms, stream);
   // 3. act into slot rows
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.E), unsigned(p.inter / 128)), kQuantThreads, 0, stream, p.group,
+  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.inter / 128), quant_chunks), kQuantThreads, 0, stream, p.group,
                 p.E, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
   CUDA_CHECK_LAUNCH();
   // 4. down

@@ -1018,7 +1018,10 @@ void bench_moe_grouped_dtype(const KernelBenchOptions& opt, cudaStream_t stream,
       for (size_t v = 0; v < variants.size(); ++v)
         if (variants[v].wgmma)
           for (size_t i = 0; i < ref.size(); ++i) err_wgmma = std::max(err_wgmma, std::fabs(double(got[v][i]) - ref[i]));
-      require(std::isfinite(err_wgmma) && err_wgmma <= 5e-2 * mx, "bench kernels: moe fp8 wgmma vs fp32 grouped: max err " +
+      // 1e-1 of max |out|: x and act rounded to e4m3 (2^-4 relative per element) leave 3.3-5.0% of max |out| on
+      // the bench's fresh random data (S25-S26 runs at batch 1-128; 5e-2 failed once, S26b, at 5.03%); the
+      // per-output bound against exact arithmetic is GpuMoeGrouped.Fp8WgmmaMatchesCpuTwin's.
+      require(std::isfinite(err_wgmma) && err_wgmma <= 1e-1 * mx, "bench kernels: moe fp8 wgmma vs fp32 grouped: max err " +
                                                                      sci(err_wgmma) + " of max |out| " + sci(mx));
     }
     const double bytes = double(distinct) * (3.0 * per * es + (fp8 ? 3.0 * (inter / 128) * (hidden / 128) * 4 : 0.0)) +
