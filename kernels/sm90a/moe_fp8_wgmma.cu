@@ -251,25 +251,30 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Slot-row quantization (steps 1 and 3 of the header): grid (K / 128, ceil(rows / kQuantRows)) CTAs of 256 threads;
-// CTA (b, y) quantizes column block b of slot rows y kQuantRows .. + kQuantRows - 1, one warp per row (8 at once): the
+// CTA (b, y) quantizes column block b of slot rows y kQuantRows .. + kQuantRows - 1, warp w rows w, w + 8, ...: the
 // row's expert e (R[e] <= j < R[e + 1], a binary search over R in shared memory), then either its pair's source row
 // (x row pair / k, or act row pair) or, past the bucket's count, a pad row (zeros, scale 1). Rows past R[E] (the
 // plan's rows bound B k + 3 E counts every expert's pad) are left alone. Each CTA first scans the bucket offsets
 // (warp 0, as schedule() does). (S25c's form, one CTA per expert looping over the blocks, chained ~24 L2 round trips
 // per warp at batch 128; S25d's, one CTA per (expert, column block), launched E x K / 128 CTAs, ~80% of them for
-// experts without pairs at batch 8: 11.3 us per launch in the batch-8 step, S26b.)
+// experts without pairs at batch 8: 11.3 us per launch in the batch-8 step, S26b; S26c's first form of this one, 64
+// rows per CTA with each warp's rows and the scan's loads one after another, 11.1 / 13.7 / 19.3 us at batch 8 / 32 /
+// 128: no gain, so now every load of a warp is issued before any is used.)
 constexpr int kQuantThreads = 256;
-constexpr int kQuantRows = 64;  // slot rows per CTA: 8 per warp
+constexpr int kQuantRowsPerWarp = 4;
+constexpr int kQuantRows = kQuantRowsPerWarp * kQuantThreads / 32;  // slot rows per CTA
 __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
                                                                         int src_div, int K, uint8_t* codes,
                                                                         float* scales, int ld, float* gu) {
   __shared__ int row_begin[kMaxExperts + 1], offset[kMaxExperts + 1];  // R[e]; the bucket offsets group[e]
   pdl_wait();
   const int b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int e = threadIdx.x; e <= E; e += kQuantThreads) offset[e] = group[e];  // one round trip for all
+  __syncthreads();
   if (warp == 0) {  // each lane a run of consecutive experts, one warp scan of their rounded counts
     const int per = (E + 31) / 32, e0 = min(E, lane * per), e1 = min(E, e0 + per);
     int rows = 0;
-    for (int e = e0; e < e1; ++e) rows += ((group[e + 1] - group[e]) + 3) & ~3;
+    for (int e = e0; e < e1; ++e) rows += ((offset[e + 1] - offset[e]) + 3) & ~3;
     int rs = rows;
 #pragma unroll
     for (int o = 1; o < 32; o *= 2) {
@@ -278,51 +283,60 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
     }
     rs -= rows;
     for (int e = e0; e < e1; ++e) {
-      offset[e] = group[e];
       row_begin[e] = rs;
-      rs += ((group[e + 1] - group[e]) + 3) & ~3;
+      rs += ((offset[e + 1] - offset[e]) + 3) & ~3;
     }
-    if (lane == 31) row_begin[E] = rs, offset[E] = group[E];
+    if (lane == 31) row_begin[E] = rs;
   }
   __syncthreads();
   pdl_launch_dependents();
-  const int total = row_begin[E];
-  for (int j = blockIdx.y * kQuantRows + warp; j < min(total, int(blockIdx.y + 1) * kQuantRows);
-       j += kQuantThreads / 32) {
+  // The warp's rows j = first + 8 i: expert, bucket position, then every row's loads issued before any is used (two
+  // L2 round trips per warp, not two per row).
+  const int total = row_begin[E], first = blockIdx.y * kQuantRows + warp;
+  int src_row[kQuantRowsPerWarp];  // -1: pad row; -2: past R[E]
+#pragma unroll
+  for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+    const int j = first + 8 * i;
+    src_row[i] = -2;
+    if (j >= total) continue;
     int lo = 0, hi = E;  // the last e with R[e] <= j: R[lo] <= j < R[hi]
     while (hi - lo > 1) {
       const int mid = (lo + hi) / 2;
       if (row_begin[mid] <= j) lo = mid;
       else hi = mid;
     }
-    const int e = lo, local = j - row_begin[e], count = offset[e + 1] - offset[e];
-    uint8_t* crow = codes + size_t(j) * K + 128 * b + 4 * lane;
-    float* sc = scales + size_t(b) * ld + j;
-    if (local >= count) {  // pad row
-      *reinterpret_cast<uint32_t*>(crow) = 0u;
-      if (lane == 0) *sc = 1.f;
-      continue;
-    }
-    const int row = group[E + 1 + offset[e] + local] / src_div;
-    float4 v;
+    const int local = j - row_begin[lo];
+    src_row[i] = local < offset[lo + 1] - offset[lo] ? group[E + 1 + offset[lo] + local] / src_div : -1;
+  }
+  float4 v[kQuantRowsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+    v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (src_row[i] < 0) continue;
     if (gu) {  // act = silu(g) u from gate_up's k-split sums (as its unsplit store computes it); the sums zeroed
-      float* gp = gu + size_t(row) * 2 * K + 128 * b + 4 * lane;
+      float* gp = gu + size_t(src_row[i]) * 2 * K + 128 * b + 4 * lane;
       const float4 g = *reinterpret_cast<const float4*>(gp), u = *reinterpret_cast<const float4*>(gp + K);
-      v = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y, g.z / (1.0f + expf(-g.z)) * u.z,
-                      g.w / (1.0f + expf(-g.w)) * u.w);
+      v[i] = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
+                         g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
       *reinterpret_cast<float4*>(gp) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(gp + K) = make_float4(0.f, 0.f, 0.f, 0.f);
     } else {
-      v = *reinterpret_cast<const float4*>(src + size_t(row) * K + 128 * b + 4 * lane);
+      v[i] = *reinterpret_cast<const float4*>(src + size_t(src_row[i]) * K + 128 * b + 4 * lane);
     }
-    float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+  }
+#pragma unroll
+  for (int i = 0; i < kQuantRowsPerWarp; ++i) {
+    if (src_row[i] == -2) continue;
+    const int j = first + 8 * i;
+    float amax = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = amax > 0.f ? amax / 448.f : 1.f;
-    const uint32_t q = uint32_t(float_to_e4m3_device(v.x / s)) | uint32_t(float_to_e4m3_device(v.y / s)) << 8 |
-                       uint32_t(float_to_e4m3_device(v.z / s)) << 16 | uint32_t(float_to_e4m3_device(v.w / s)) << 24;
-    *reinterpret_cast<uint32_t*>(crow) = q;
-    if (lane == 0) *sc = s;
+    const float s = amax > 0.f ? amax / 448.f : 1.f;  // a pad row (zeros): codes 0, scale 1
+    const uint32_t q = uint32_t(float_to_e4m3_device(v[i].x / s)) | uint32_t(float_to_e4m3_device(v[i].y / s)) << 8 |
+                       uint32_t(float_to_e4m3_device(v[i].z / s)) << 16 |
+                       uint32_t(float_to_e4m3_device(v[i].w / s)) << 24;
+    *reinterpret_cast<uint32_t*>(codes + size_t(j) * K + 128 * b + 4 * lane) = q;
+    if (lane == 0) scales[size_t(b) * ld + j] = s;
   }
 }
 
