@@ -259,7 +259,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 // per warp at batch 128; S25d's, one CTA per (expert, column block), launched E x K / 128 CTAs, ~80% of them for
 // experts without pairs at batch 8: 11.3 us per launch in the batch-8 step, S26b; S26c's first form of this one, 64
 // rows per CTA with each warp's rows and the scan's loads one after another, 11.1 / 13.7 / 19.3 us at batch 8 / 32 /
-// 128: no gain, so now every load of a warp is issued before any is used.)
+// 128: no gain, so now every load of a warp is issued before any is used. Own time (Nsight Compute, serialized, S26c /
+// S26e) x then act, batch 1 / 8 / 32 / 128: first form 9.5 + 11 / 15.0 + 17 / 21.3 + 18 / 34.4 + 21 us, this one
+// 12 + 11 / 16.4 + 12 / 25.5 + 13.5 / 42 + 21: a wash, and no step time moved beyond the machines' spread. Each of a
+// row chunk's K / 128 CTAs repeats the offsets' scan: one CTA over several column blocks is the next thing to try.)
 constexpr int kQuantThreads = 256;
 constexpr int kQuantRowsPerWarp = 4;
 constexpr int kQuantRows = kQuantRowsPerWarp * kQuantThreads / 32;  // slot rows per CTA
