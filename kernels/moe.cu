@@ -929,8 +929,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");
     launch_kernel(moe_group_kernel, 1, 256, smem, stream, p);
     CUDA_CHECK_LAUNCH();
-    // FP8 tensor cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h), where supported and given its scratch
-    if (fp8 && p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty()) {
+    // FP8 / BF16 tensor cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h), where supported and given its scratch
+    if (p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty()) {
       moe_fp8_wgmma_experts_cuda(p, current_device_sm_count(), stream);
       launch_combine(p, stream);
       return;

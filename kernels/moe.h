@@ -83,10 +83,11 @@ struct MoeExpertsParams {
   // tests/kernels/gpu_moe_grouped.cpp checks this bound per output.
   // false = the fp32 GEMV-style grouped kernels (bitwise equal to the per-token path).
   bool fp8_mma = true;
-  // FP8 weights on the grouped path: true (default) with wgmma_scratch set runs the experts on the FP8 tensor cores
-  // fed by TMA (kernels/sm90a/moe_fp8_wgmma.h: persistent CTAs, x and act quantized per 128 columns to e4m3) where
-  // moe_fp8_wgmma_unsupported(p) is empty, instead of the fp8_mma kernels. Not bit-compatible with them (e4m3
-  // activations instead of f16): tests/kernels/gpu_moe_wgmma.cpp bounds both against exact arithmetic.
+  // FP8 or BF16 weights on the grouped path: true (default) with wgmma_scratch set runs the experts on the tensor
+  // cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h: persistent CTAs; FP8: x and act quantized per 128 columns to
+  // e4m3; BF16: rounded to bf16) where moe_fp8_wgmma_unsupported(p) is empty, instead of the fp8_mma kernels. Not
+  // bit-compatible with them: tests/kernels/gpu_moe_grouped.cpp bounds both against exact arithmetic. (The name
+  // predates the BF16 form.)
   bool fp8_wgmma = true;
   uint8_t* wgmma_scratch = nullptr;  // moe_fp8_wgmma_plan(B, k, E, ...).scratch_bytes bytes, 128-byte aligned
   size_t wgmma_scratch_bytes = 0;

@@ -111,7 +111,8 @@ __device__ __forceinline__ Tile tile_of(const Args& a, int t, const int* row_beg
   return {e, rb, row_begin[e] + tt * N, g0 + tt * N, min(N, count - tt * N), ks * (a.KB / a.ksplit)};
 }
 
-template <int N, bool kGateUp>
+// kBf16: BF16 weights and slot rows (a unit is 64 columns, 4 wgmma m64nNk16 straight into acc, no scales).
+template <int N, bool kGateUp, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_wgmma_kernel(const __grid_constant__ CUtensorMap wmap_a, const __grid_constant__ CUtensorMap wmap_b,
                      const __grid_constant__ CUtensorMap xmap, Args a) {
@@ -153,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const Cursor first{t_begin, 0, 0, 0, tile_of<N>(a, t_begin, row_begin, tile_begin)};
   if (wg == 0) {  // producer: one thread works
     if (tid == 0) {
-      constexpr unsigned kTx = unsigned(kWBytes + C::kBBytes + N * 4);
+      constexpr unsigned kTx = unsigned(kWBytes + C::kBBytes + (kBf16 ? 0 : N * 4));
       Cursor cu = first;
       for (int i = 0; i < nu; ++i, cu.step(a, row_begin, tile_begin, t_end)) {
         if (i >= C::kStages) mbar_wait(&empty[cu.s], cu.phase ^ 1);  // unit i - kStages is done
@@ -164,7 +165,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load_2d(st, &wmap_a, kb * kCols, wrow, &full[cu.s]);
         if constexpr (kGateUp) tma_load_2d(st + 64 * kCols, &wmap_b, kb * kCols, wrow, &full[cu.s]);
         tma_load_2d(st + kWBytes, &xmap, kb * kCols, cu.tl.xrow, &full[cu.s]);
-        bulk_copy_g2s(st + kWBytes + C::kBBytes, a.x_scale + size_t(kb) * a.ld_xs + cu.tl.xrow, N * 4, &full[cu.s]);
+        if constexpr (!kBf16)
+          bulk_copy_g2s(st + kWBytes + C::kBBytes, a.x_scale + size_t(kb) * a.ld_xs + cu.tl.xrow, N * 4, &full[cu.s]);
       }
     }
     return;
@@ -180,29 +182,39 @@ __global__ void __launch_bounds__(kThreads, 1)
     return sbase + (size_t(tl.e) * SR + (tl.rb * kTileRows + (kGateUp ? 0 : 64 * h)) / 128) * a.KB + tl.kb0;
   };
   Cursor cu = first;
-  const float* wsr = wscale_row(cu.tl);
+  const float* wsr = kBf16 ? nullptr : wscale_row(cu.tl);
   for (int i = 0; i < nu; ++i) {
     mbar_wait(&full[cu.s], cu.phase);
     uint8_t* st = base + cu.s * C::kStageBytes;
     const uint64_t da = wgmma::desc_sw128(st + h * 64 * kCols), db = wgmma::desc_sw128(st + kWBytes);
-    wgmma::fence();
+    if constexpr (kBf16) {  // fp32 sums of the whole k in acc; columns past the tile's pairs are never stored
+      wgmma::fence_operand(acc);
+      wgmma::fence();
 #pragma unroll
-    for (int j = 0; j < kCols / 32; ++j) wgmma::m64k32_e4m3_ss<N>(tmp, da + 2 * j, db + 2 * j, j > 0);
-    wgmma::commit();
-    const float sw = __ldg(wsr + cu.kb);
-    const int cols_left = cu.tl.nvalid - 2 * (lane % 4);
-    wgmma::wait<0>();
-    wgmma::fence_operand(tmp);
-    const float* sx = reinterpret_cast<const float*>(st + kWBytes + C::kBBytes);
+      for (int j = 0; j < kCols / 32; ++j) wgmma::m64k16_bf16_ss<N>(acc, da + 2 * j, db + 2 * j, true);
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operand(acc);
+    } else {
+      wgmma::fence();
 #pragma unroll
-    for (int j2 = 0; j2 < N / 8; ++j2) {  // columns 8 j2 + 2 (lane % 4) + {0, 1}: registers 4 j2 + {0, 1} + {0, 2}
-      const float2 v = *reinterpret_cast<const float2*>(sx + 8 * j2 + 2 * (lane % 4));
-      const float f0 = 8 * j2 < cols_left ? v.x * sw : 0.f, f1 = 8 * j2 + 1 < cols_left ? v.y * sw : 0.f;
-      const int r0 = 4 * j2;
-      acc[r0] = fmaf(tmp[r0], f0, acc[r0]);
-      acc[r0 + 2] = fmaf(tmp[r0 + 2], f0, acc[r0 + 2]);
-      acc[r0 + 1] = fmaf(tmp[r0 + 1], f1, acc[r0 + 1]);
-      acc[r0 + 3] = fmaf(tmp[r0 + 3], f1, acc[r0 + 3]);
+      for (int j = 0; j < kCols / 32; ++j) wgmma::m64k32_e4m3_ss<N>(tmp, da + 2 * j, db + 2 * j, j > 0);
+      wgmma::commit();
+      const float sw = __ldg(wsr + cu.kb);
+      const int cols_left = cu.tl.nvalid - 2 * (lane % 4);
+      wgmma::wait<0>();
+      wgmma::fence_operand(tmp);
+      const float* sx = reinterpret_cast<const float*>(st + kWBytes + C::kBBytes);
+#pragma unroll
+      for (int j2 = 0; j2 < N / 8; ++j2) {  // columns 8 j2 + 2 (lane % 4) + {0, 1}: registers 4 j2 + {0, 1} + {0, 2}
+        const float2 v = *reinterpret_cast<const float2*>(sx + 8 * j2 + 2 * (lane % 4));
+        const float f0 = 8 * j2 < cols_left ? v.x * sw : 0.f, f1 = 8 * j2 + 1 < cols_left ? v.y * sw : 0.f;
+        const int r0 = 4 * j2;
+        acc[r0] = fmaf(tmp[r0], f0, acc[r0]);
+        acc[r0 + 2] = fmaf(tmp[r0 + 2], f0, acc[r0 + 2]);
+        acc[r0 + 1] = fmaf(tmp[r0 + 1], f1, acc[r0 + 1]);
+        acc[r0 + 3] = fmaf(tmp[r0 + 3], f1, acc[r0 + 3]);
+      }
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[cu.s]);
@@ -246,7 +258,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int r = 0; r < N / 2; ++r) acc[r] = 0.f;
     }
     cu.step(a, row_begin, tile_begin, t_end);
-    if (cu.kb == 0 && i + 1 < nu) wsr = wscale_row(cu.tl);
+    if (!kBf16 && cu.kb == 0 && i + 1 < nu) wsr = wscale_row(cu.tl);
   }
 }
 
@@ -266,6 +278,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kQuantThreads = 256;
 constexpr int kQuantRowsPerWarp = 4;
 constexpr int kQuantRows = kQuantRowsPerWarp * kQuantThreads / 32;  // slot rows per CTA
+// kBf16: the rows rounded to bf16 (64 columns per block of 128 bytes), no scales.
+template <bool kBf16>
 __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
                                                                         int src_div, int K, uint8_t* codes,
                                                                         float* scales, int ld, float* gu) {
@@ -323,6 +337,9 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
                          g.z / (1.0f + expf(-g.z)) * u.z, g.w / (1.0f + expf(-g.w)) * u.w);
       *reinterpret_cast<float4*>(gp) = make_float4(0.f, 0.f, 0.f, 0.f);
       *reinterpret_cast<float4*>(gp + K) = make_float4(0.f, 0.f, 0.f, 0.f);
+    } else if constexpr (kBf16) {
+      const float2 f = *reinterpret_cast<const float2*>(src + size_t(src_row[i]) * K + 64 * b + 2 * lane);
+      v[i] = make_float4(f.x, f.y, 0.f, 0.f);
     } else {
       v[i] = *reinterpret_cast<const float4*>(src + size_t(src_row[i]) * K + 128 * b + 4 * lane);
     }
@@ -331,6 +348,11 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
     if (src_row[i] == -2) continue;
     const int j = first + 8 * i;
+    if constexpr (kBf16) {  // a pad row: zeros
+      const uint32_t q = uint32_t(float_to_bf16_bits(v[i].x)) | uint32_t(float_to_bf16_bits(v[i].y)) << 16;
+      *reinterpret_cast<uint32_t*>(codes + size_t(j) * K * 2 + 128 * b + 4 * lane) = q;
+      continue;
+    }
     float amax = fmaxf(fmaxf(fabsf(v[i].x), fabsf(v[i].y)), fmaxf(fabsf(v[i].z), fabsf(v[i].w)));
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
@@ -343,53 +365,62 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   }
 }
 
-template <int N, bool kGateUp>
+template <int N, bool kGateUp, bool kBf16>
 void launch_gemm(const CUtensorMap& wa, const CUtensorMap& wb, const CUtensorMap& xm, const Args& a, int grid,
                  cudaStream_t stream) {
-  auto kernel = moe_wgmma_kernel<N, kGateUp>;
+  auto kernel = moe_wgmma_kernel<N, kGateUp, kBf16>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Cfg<N>::kSmem)));
   launch_kernel(kernel, dim3(unsigned(grid)), kThreads, Cfg<N>::kSmem, stream, wa, wb, xm, a);
   CUDA_CHECK_LAUNCH();
 }
 
-template <int N>
+// Rows are handled in bytes: es = 1 (e4m3) or 2 (bf16) bytes per element, a unit / column block is 128 bytes.
+template <int N, bool kBf16>
 void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream) {
+  constexpr int es = kBf16 ? 2 : 1;
   uint8_t* s = p.wgmma_scratch;
   uint8_t* xc = s + q.x_codes;
   float* xs = reinterpret_cast<float*>(s + q.x_scales);
   uint8_t* ac = s + q.act_codes;
   float* as = reinterpret_cast<float*>(s + q.act_scales);
-  const int64_t E = p.E;
+  const int64_t E = p.E, hb = int64_t(p.hidden) * es, ib = int64_t(p.inter) * es;  // row bytes
   const char* who = "moe_fp8_wgmma_experts_cuda";
   // 1. x into slot rows
   const unsigned quant_chunks = unsigned((q.rows + kQuantRows - 1) / kQuantRows);
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.hidden / 128), quant_chunks), kQuantThreads, 0, stream, p.group,
-                p.E, p.x, p.k, p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
+  launch_kernel(moe_wgmma_quant_kernel<kBf16>, dim3(unsigned(hb / 128), quant_chunks), kQuantThreads, 0, stream,
+                p.group, p.E, p.x, p.k, p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
   CUDA_CHECK_LAUNCH();
   // 2. gate_up
-  const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, p.hidden, E * p.inter, p.hidden, 64, who, "the gate weights");
-  const CUtensorMap um = tma_map_bytes_sw128(p.w_up, p.hidden, E * p.inter, p.hidden, 64, who, "the up weights");
-  const CUtensorMap xm = tma_map_bytes_sw128(xc, p.hidden, q.rows, p.hidden, N, who, "the quantized x rows");
+  const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, hb, E * p.inter, hb, 64, who, "the gate weights");
+  const CUtensorMap um = tma_map_bytes_sw128(p.w_up, hb, E * p.inter, hb, 64, who, "the up weights");
+  const CUtensorMap xm = tma_map_bytes_sw128(xc, hb, q.rows, hb, N, who, "the quantized x rows");
   float* gus = q.ksplit > 1 ? reinterpret_cast<float*>(s + q.gu) : nullptr;
-  const Args gu{p.group, p.E, p.hidden / kCols, p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter,
+  const Args gu{p.group, p.E, int(hb / kCols), p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter,
                 q.ksplit, gus};
-  launch_gemm<N, true>(gm, um, xm, gu, sms, stream);
+  launch_gemm<N, true, kBf16>(gm, um, xm, gu, sms, stream);
   // 3. act into slot rows
-  launch_kernel(moe_wgmma_quant_kernel, dim3(unsigned(p.inter / 128), quant_chunks), kQuantThreads, 0, stream, p.group,
-                p.E, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
+  launch_kernel(moe_wgmma_quant_kernel<kBf16>, dim3(unsigned(ib / 128), quant_chunks), kQuantThreads, 0, stream,
+                p.group, p.E, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
   CUDA_CHECK_LAUNCH();
   // 4. down
-  const CUtensorMap dm = tma_map_bytes_sw128(p.w_down, p.inter, E * p.hidden, p.inter, 128, who, "the down weights");
-  const CUtensorMap am = tma_map_bytes_sw128(ac, p.inter, q.rows, p.inter, N, who, "the quantized act rows");
-  const Args dn{p.group, p.E, p.inter / kCols, p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
+  const CUtensorMap dm = tma_map_bytes_sw128(p.w_down, ib, E * p.hidden, ib, 128, who, "the down weights");
+  const CUtensorMap am = tma_map_bytes_sw128(ac, ib, q.rows, ib, N, who, "the quantized act rows");
+  const Args dn{p.group, p.E, int(ib / kCols), p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
                 p.pair_out, p.hidden, 1, nullptr};
-  launch_gemm<N, false>(dm, dm, am, dn, sms, stream);
+  launch_gemm<N, false, kBf16>(dm, dm, am, dn, sms, stream);
+}
+
+template <int N>
+void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream) {
+  if (p.w_dtype == DType::BF16) launch_all<N, true>(p, q, sms, stream);
+  else launch_all<N, false>(p, q, sms, stream);
 }
 
 }  // namespace mfw
 
 std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p) {
-  if (p.w_dtype != DType::F8_E4M3 || !p.s_gate || !p.s_up || !p.s_down) return "FP8 (e4m3) weights with block scales";
+  if (p.w_dtype != DType::BF16 && (p.w_dtype != DType::F8_E4M3 || !p.s_gate || !p.s_up || !p.s_down))
+    return "FP8 (e4m3) weights with block scales, or BF16 weights";
   if (p.hidden % 128 != 0 || p.inter % 128 != 0)
     return "hidden and inter multiples of 128 (got " + std::to_string(p.hidden) + ", " + std::to_string(p.inter) + ")";
   if (!aligned16(p.w_gate) || !aligned16(p.w_up) || !aligned16(p.w_down) || !aligned16(p.x) || !aligned16(p.act) ||
@@ -402,7 +433,8 @@ std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p) {
   return sm90a_device_missing();
 }
 
-MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit) {
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit,
+                                   DType w_dtype) {
   MoeFp8WgmmaPlan q;
   const int total = num_experts_total > 0 ? num_experts_total : E;
   const double mean = double(B) * k / std::max(1, total);  // pairs per expert
@@ -413,17 +445,19 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   // atomic adds and the act pass over the sums: batch 8 568.8 vs 573.8 us, 32 1535.1 vs 1540.0, 128 2506.4 vs 2545.2.
   // So the plan takes 1 and only MoeExpertsParams::wgmma_ksplit = 2 splits.
   const bool even = (hidden / 128) % 2 == 0;
-  q.ksplit = ksplit == 2 && even ? 2 : 1;
+  const bool bf16 = w_dtype == DType::BF16;
+  const size_t es = bf16 ? 2 : 1;
+  q.ksplit = ksplit == 2 && even && !bf16 ? 2 : 1;
   q.rows = (B * k + 3 * E + 3) / 4 * 4;
   q.scale_ld = q.rows;
   auto up = [](size_t v) { return (v + 127) / 128 * 128; };
   size_t off = 0;
   q.x_codes = off;
-  off = up(off + size_t(q.rows) * hidden);
+  off = up(off + size_t(q.rows) * hidden * es);
   q.x_scales = off;
   off = up(off + (size_t(hidden / 128) * q.scale_ld + q.N) * 4);
   q.act_codes = off;
-  off = up(off + size_t(q.rows) * inter);
+  off = up(off + size_t(q.rows) * inter * es);
   q.act_scales = off;
   off = up(off + (size_t(inter / 128) * q.scale_ld + q.N) * 4);
   q.gu = off;
@@ -438,7 +472,7 @@ void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t
   require(p.wgmma_ksplit >= 0 && p.wgmma_ksplit <= 2, "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_ksplit = " +
                                                         std::to_string(p.wgmma_ksplit) + ", expected 0, 1 or 2");
   const MoeFp8WgmmaPlan q =
-      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, p.wgmma_ksplit);
+      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, p.wgmma_ksplit, p.w_dtype);
   require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes &&
               (reinterpret_cast<uintptr_t>(p.wgmma_scratch) & 127u) == 0,
           "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +

@@ -28,6 +28,12 @@
 // tensor cores (fp32), the outer sum in fp32. Against exact arithmetic on unquantized x / act: x's and act's e4m3
 // roundings (2^-4 relative per element); against the CPU twin (moe_experts_fp8_wgmma_cpu): the tensor core's fp32
 // accumulation, and the rare act element whose e4m3 rounding flips with g and u's last bits.
+//
+// BF16 weights (session 26; the mma.sync grouped kernels read them at 58-62% of the copy rate in the step, S26b): the
+// same launches with 2-byte elements, so a unit is 64 columns (128 bytes: the same stages and swizzle): steps 1 and 3
+// round x and act to bf16 (round to nearest even, no scales), and each unit is 4 wgmma m64nNk16 (bf16) accumulated in
+// fp32 straight into the tile's sums (no promotion). Against exact arithmetic: x's and act's bf16 roundings (2^-8
+// relative per element); against the twin: the tensor core's fp32 accumulation order.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -39,7 +45,7 @@
 
 namespace glm5 {
 
-// Why moe_fp8_wgmma_experts_cuda does not run p ("" when it does): FP8 weights with block scales, hidden and inter
+// Why moe_fp8_wgmma_experts_cuda does not run p ("" when it does): FP8 weights with block scales or BF16 weights, hidden and inter
 // multiples of 128, 16-byte aligned weights, x, act and pair_out, E <= 512 local experts, no fused shared expert, the
 // group / pair_out scratch, and a compute capability 9.0 device.
 std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p);
@@ -56,9 +62,11 @@ struct MoeFp8WgmmaPlan {
   size_t gu = 0;           // ksplit 2: [B k][2][inter] floats of g and u sums, zero before each call and after
   size_t scratch_bytes = 0;
 };
-// ksplit 2 forces the k split (MoeExpertsParams::wgmma_ksplit; needs hidden / 128 even, else 1 is taken); 0 or 1: none.
+// ksplit 2 forces the k split (MoeExpertsParams::wgmma_ksplit; needs hidden / 128 even and FP8 weights, else 1 is
+// taken); 0 or 1: none. w_dtype BF16: the slot rows hold bf16 (2 bytes per element; the scale regions go unused).
 // Depends on the shapes only (not the device), so a caller can size the scratch before a device exists.
-MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit = 0);
+MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, int hidden, int inter, int ksplit = 0,
+                                   DType w_dtype = DType::F8_E4M3);
 
 // Zeroes a new scratch buffer (the k-split sums must start at zero; every call leaves them zero). Synchronous.
 void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
@@ -68,7 +76,8 @@ void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
 // scratch_bytes (for these B and sms), zeroed once by moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);
 
-// CPU twin of the whole routed path (no shared expert): x and act quantized as the GPU does, each 128-column block's
+// CPU twin of the whole routed path (no shared expert), FP8 or BF16 weights: x and act quantized as the GPU does (BF16:
+// rounded to bf16, scales 1), each 128-column block's
 // code products summed in double and promoted with s_x s_w in double, g and u stored as fp32, act = silu(g) u in fp32,
 // pair outputs fp32, then out[b] (=|+=) the slots' weighted sum in slot order (fmaf, as moe_combine_kernel). Also
 // writes p.act [B k, inter] with the dequantized act each pair used (code x scale), for error bounds. Expert ids

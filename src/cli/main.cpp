@@ -333,8 +333,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-wgmma", po.moe_wgmma,
-                   "on | off: FP8 routed experts at batch >= 4 on the FP8 tensor cores fed by TMA (persistent CTAs, x "
-                   "and act quantized to e4m3 per 128 columns; on) or the mma.sync grouped kernels (x and act in f16)")
+                   "on | off: FP8 or BF16 routed experts at batch >= 4 on the tensor cores fed by TMA (persistent CTAs; "
+                   "x and act quantized to e4m3 per 128 columns or rounded to bf16; on) or the mma.sync grouped kernels")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,

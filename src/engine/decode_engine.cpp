@@ -205,9 +205,9 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   if (o.backend == Backend::Cuda && c.n_routed_experts > 0) {  // MoE per-slot outputs (+ buckets at batch >= 4)
     bytes += B * (c.num_experts_per_tok + 1) * size_t(c.hidden_size) * 4;
     if (o.batch >= kMoeGroupMinTokens) bytes += (B * c.num_experts_per_tok + c.n_routed_experts + 1) * 4;
-    if (o.batch >= kMoeGroupMinTokens && o.moe_wgmma)  // an upper bound: FP8 experts only, all experts local
+    if (o.batch >= kMoeGroupMinTokens && o.moe_wgmma)  // an upper bound: BF16 slot rows (FP8's are half), all local
       bytes += moe_fp8_wgmma_plan(o.batch, std::max(1, c.num_experts_per_tok), c.n_routed_experts, c.n_routed_experts,
-                                  c.hidden_size, c.moe_intermediate_size).scratch_bytes;
+                                  c.hidden_size, c.moe_intermediate_size, 0, DType::BF16).scratch_bytes;
   }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
   bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
@@ -383,12 +383,16 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     // batches' FP8 down projection (moe_experts_cuda), 8 x hidden floats per token.
     if (opt.batch >= kMoeGroupMinTokens) moe_group_ = fl(c.n_routed_experts + 1 + pairs, "MoE expert buckets");
     moe_pair_out_ = fl(pairs * c.hidden_size, "MoE per-slot down projections");
-    const bool fp8_experts = std::any_of(layers_.begin(), layers_.end(),
-                                         [](const LayerWeights& L) { return L.moe && L.e_dt == DType::F8_E4M3; });
-    if (opt.batch >= kMoeGroupMinTokens && opt.moe_wgmma && fp8_experts && c.hidden_size % 128 == 0 &&
+    // The TMA-fed expert kernels' slot rows: FP8 or BF16 experts (BF16's 2-byte rows are the larger scratch).
+    const auto experts_of = [&](DType dt) {
+      return std::any_of(layers_.begin(), layers_.end(), [dt](const LayerWeights& L) { return L.moe && L.e_dt == dt; });
+    };
+    const bool bf16_experts = experts_of(DType::BF16), fp8_experts = experts_of(DType::F8_E4M3);
+    if (opt.batch >= kMoeGroupMinTokens && opt.moe_wgmma && (fp8_experts || bf16_experts) && c.hidden_size % 128 == 0 &&
         c.moe_intermediate_size % 128 == 0) {
       const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, std::max(1, c.num_experts_per_tok), local_experts,
-                                                   c.n_routed_experts, c.hidden_size, c.moe_intermediate_size);
+                                                   c.n_routed_experts, c.hidden_size, c.moe_intermediate_size, 0,
+                                                   bf16_experts ? DType::BF16 : DType::F8_E4M3);
       moe_wgmma_scratch_ = Buffer(where_, q.scratch_bytes, "MoE FP8 wgmma slot rows");
       moe_fp8_wgmma_scratch_init(moe_wgmma_scratch_.as<uint8_t>(), q.scratch_bytes);
     }

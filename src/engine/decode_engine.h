@@ -187,9 +187,9 @@ struct EngineOptions {
   // number of W blocks; taken for token tiles of 64 / 128 where linear_fp8_wgmma_plan's cost model favours it,
   // session 24) or always split-K (whole splits per tile, session 23: o_proj's 48 row blocks on 96 SMs).
   bool fp8_wgmma_stream_k = true;
-  // MoeExpertsParams::fp8_wgmma: FP8 routed experts at batch >= 4 on the FP8 tensor cores fed by TMA
-  // (kernels/sm90a/moe_fp8_wgmma.h: persistent CTAs streaming whole tiles, x and act quantized to e4m3 per 128
-  // columns) instead of the mma.sync grouped kernels (W straight into registers, x and act in f16). Session 25.
+  // MoeExpertsParams::fp8_wgmma: FP8 or BF16 routed experts at batch >= 4 on the tensor cores fed by TMA
+  // (kernels/sm90a/moe_fp8_wgmma.h: persistent CTAs streaming whole tiles; x and act quantized to e4m3 per 128
+  // columns, or rounded to bf16) instead of the mma.sync grouped kernels (W straight into registers). Sessions 25, 26.
   bool moe_wgmma = true;
   // CUDA with a side stream (overlap): L2 prefetch of a projection's weights (kernels/l2_prefetch.h) on the side
   // stream at the start of a stretch of latency-bound kernels that keep HBM nearly idle, so that the projection
@@ -360,7 +360,7 @@ class DecodeEngine {
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;
   Buffer moe_group_, moe_pair_out_, moe_pair_sync_, moe_combine_counters_;
-  Buffer moe_wgmma_scratch_;  // MoeExpertsParams::wgmma_scratch (EngineOptions::moe_wgmma, batch >= 4, FP8 experts)
+  Buffer moe_wgmma_scratch_;  // MoeExpertsParams::wgmma_scratch (EngineOptions::moe_wgmma, batch >= 4, FP8 or BF16 experts)
   Buffer moe_gate_counter_;  // MoeGateParams::counter (EngineOptions::moe_gate_fused)
   Buffer xn_side_;  // the side stream's copy of mlp.norm for the shared expert (EngineOptions::moe_gate_fused)
   // CUDA MoE scratch (MoeExpertsParams): group (batch >= 4), pair_out (every batch), pair_sync (--moe-fused) and

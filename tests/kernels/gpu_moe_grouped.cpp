@@ -382,10 +382,13 @@ namespace {
 // the act codes that flip with g and u's last bits, each by 1/16 to 1/8 of the element; S25b measured 3.4e-4 to
 // 1.6e-3 of M, a misplaced row or scale gives O(1)), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
 // mantissa bits) + 1e-4 (e4m3 subnormals, fp32 order).
-void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int inter, bool skew) {
+// BF16 experts (dt BF16): the same checks with bf16 x and act (eps 2^-8 + 1e-4); the k split is never taken.
+void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int inter, bool skew,
+                 DType dt = DType::F8_E4M3) {
   const int k = 8;
   const uint64_t seed = fresh_seed();
-  const Experts X = make_experts(DType::F8_E4M3, E_local, hidden, inter, seed);
+  const bool fp8 = dt == DType::F8_E4M3;
+  const Experts X = make_experts(dt, E_local, hidden, inter, seed);
   std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
   std::vector<int32_t> ids(size_t(B) * k);
   for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 60, i);
@@ -393,7 +396,7 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     ids[i] = skew ? int32_t(begin + int(i % k) % E_local) : int32_t(splitmix64(seed + i) % E_total);
   ids[1] = ids[0];  // token 0 picks one expert twice
   for (size_t i = 0; i < tw.size(); ++i) tw[i] = 0.1f + rng_uniform(seed, 61, i);
-  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter, 2);  // the larger scratch
+  const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, k, E_local, E_total, hidden, inter, 2, dt);  // the larger scratch
   Buffer dx = to_device(x, "x"), dids = to_device(ids, "ids"), dtw = to_device(tw, "tw");
   Buffer dact(Where::Device, size_t(B) * k * inter * 4, "act"), dout(Where::Device, size_t(B) * hidden * 4, "out");
   Buffer dgroup(Where::Device, (E_local + 1 + size_t(B) * k) * 4, "group"),
@@ -401,12 +404,14 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
   MoeExpertsParams p{dx.as<float>(), dids.as<int32_t>(), dtw.as<float>(), X.dg.data(), X.du.data(), X.dd.data(), X.dt,
                      X.dsg.as<float>(), X.dsu.as<float>(), X.dsd.as<float>(), dact.as<float>(), dout.as<float>(), B,
                      E_local, k, hidden, inter, begin, E_total};
+  if (!fp8) p.s_gate = p.s_up = p.s_down = nullptr;
   p.group = dgroup.as<int32_t>();
   p.pair_out = dpair.as<float>();
   p.wgmma_scratch = scratch.as<uint8_t>();
   p.wgmma_scratch_bytes = scratch.bytes();
   moe_fp8_wgmma_scratch_init(scratch.as<uint8_t>(), scratch.bytes());
-  ASSERT_EQ(moe_fp8_wgmma_unsupported(p), "") << "the FP8 wgmma experts must run here";
+  ASSERT_EQ(moe_fp8_wgmma_unsupported(p), "") << "the wgmma experts must run here";
+  ASSERT_EQ(q.ksplit, fp8 ? 2 : 1);
   std::vector<std::vector<float>> gpu;  // gate_up's k unsplit, split in two (twice: the same bits, sums left zero)
   for (int ks : {1, 2, 2}) {
     p.wgmma_ksplit = ks;
@@ -428,14 +433,23 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
       if (e < 0 || e >= E_local) continue;
       const float* a = act.data() + (size_t(b) * k + j) * inter;
       for (int d = 0; d < hidden; ++d) {
-        const uint8_t* w = X.d.data() + (size_t(e) * hidden + d) * inter;
-        const float* sd = X.sd.data() + (size_t(e) * sch + d / 128) * sci;
+        const size_t row = (size_t(e) * hidden + d) * inter;
         double m = 0;
-        for (int i = 0; i < inter; ++i) m += std::fabs(double(e4m3_bits_to_float(w[i])) * sd[i / 128] * a[i]);
+        for (int i = 0; i < inter; ++i) {
+          double w;
+          if (fp8) {
+            w = double(e4m3_bits_to_float(X.d[row + i])) * X.sd[(size_t(e) * sch + d / 128) * sci + i / 128];
+          } else {
+            uint16_t bits;
+            std::memcpy(&bits, X.d.data() + 2 * (row + i), 2);
+            w = bf16_bits_to_float(bits);
+          }
+          m += std::fabs(w * a[i]);
+        }
         mag[size_t(d)] += tw[size_t(b) * k + j] * m;
       }
     }
-    mma_bound(X, x, ids, tw, b, k, hidden, inter, begin, E_local, exact, bound, 0x1p-4 + 1e-4);
+    mma_bound(X, x, ids, tw, b, k, hidden, inter, begin, E_local, exact, bound, (fp8 ? 0x1p-4 : 0x1p-8) + 1e-4);
     double mx = 0;
     for (double v : exact) mx = std::max(mx, std::fabs(v));
     for (int v = 0; v < 2; ++v)
@@ -449,9 +463,9 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
         worst_rel = std::max(worst_rel, ee / std::max(mx, 1e-30));
       }
   }
-  std::printf("moe fp8 wgmma N=%d B=%d experts [%d, %d) of %d, hidden %d inter %d%s: vs twin max err / M %.3g (k split "
+  std::printf("moe %s wgmma N=%d B=%d experts [%d, %d) of %d, hidden %d inter %d%s: vs twin max err / M %.3g (k split "
               "%.3g), vs exact max err / bound %.3g (k split %.3g), max err / max|out| %.3g\n",
-              q.N, B, begin, begin + E_local, E_total, hidden, inter, skew ? " skewed" : "", worst_twin[0], worst_twin[1],
+              fp8 ? "fp8" : "bf16", q.N, B, begin, begin + E_local, E_total, hidden, inter, skew ? " skewed" : "", worst_twin[0], worst_twin[1],
               worst_exact[0], worst_exact[1], worst_rel);
   EXPECT_EQ(over_twin, 0u) << "B=" << B << " seed " << seed;
   EXPECT_EQ(over_exact, 0u) << "B=" << B << " seed " << seed;
@@ -468,6 +482,17 @@ TEST(GpuMoeGrouped, Fp8WgmmaMatchesCpuTwin) {
   check_wgmma(9, 32, 0, 32, 256, 128, true);      // k = 2 column blocks (fewer than the ring's stages)
   check_wgmma(20, 64, 16, 16, 1024, 512, false);  // expert parallel: experts [16, 32) of 64
   check_wgmma(4, 8, 0, 8, 6144, 2048, false);     // GLM-5's row lengths
+}
+
+TEST(GpuMoeGrouped, Bf16WgmmaMatchesCpuTwin) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  check_wgmma(5, 32, 0, 32, 1024, 512, false, DType::BF16);    // N 8
+  check_wgmma(30, 32, 0, 32, 1024, 512, false, DType::BF16);   // N 32
+  check_wgmma(100, 32, 0, 32, 1024, 512, false, DType::BF16);  // N 64
+  check_wgmma(70, 32, 0, 32, 1024, 512, true, DType::BF16);    // two token tiles per expert
+  check_wgmma(9, 32, 0, 32, 256, 128, true, DType::BF16);      // k = 4 / 2 units (fewer than the ring's stages)
+  check_wgmma(20, 64, 16, 16, 1024, 512, false, DType::BF16);  // expert parallel
+  check_wgmma(12, 8, 0, 8, 6144, 2048, false, DType::BF16);    // GLM-5's row lengths, N 16
 }
 
 }  // namespace

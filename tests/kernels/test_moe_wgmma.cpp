@@ -127,6 +127,59 @@ TEST(MoeFp8WgmmaTwin, AgreesWithExactWithinE4m3AndActIsQuantized) {
     }
 }
 
+TEST(MoeFp8WgmmaPlan, Bf16SlotRowsAreTwoBytesAndNeverSplit) {
+  const int E = 256, k = 8, hidden = 6144, inter = 2048;
+  for (int B : {4, 32, 128}) {
+    const MoeFp8WgmmaPlan f = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 2, DType::F8_E4M3);
+    const MoeFp8WgmmaPlan h = moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 2, DType::BF16);
+    EXPECT_EQ(f.ksplit, 2);
+    EXPECT_EQ(h.ksplit, 1) << "BF16 accumulates the whole k in the tile: no split";
+    EXPECT_EQ(h.N, f.N);
+    EXPECT_EQ(h.rows, f.rows);
+    EXPECT_GE(h.x_scales - h.x_codes, size_t(h.rows) * hidden * 2) << "B=" << B;
+    EXPECT_GE(h.act_scales - h.act_codes, size_t(h.rows) * inter * 2) << "B=" << B;
+    EXPECT_LT(h.x_scales - h.x_codes, size_t(h.rows) * hidden * 2 + 128);
+    EXPECT_EQ(h.x_codes % 128, 0u);
+    EXPECT_EQ(h.act_codes % 128, 0u);
+    EXPECT_EQ(h.scratch_bytes, h.gu) << "no k-split sums";
+  }
+}
+
+// BF16 experts: the twin rounds x and act to bf16 (8 significant bits), so against exact arithmetic (fp32 x, the
+// same bf16 weights: moe_experts_cpu) it stays within a few 2^-9 of max |out| and is not exact; act is bf16 values.
+TEST(MoeFp8WgmmaTwin, Bf16AgreesWithExactWithinBf16Rounding) {
+  const uint64_t seed = fresh_seed();
+  const int B = 3, E = 5, k = 3, hidden = 256, inter = 384;
+  auto bf16_rows = [&](uint64_t s) {
+    std::vector<uint16_t> v(size_t(E) * hidden * inter);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = float_to_bf16_bits(rng_normal(seed, s, i) / std::sqrt(float(hidden)));
+    return v;
+  };
+  const std::vector<uint16_t> g = bf16_rows(11), u = bf16_rows(12), d = bf16_rows(13);
+  std::vector<float> x(size_t(B) * hidden), tw(size_t(B) * k);
+  std::vector<int32_t> ids(size_t(B) * k);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 14, i);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(splitmix64(seed + 3 * i) % E);
+  for (size_t i = 0; i < tw.size(); ++i) tw[i] = 0.1f + rng_uniform(seed, 15, i);
+  std::vector<float> act(size_t(B) * k * inter), out(size_t(B) * hidden), act_x(act.size()), exact(out.size());
+  auto run = [&](std::vector<float>& a, std::vector<float>& o, bool twin) {
+    MoeExpertsParams p{x.data(), ids.data(), tw.data(), g.data(), u.data(), d.data(), DType::BF16, nullptr, nullptr,
+                       nullptr, a.data(), o.data(), B, E, k, hidden, inter, 0, E};
+    twin ? moe_experts_fp8_wgmma_cpu(p) : moe_experts_cpu(p);
+  };
+  run(act, out, true);
+  run(act_x, exact, false);
+  double err = 0, mx = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    err = std::max(err, std::fabs(double(out[i]) - exact[i]));
+    mx = std::max(mx, std::fabs(double(exact[i])));
+  }
+  std::printf("moe bf16 wgmma twin vs exact: max err / max |out| %.3g (seed %llu)\n", err / mx, (unsigned long long)seed);
+  EXPECT_LT(err, 2e-2 * mx);   // bf16 x and act: 2^-9 relative per element, random signs
+  EXPECT_GT(err, 1e-7 * mx);   // and really rounded (fp32 x gives the exact path's ~1e-7)
+  for (float a : act) EXPECT_EQ(a, round_bf16(a));
+}
+
 TEST(MoeFp8WgmmaTwin, ExpertParallelShardsSumToTheWhole) {
   const uint64_t seed = fresh_seed();
   const int B = 4, E = 8, k = 4, hidden = 128, inter = 256;
