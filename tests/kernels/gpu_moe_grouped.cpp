@@ -492,7 +492,7 @@ TEST(GpuMoeGrouped, Bf16WgmmaMatchesCpuTwin) {
   check_wgmma(70, 32, 0, 32, 1024, 512, true, DType::BF16);    // two token tiles per expert
   check_wgmma(9, 32, 0, 32, 256, 128, true, DType::BF16);      // k = 4 / 2 units (fewer than the ring's stages)
   check_wgmma(20, 64, 16, 16, 1024, 512, false, DType::BF16);  // expert parallel
-  check_wgmma(12, 8, 0, 8, 6144, 2048, false, DType::BF16);    // GLM-5's row lengths, N 16
+  check_wgmma(12, 8, 0, 8, 6144, 2048, false, DType::BF16);    // GLM-5's row lengths, N 64
 }
 
 }  // namespace
