@@ -11,7 +11,7 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s26f
-device_round_test kernels_gpu_moe_grouped 90 --gtest_filter='*Wgmma*'
+device_round_test kernels_gpu_moe_grouped 200 --gtest_filter='*Wgmma*'
 grep -E "^moe (fp8|bf16) wgmma" $W/kernels_gpu_moe_grouped.log
 device_round_test engine_gpu_graph 90
 timeout 90 $BIN/glm5prof bench kernels --only moe --out $W/moe.json > $W/moe.txt 2> $W/moe.err
