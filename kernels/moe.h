@@ -61,7 +61,7 @@ struct MoeExpertsParams {
   // it, and the all-reduce sums the ranks). 0 = E: all experts local.
   int expert_begin = 0;
   int num_experts_total = 0;
-  // Optional CUDA scratch for expert-grouped execution (used when both are set and B >= 4): the
+  // Optional CUDA scratch for expert-grouped execution (used when both are set and B >= group_min_tokens): the
   // (token, slot) pairs are bucketed by expert, and each selected expert's weights are read once for
   // all the tokens routed to it instead of once per token (at GLM-5 batch 32, ~163 distinct experts
   // for 256 slots; at 128, ~250 for 1024). group: int32 [E + 1 + B*k] (bucket offsets, then pair

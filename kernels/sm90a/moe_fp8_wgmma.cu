@@ -2,7 +2,8 @@
 // header. Written here from the PTX ISA (wgmma e4m3, cp.async.bulk.tensor, mbarrier); the ring and the promotion follow
 // linear_fp8_wgmma.cu.
 //
-// The grouped GEMM kernel (moe_wgmma_kernel<N, kGateUp>), 384 threads = 3 warpgroups, one CTA per SM:
+// The grouped GEMM kernel (moe_wgmma_kernel<N, kGateUp, kBf16>), 384 threads = 3 warpgroups, one CTA per SM (FP8 as
+// below; BF16: 64-column units, no scales, 4 wgmma m64nNk16 straight into acc):
 //   WG0, thread 0 (producer): per unit (a tile's 128-column block of k) one ring stage: 16 KB of W (gate_up: the tile's
 //     64 gate rows, then its 64 up rows; down: its 128 rows), the N slot rows' codes of that block (TMA, 128-byte
 //     swizzle) and their N scales (one bulk copy), all on the stage's `full` barrier.
@@ -50,7 +51,7 @@ struct Cfg {
 struct Args {
   const int32_t* group;  // moe_group_kernel's [E + 1 + pairs]: offsets, then pair indices in bucket order
   int E;
-  int KB;                // 128-column blocks of k: hidden / 128 (gate_up), inter / 128 (down)
+  int KB;                // 128-byte units of k: hidden / 128 (gate_up), inter / 128 (down); BF16: hidden / 64, inter / 64
   int row_blocks;        // tiles' row blocks per expert: inter / 64 (gate_up), hidden / 128 (down)
   int w_rows;            // rows per expert of each weight: inter (gate, up), hidden (down)
   const float* s_a;      // block scales [E][w_rows / 128][KB]: gate (gate_up) or down
@@ -330,7 +331,7 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
     v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (src_row[i] < 0) continue;
-    if (gu) {  // act = silu(g) u from gate_up's k-split sums (as its unsplit store computes it); the sums zeroed
+    if (!kBf16 && gu) {  // act = silu(g) u from gate_up's k-split sums (FP8 only: BF16 never splits) (as its unsplit store computes it); the sums zeroed
       float* gp = gu + size_t(src_row[i]) * 2 * K + 128 * b + 4 * lane;
       const float4 g = *reinterpret_cast<const float4*>(gp), u = *reinterpret_cast<const float4*>(gp + K);
       v[i] = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,
@@ -348,7 +349,7 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
     if (src_row[i] == -2) continue;
     const int j = first + 8 * i;
-    if constexpr (kBf16) {  // a pad row: zeros
+    if constexpr (kBf16) {  // bf16 codes (a pad row: zeros)
       const uint32_t q = uint32_t(float_to_bf16_bits(v[i].x)) | uint32_t(float_to_bf16_bits(v[i].y)) << 16;
       *reinterpret_cast<uint32_t*>(codes + size_t(j) * K * 2 + 128 * b + 4 * lane) = q;
       continue;

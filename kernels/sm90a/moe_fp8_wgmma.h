@@ -1,6 +1,6 @@
-// The routed MoE experts (SwiGLU, FP8 weights with 128 x 128 block scales) on Hopper's FP8 tensor cores, fed by TMA:
-// MoeExpertsParams::fp8_wgmma of moe_experts_cuda, for the expert-grouped path (B >= kMoeGroupMinTokens, group and
-// pair_out set). Built only as sm_90a machine code (kernels/sm90a/).
+// The routed MoE experts (SwiGLU, FP8 weights with 128 x 128 block scales, or BF16 weights: the end of this comment) on
+// Hopper's tensor cores, fed by TMA: MoeExpertsParams::fp8_wgmma of moe_experts_cuda, for the expert-grouped path
+// (B >= MoeExpertsParams::group_min_tokens, group and pair_out set). Built only as sm_90a machine code (kernels/sm90a/).
 //
 // Why (S25a, H200, `glm5prof bench kernels --only moe`): the grouped mma.sync kernels, which load W straight into
 // registers, read the selected experts at 85% of the copy rate at batch 8 and 128 (93% at 32), while one long read
@@ -73,7 +73,7 @@ void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
 
 // Launches 1-4 above on `stream` for p (moe_group_kernel's buckets in p.group already, or launched before on the
 // stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
-// scratch_bytes (for these B and sms), zeroed once by moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
+// scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);
 
 // CPU twin of the whole routed path (no shared expert), FP8 or BF16 weights: x and act quantized as the GPU does (BF16:

@@ -334,7 +334,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-wgmma", po.moe_wgmma,
                    "on | off: FP8 or BF16 routed experts at batch >= 4 on the tensor cores fed by TMA (persistent CTAs; "
-                   "x and act quantized to e4m3 per 128 columns or rounded to bf16; on) or the mma.sync grouped kernels")
+                   "x and act quantized to e4m3 per 128 columns, or rounded to bf16 as profile's BF16 projections; on) or the "
+                   "mma.sync grouped kernels")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--moe-fused", po.moe_fused,

@@ -387,13 +387,15 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     const auto experts_of = [&](DType dt) {
       return std::any_of(layers_.begin(), layers_.end(), [dt](const LayerWeights& L) { return L.moe && L.e_dt == dt; });
     };
-    const bool bf16_experts = experts_of(DType::BF16), fp8_experts = experts_of(DType::F8_E4M3);
+    // (BF16 experts only with bf16 activations: EngineOptions::precision Bf16, see run_layer's MoE.)
+    const bool bf16_experts = experts_of(DType::BF16) && opt.precision == ActivationPrecision::Bf16,
+               fp8_experts = experts_of(DType::F8_E4M3);
     if (opt.batch >= kMoeGroupMinTokens && opt.moe_wgmma && (fp8_experts || bf16_experts) && c.hidden_size % 128 == 0 &&
         c.moe_intermediate_size % 128 == 0) {
       const MoeFp8WgmmaPlan q = moe_fp8_wgmma_plan(B, std::max(1, c.num_experts_per_tok), local_experts,
                                                    c.n_routed_experts, c.hidden_size, c.moe_intermediate_size, 0,
                                                    bf16_experts ? DType::BF16 : DType::F8_E4M3);
-      moe_wgmma_scratch_ = Buffer(where_, q.scratch_bytes, "MoE FP8 wgmma slot rows");
+      moe_wgmma_scratch_ = Buffer(where_, q.scratch_bytes, "MoE wgmma slot rows");
       moe_fp8_wgmma_scratch_init(moe_wgmma_scratch_.as<uint8_t>(), q.scratch_bytes);
     }
     // Counters the kernels leave at zero after each launch: zero before the first.
@@ -1051,7 +1053,9 @@ void DecodeEngine::mlp(int l) {
                        expert_act_.as<float>(), moe_out_.as<float>(), B, L.experts, K, Hd, I, L.expert_begin, E};
     p.group = moe_group_.as<int32_t>();
     p.pair_out = moe_pair_out_.as<float>();
-    p.fp8_wgmma = opt_.moe_wgmma;
+    // BF16 experts round x and act to bf16 on this path, so only where the projections' activations are bf16 too
+    // (EngineOptions::precision Bf16, what `profile` measures); SplitBf16 keeps the mma.sync kernels' hi + lo split.
+    p.fp8_wgmma = opt_.moe_wgmma && (L.e_dt == DType::F8_E4M3 || opt_.precision == ActivationPrecision::Bf16);
     p.wgmma_scratch = moe_wgmma_scratch_.as<uint8_t>();  // null unless allocated (batch >= 4, FP8 experts)
     p.wgmma_scratch_bytes = moe_wgmma_scratch_.bytes();
     p.down_early_loads = opt_.moe_down_early ? 1 : 0;
