@@ -26,8 +26,11 @@
 #                            one GPU test executable of $BIN under TIMEOUT into $W/NAME.log: prints its rc, gtest's
 #                            PASSED / FAILED lines and the first failure lines; returns its rc
 #   device_round_ncu_summary CSV
-#                            per kernel of an `ncu --csv --print-units base` file with gpu__time_duration.sum,
-#                            dram__bytes_read.sum and lts__t_sector_hit_rate.pct: its time, DRAM bytes and L2 hit rate
+#                            per launch of an `ncu --csv --print-units base` file: id, kernel, grid, and whichever of
+#                            gpu__time_duration.sum, dram__bytes_read.sum, lts__t_sector_hit_rate.pct and
+#                            dram__throughput.avg.pct_of_peak_sustained_elapsed it holds
+#   device_round_bench_moe   `glm5prof bench kernels --only moe` into $W/moe.json (90 s), then its expert rows (not the
+#                            _pf / _grouped variants) and the copy rate: us, GB/s, fraction of copy, check
 device_round_begin() {
   TAG=$1
   W=$OUT/$TAG
@@ -64,11 +67,18 @@ device_round_ncu_summary() {
 import csv, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
 if not rows: sys.exit("no rows")
-h = rows[0]; mi = h.index("Metric Name"); vi = h.index("Metric Value"); ni = h.index("ID")
+h = rows[0]; mi = h.index("Metric Name"); vi = h.index("Metric Value"); ni = h.index("ID"); ki = h.index("Kernel Name")
+gi = h.index("Grid Size") if "Grid Size" in h else None
+num = lambda s: float(s.replace(',', '')) if s else 0.0  # ncu writes thousands separators
 by = {}
-for r in rows[1:]: by.setdefault(r[ni], {})[r[mi]] = float(r[vi].replace(',', ''))
-for k, m in by.items():
-    print(f"  id {k}: {m.get('gpu__time_duration.sum', 0)/1000:7.2f} us  DRAM read {m.get('dram__bytes_read.sum', 0)/1e6:7.2f} MB  L2 hit {m.get('lts__t_sector_hit_rate.pct', 0):5.1f}%")
+for r in rows[1:]:
+    d = by.setdefault(r[ni], {'k': r[ki].split('(')[0].split('::')[-1][:34], 'g': r[gi] if gi is not None else ''})
+    d[r[mi]] = num(r[vi])
+names = {'gpu__time_duration.sum': ('us', 1e-3), 'dram__bytes_read.sum': ('DRAM read MB', 1e-6),
+         'lts__t_sector_hit_rate.pct': ('L2 hit %', 1), 'dram__throughput.avg.pct_of_peak_sustained_elapsed': ('DRAM %', 1)}
+for i, d in sorted(by.items(), key=lambda x: int(x[0])):
+    vals = '  '.join(f"{lab} {d[m] * f:.1f}" for m, (lab, f) in names.items() if m in d)
+    print(f"  id {i} {d['k']} {d['g']}  {vals}")
 PY
 }
 device_round_gpu_tests() {
@@ -108,4 +118,14 @@ device_round_test() {
   echo "$t rc=$rc $(grep -E '^\[  (PASSED|FAILED)' "$W/$t.log" | tr '\n' ' ')"
   grep -hE "Failure|Expected|Which is|gather " "$W/$t.log" | head -6
   return $rc
+}
+device_round_bench_moe() {
+  timeout 90 $BIN/glm5prof bench kernels --only moe --out $W/moe.json > $W/moe.txt 2> $W/moe.err
+  echo "bench moe rc=$?"; tail -1 $W/moe.err
+  python3 -c "
+import json
+for r in json.load(open('$W/moe.json')):
+    if r['kernel'].startswith('moe_experts_') and not r['kernel'].endswith(('_pf', '_grouped')) or r['kernel'] == 'copy_d2d':
+        print(r['kernel'], 'b', r['batch'], round(r['median_us'], 1), 'us', round(r['achieved_gbps']), 'GB/s', round(r.get('roofline_fraction', 0), 3), r.get('check', '')[:44])
+" 2>&1 | head -40
 }

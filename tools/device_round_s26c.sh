@@ -15,31 +15,12 @@ device_round_test kernels_gpu_moe_grouped 150 --gtest_filter='*Wgmma*'
 grep -E "^moe fp8 wgmma" $W/kernels_gpu_moe_grouped.log
 device_round_test engine_gpu_graph 150
 device_round_test engine_gpu_golden 120
-timeout 120 $BIN/glm5prof bench kernels --only moe --out $W/moe.json > $W/moe.txt 2> $W/moe.err
-echo "bench moe rc=$?"; tail -1 $W/moe.err
-python3 -c "
-import json
-for r in json.load(open('$W/moe.json')):
-    if r['kernel'].startswith('moe_experts_fp8') and not r['kernel'].endswith(('_pf', '_grouped')) or r['kernel'] == 'copy_d2d':
-        print(r['kernel'], 'b', r['batch'], round(r['median_us'], 1), 'us', round(r['achieved_gbps']), 'GB/s', round(r.get('roofline_fraction', 0), 3), r.get('check', '')[:44])
-" 2>&1 | head -30
+device_round_bench_moe
 device_round_step "8 32 128" fp8 "1" 200 "moe.experts"
 for d in $W/step/runs/*/; do echo "== $d"; grep -E "moe_wgmma_quant|moe_group_kernel|moe_combine" $d/report.md | head -3; done
 timeout 150 ncu --kernel-name-base demangled --kernel-name regex:"moe_wgmma|moe_gate_up_fp8|moe_down_pair_fp8|moe_group_kernel|moe_combine" \
   --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed --csv \
   --print-units base $BIN/glm5prof bench kernels --only moe --reps 1 --warmup 0 --out $W/ncu-moe.json > $W/ncu.csv 2> $W/ncu.err
 echo "ncu rc=$?"; tail -2 $W/ncu.err
-python3 - "$W/ncu.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-h = rows[0]; ki = h.index('Kernel Name'); mi = h.index('Metric Name'); vi = h.index('Metric Value'); ii = h.index('ID')
-gi = h.index('Grid Size') if 'Grid Size' in h else None
-num = lambda s: float(s.replace(',', '')) if s else 0.0
-out = {}
-for r in rows[1:]:
-    d = out.setdefault(r[ii], {'k': r[ki].split('(')[0][:40], 'g': r[gi] if gi is not None else ''})
-    d[r[mi]] = num(r[vi])
-for i, d in sorted(out.items(), key=lambda x: int(x[0])):
-    print(i, d['k'], d['g'], 'us', round(d.get('gpu__time_duration.sum', 0) / 1e3, 1), 'MB', round(d.get('dram__bytes_read.sum', 0) / 1e6, 1), 'dram%', round(d.get('dram__throughput.avg.pct_of_peak_sustained_elapsed', 0), 1))
-PY
+device_round_ncu_summary $W/ncu.csv
 device_round_pack

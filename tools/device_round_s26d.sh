@@ -17,14 +17,7 @@ device_round_test kernels_gpu_moe_grouped 240
 grep -E "^moe fp8 wgmma" $W/kernels_gpu_moe_grouped.log | head -3
 device_round_test engine_gpu_graph 150
 device_round_test engine_gpu_golden 120
-timeout 120 $BIN/glm5prof bench kernels --only moe --out $W/moe.json > $W/moe.txt 2> $W/moe.err
-echo "bench moe rc=$?"; tail -1 $W/moe.err
-python3 -c "
-import json
-for r in json.load(open('$W/moe.json')):
-    if r['kernel'].startswith('moe_experts_fp8') and not r['kernel'].endswith(('_pf', '_grouped')):
-        print(r['kernel'], 'b', r['batch'], round(r['median_us'], 1), 'us', round(r['achieved_gbps']), 'GB/s', round(r.get('roofline_fraction', 0), 3), r.get('check', '')[:44])
-" 2>&1 | head -30
+device_round_bench_moe
 device_round_step "8 32 128" fp8 "1" 200 "moe.experts"
 for d in $W/step/runs/*/; do
   [ -f $d/report.json ] && python3 -c "

@@ -14,11 +14,5 @@ timeout 150 ncu --kernel-name-base demangled --kernel-name regex:"moe_wgmma_quan
   --metrics gpu__time_duration.sum --csv --print-units base \
   $BIN/glm5prof bench kernels --only moe --reps 1 --warmup 0 --out $W/ncu-moe.json > $W/ncu.csv 2> $W/ncu.err
 echo "ncu rc=$?"; tail -1 $W/ncu.err
-python3 - "$W/ncu.csv" <<'PY'
-import csv, sys
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-h = rows[0]; ki = h.index('Kernel Name'); vi = h.index('Metric Value'); gi = h.index('Grid Size')
-for r in rows[1:]:
-    print(r[ki].split('(')[0].split('::')[-1][:28], r[gi], round(float(r[vi].replace(',', '')) / 1e3, 1))
-PY
+device_round_ncu_summary $W/ncu.csv
 device_round_pack

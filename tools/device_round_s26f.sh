@@ -14,13 +14,6 @@ device_round_begin s26f
 device_round_test kernels_gpu_moe_grouped 200 --gtest_filter='*Wgmma*'
 grep -E "^moe (fp8|bf16) wgmma" $W/kernels_gpu_moe_grouped.log
 device_round_test engine_gpu_graph 90
-timeout 90 $BIN/glm5prof bench kernels --only moe --out $W/moe.json > $W/moe.txt 2> $W/moe.err
-echo "bench moe rc=$?"; tail -1 $W/moe.err
-python3 -c "
-import json
-for r in json.load(open('$W/moe.json')):
-    if r['kernel'].startswith('moe_experts_') and r['batch'] > 1 and not r['kernel'].endswith(('_pf', '_grouped')):
-        print(r['kernel'], 'b', r['batch'], round(r['median_us'], 1), 'us', round(r['achieved_gbps']), 'GB/s', round(r.get('roofline_fraction', 0), 3), r.get('check', '')[:44])
-" 2>&1 | head -30
+device_round_bench_moe
 device_round_step "8 32 128" bf16 "1" 100 "moe.experts"
 device_round_pack

@@ -51,7 +51,7 @@ struct Cfg {
 struct Args {
   const int32_t* group;  // moe_group_kernel's [E + 1 + pairs]: offsets, then pair indices in bucket order
   int E;
-  int KB;                // 128-byte units of k: hidden / 128 (gate_up), inter / 128 (down); BF16: hidden / 64, inter / 64
+  int KB;                // 128-byte units of k: hidden / 128 (gate_up), inter / 128 (down); BF16 hidden / 64, inter / 64
   int row_blocks;        // tiles' row blocks per expert: inter / 64 (gate_up), hidden / 128 (down)
   int w_rows;            // rows per expert of each weight: inter (gate, up), hidden (down)
   const float* s_a;      // block scales [E][w_rows / 128][KB]: gate (gate_up) or down
@@ -331,7 +331,8 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
     v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
     if (src_row[i] < 0) continue;
-    if (!kBf16 && gu) {  // act = silu(g) u from gate_up's k-split sums (FP8 only: BF16 never splits) (as its unsplit store computes it); the sums zeroed
+    if (!kBf16 && gu) {  // act = silu(g) u from gate_up's k-split sums, as its unsplit store computes it; the sums
+                         // zeroed (FP8 only: BF16 never splits)
       float* gp = gu + size_t(src_row[i]) * 2 * K + 128 * b + 4 * lane;
       const float4 g = *reinterpret_cast<const float4*>(gp), u = *reinterpret_cast<const float4*>(gp + K);
       v[i] = make_float4(g.x / (1.0f + expf(-g.x)) * u.x, g.y / (1.0f + expf(-g.y)) * u.y,

@@ -1,6 +1,7 @@
 // The routed MoE experts (SwiGLU, FP8 weights with 128 x 128 block scales, or BF16 weights: the end of this comment) on
 // Hopper's tensor cores, fed by TMA: MoeExpertsParams::fp8_wgmma of moe_experts_cuda, for the expert-grouped path
-// (B >= MoeExpertsParams::group_min_tokens, group and pair_out set). Built only as sm_90a machine code (kernels/sm90a/).
+// (B >= MoeExpertsParams::group_min_tokens, group and pair_out set). Built only as sm_90a machine code
+// (kernels/sm90a/).
 //
 // Why (S25a, H200, `glm5prof bench kernels --only moe`): the grouped mma.sync kernels, which load W straight into
 // registers, read the selected experts at 85% of the copy rate at batch 8 and 128 (93% at 32), while one long read
@@ -21,8 +22,9 @@
 //   4. down: tiles (e, 128 rows of hidden, token tile), k = inter: pair_out[pair, d] (fp32), then the slot combine.
 // Tiles (row blocks of an expert, token tiles fastest) are numbered expert by expert over the experts with pairs; CTA c
 // of G takes tiles [c T / G, (c + 1) T / G). gate_up's tiles can split k in two, so that few tiles per CTA leave the
-// longest CTA half a tile behind instead of a whole one (MoeFp8WgmmaPlan::ksplit, forced only): each half adds its g and u sums into zeroed scratch (two
-// fp32 adds onto 0: the same bits in either order), and step 3 computes act = silu(g) u from them and re-zeroes them.
+// longest CTA half a tile behind instead of a whole one (MoeFp8WgmmaPlan::ksplit, forced only): each half adds its g
+// and u sums into zeroed scratch (two fp32 adds onto 0: the same bits in either order), and step 3 computes
+// act = silu(g) u from them and re-zeroes them.
 //
 // Arithmetic: y = sum over 128-column blocks b of s_x[b] s_w[b] (sum_{c in b} q_x[c] q_w[c]), each block's sum on the
 // tensor cores (fp32), the outer sum in fp32. Against exact arithmetic on unquantized x / act: x's and act's e4m3
@@ -45,9 +47,9 @@
 
 namespace glm5 {
 
-// Why moe_fp8_wgmma_experts_cuda does not run p ("" when it does): FP8 weights with block scales or BF16 weights, hidden and inter
-// multiples of 128, 16-byte aligned weights, x, act and pair_out, E <= 512 local experts, no fused shared expert, the
-// group / pair_out scratch, and a compute capability 9.0 device.
+// Why moe_fp8_wgmma_experts_cuda does not run p ("" when it does): FP8 weights with block scales or BF16 weights,
+// hidden and inter multiples of 128, 16-byte aligned weights, x, act and pair_out, E <= 512 local experts, no fused
+// shared expert, the group / pair_out scratch, and a compute capability 9.0 device.
 std::string moe_fp8_wgmma_unsupported(const MoeExpertsParams& p);
 
 // Token tile, slot rows and the scratch (one buffer, MoeExpertsParams::wgmma_scratch) for B tokens.
@@ -73,7 +75,8 @@ void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
 
 // Launches 1-4 above on `stream` for p (moe_group_kernel's buckets in p.group already, or launched before on the
 // stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
-// scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
+// scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by
+// moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);
 
 // CPU twin of the whole routed path (no shared expert), FP8 or BF16 weights: x and act quantized as the GPU does (BF16:

@@ -1,6 +1,7 @@
 // Hopper FP8 warpgroup products (sm_90a): wgmma.mma_async m64nNk32 with e4m3 A and B from shared memory (both
-// K-major, 128-byte swizzle, kernels/wgmma.cuh's descriptors) into fp32 D; and m64nNk16 with bf16 A and B. Shared by the block-scaled FP8 GEMM
-// (linear_fp8_wgmma.cu) and the grouped MoE experts (moe_fp8_wgmma.cu). Written from the PTX ISA.
+// K-major, 128-byte swizzle, kernels/wgmma.cuh's descriptors) into fp32 D; and m64nNk16 with bf16 A and B. Shared by
+// the block-scaled FP8 GEMM (linear_fp8_wgmma.cu) and the grouped MoE experts (moe_fp8_wgmma.cu). Written from the
+// PTX ISA.
 #pragma once
 #include <cstdint>
 

@@ -90,17 +90,20 @@ double rel(const std::vector<float>& a, const std::vector<float>& b) {
 // U = sum |x w_u| per inter row i and |silu'| <= 1.1:
 //   |d act_i| <= 1.1 eps G (|u| + eps U) + |silu(g)| eps U,
 //   |d o_d|   <= sum_i |w_d[d, i]| (|d act_i| + eps (|act_i| + |d act_i|)),   |d out_d| <= sum_j tw_j |d o_d|.
+// Weight i of one of X's matrices `w`, decoded exactly: e4m3 code x its block scale s[c / 128] (s: the row's scale
+// row, c: the column), or the bf16 value.
+double decoded_weight(const Experts& X, const std::vector<uint8_t>& w, size_t i, const float* s, int c) {
+  if (X.dt == DType::F8_E4M3) return double(e4m3_bits_to_float(w[i])) * s[c / 128];
+  uint16_t bits;
+  std::memcpy(&bits, w.data() + 2 * i, 2);
+  return double(bf16_bits_to_float(bits));
+}
+
 void mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<int32_t>& ids,
                    const std::vector<float>& tw, int b, int k, int hidden, int inter, int expert_begin, int E_local,
                    std::vector<double>& exact, std::vector<double>& bound, double eps_activations = 0) {
   const bool fp8 = X.dt == DType::F8_E4M3;
   const double eps = eps_activations > 0 ? eps_activations : (fp8 ? 0x1p-11 : 0x1p-16) + 1e-5;
-  auto weight = [&](const std::vector<uint8_t>& w, size_t i, const float* s, int c) {  // exact decoded weight
-    if (fp8) return double(e4m3_bits_to_float(w[i])) * s[c / 128];
-    uint16_t bits;
-    std::memcpy(&bits, w.data() + 2 * i, 2);
-    return double(bf16_bits_to_float(bits));
-  };
   const int sch = (hidden + 127) / 128, sci = (inter + 127) / 128;
   exact.assign(size_t(hidden), 0.0);
   bound.assign(size_t(hidden), 0.0);
@@ -115,7 +118,7 @@ void mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<
       const float* su = X.su.data() + (size_t(e) * sci + i / 128) * sch;
       for (int c = 0; c < hidden; ++c) {
         const double xv = x[size_t(b) * hidden + c];
-        const double wg = weight(X.g, row + c, sg, c), wu = weight(X.u, row + c, su, c);
+        const double wg = decoded_weight(X, X.g, row + c, sg, c), wu = decoded_weight(X, X.u, row + c, su, c);
         g += xv * wg;
         u += xv * wu;
         G += std::fabs(xv * wg);
@@ -130,7 +133,7 @@ void mma_bound(const Experts& X, const std::vector<float>& x, const std::vector<
       const float* sd = X.sd.data() + (size_t(e) * sch + d / 128) * sci;
       double o = 0, dob = 0;
       for (int i = 0; i < inter; ++i) {
-        const double wd = weight(X.d, row + i, sd, i);
+        const double wd = decoded_weight(X, X.d, row + i, sd, i);
         o += wd * a[size_t(i)];
         dob += std::fabs(wd) * (da[size_t(i)] + eps * (std::fabs(a[size_t(i)]) + da[size_t(i)]));
       }
@@ -434,18 +437,9 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
       const float* a = act.data() + (size_t(b) * k + j) * inter;
       for (int d = 0; d < hidden; ++d) {
         const size_t row = (size_t(e) * hidden + d) * inter;
+        const float* sd = fp8 ? X.sd.data() + (size_t(e) * sch + d / 128) * sci : nullptr;
         double m = 0;
-        for (int i = 0; i < inter; ++i) {
-          double w;
-          if (fp8) {
-            w = double(e4m3_bits_to_float(X.d[row + i])) * X.sd[(size_t(e) * sch + d / 128) * sci + i / 128];
-          } else {
-            uint16_t bits;
-            std::memcpy(&bits, X.d.data() + 2 * (row + i), 2);
-            w = bf16_bits_to_float(bits);
-          }
-          m += std::fabs(w * a[i]);
-        }
+        for (int i = 0; i < inter; ++i) m += std::fabs(decoded_weight(X, X.d, row + i, sd, i) * a[i]);
         mag[size_t(d)] += tw[size_t(b) * k + j] * m;
       }
     }
