@@ -561,10 +561,14 @@ __device__ void expert_row(const void* w, const float* s, int e, int rows_per_ex
 }
 
 // One block: bucket the B*k pairs by local expert. group[0..E] = offsets, group[E+1 ..] = pair indices.
-__global__ void moe_group_kernel(MoeExpertsParams p) {
+// With sched.out (the TMA-fed expert kernels' slot-row schedule, MoeSlotSchedule in moe.h) the same scan also
+// yields R and U, and each pair's slot row is written beside its bucket position; pad rows get -1.
+__global__ void moe_group_kernel(MoeExpertsParams p, MoeSlotSchedule sched) {
   pdl_begin();
-  extern __shared__ int counts[];  // [E] counts, then [E] cursors
+  extern __shared__ int counts[];  // [E] counts, [E] cursors; with sched.out also [E] slot-row starts R, [E] offsets
   int* cursor = counts + p.E;
+  int* row_begin = counts + 2 * p.E;
+  int* offset = counts + 3 * p.E;
   const int pairs = p.B * p.k;
   for (int e = threadIdx.x; e < p.E; e += blockDim.x) counts[e] = 0;
   __syncthreads();
@@ -573,29 +577,52 @@ __global__ void moe_group_kernel(MoeExpertsParams p) {
     if (e >= 0 && e < p.E) atomicAdd(&counts[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x < 32) {  // exclusive scan of the counts: each lane a run of consecutive experts, one warp scan (a
-    // serial loop over 256 experts in one thread took ~10 us, Nsight Compute S26b)
+  if (threadIdx.x < 32) {  // exclusive scans of the counts (and of R's rounded counts and the token tiles): each lane
+    // a run of consecutive experts, one warp scan (a serial loop over 256 experts in one thread took ~10 us, Nsight
+    // Compute S26b)
     const int lane = threadIdx.x, per = (p.E + 31) / 32, e0 = min(p.E, lane * per), e1 = min(p.E, e0 + per);
-    int n = 0;
-    for (int e = e0; e < e1; ++e) n += counts[e];
-    int run = n;
+    const int tn = max(sched.tile_n, 1);
+    int n = 0, r = 0, u = 0;
+    for (int e = e0; e < e1; ++e) {
+      const int c = counts[e];
+      n += c, r += (c + 3) & ~3, u += (c + tn - 1) / tn;
+    }
+    int run = n, rrun = r, urun = u;
 #pragma unroll
     for (int o = 1; o < 32; o *= 2) {
-      const int r = __shfl_up_sync(0xffffffffu, run, o);
-      if (lane >= o) run += r;
+      const int a = __shfl_up_sync(0xffffffffu, run, o), b = __shfl_up_sync(0xffffffffu, rrun, o),
+                d = __shfl_up_sync(0xffffffffu, urun, o);
+      if (lane >= o) run += a, rrun += b, urun += d;
     }
-    run -= n;
+    run -= n, rrun -= r, urun -= u;
     for (int e = e0; e < e1; ++e) {
+      const int c = counts[e];
       p.group[e] = run;
       cursor[e] = run;
-      run += counts[e];
+      if (sched.out) {
+        row_begin[e] = rrun;
+        offset[e] = run;
+        sched.out[e] = rrun;
+        sched.out[p.E + 1 + e] = urun;
+      }
+      run += c, rrun += (c + 3) & ~3, urun += (c + tn - 1) / tn;
     }
-    if (lane == 31) p.group[p.E] = run;
+    if (lane == 31) {
+      p.group[p.E] = run;
+      if (sched.out) sched.out[p.E] = rrun, sched.out[2 * p.E + 1] = urun;
+    }
   }
   __syncthreads();
+  int* slot_src = sched.out ? sched.out + 2 * (p.E + 1) : nullptr;
+  if (sched.out)  // the pad rows of every bucket: R[e] + count_e .. R[e + 1] - 1 (at most 3)
+    for (int e = threadIdx.x; e < p.E; e += blockDim.x)
+      for (int j = counts[e]; j < ((counts[e] + 3) & ~3); ++j) slot_src[row_begin[e] + j] = -1;
   for (int i = threadIdx.x; i < pairs; i += blockDim.x) {
     const int e = p.topk_ids[i] - p.expert_begin;
-    if (e >= 0 && e < p.E) p.group[p.E + 1 + atomicAdd(&cursor[e], 1)] = i;  // order inside a bucket: any
+    if (e < 0 || e >= p.E) continue;
+    const int pos = atomicAdd(&cursor[e], 1);  // order inside a bucket: any
+    p.group[p.E + 1 + pos] = i;
+    if (sched.out) slot_src[row_begin[e] + pos - offset[e]] = i;
   }
 }
 
@@ -924,13 +951,16 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     return;
   }
   if (p.group && p.pair_out && p.B >= p.group_min_tokens) {
-    const size_t smem = sizeof(int) * 2 * size_t(p.E);
+    // FP8 / BF16 tensor cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h), where supported and given its scratch:
+    // the bucketing also writes their slot-row schedule
+    const bool wgmma = p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty();
+    const MoeSlotSchedule sched = wgmma ? moe_fp8_wgmma_slot_schedule(p) : MoeSlotSchedule{};
+    const size_t smem = sizeof(int) * (wgmma ? 4 : 2) * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
                                    " local experts exceed the grouping kernel's shared memory (max 6144)");
-    launch_kernel(moe_group_kernel, 1, 256, smem, stream, p);
+    launch_kernel(moe_group_kernel, 1, 256, smem, stream, p, sched);
     CUDA_CHECK_LAUNCH();
-    // FP8 / BF16 tensor cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h), where supported and given its scratch
-    if (p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty()) {
+    if (wgmma) {
       moe_fp8_wgmma_experts_cuda(p, current_device_sm_count(), stream);
       launch_combine(p, stream);
       return;

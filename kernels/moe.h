@@ -39,6 +39,17 @@ void moe_route_cuda(const MoeRouteParams& p, cudaStream_t stream);
 
 // out[b,:] = sum_j topk_weights[b,j] * down_e(silu(gate_e x_b) * up_e x_b),  e = topk_ids[b,j]
 constexpr int kMoeGroupMinTokens = 4;  // the engine's smallest batch on the expert-grouped path
+// The slot-row schedule of the TMA-fed expert kernels (kernels/sm90a/moe_fp8_wgmma.h), written by the bucketing
+// kernel (moe_group_kernel) in the same pass as the buckets, so the four launches after it read it instead of each
+// CTA re-deriving it from the bucket offsets. out (int32, in the wgmma scratch, moe_fp8_wgmma_slot_schedule):
+//   [0, E]            R[e]: expert e's first slot row, sum over e' < e of count_e' rounded up to 4; R[E] = used rows
+//   [E + 1, 2 E + 1]  U[e]: expert e's first token tile, sum over e' < e of ceil(count_e' / tile_n); U[E] = all tiles
+//   [2 E + 2, + R[E]) the source of slot row j: its pair index (token * k + slot), or -1 for a pad row (zeros)
+// out null: only the buckets.
+struct MoeSlotSchedule {
+  int32_t* out = nullptr;
+  int tile_n = 0;  // token (slot-row) tile of the GEMMs: 8, 16, 32 or 64
+};
 struct MoeExpertsParams {
   const float* x;            // [B, hidden]
   const int32_t* topk_ids;   // [B, k]

@@ -50,6 +50,7 @@ struct Cfg {
 
 struct Args {
   const int32_t* group;  // moe_group_kernel's [E + 1 + pairs]: offsets, then pair indices in bucket order
+  const int32_t* sched;  // its slot-row schedule (MoeSlotSchedule: R, U, slot sources)
   int E;
   int KB;                // 128-byte units of k: hidden / 128 (gate_up), inter / 128 (down); BF16 hidden / 64, inter / 64
   int row_blocks;        // tiles' row blocks per expert: inter / 64 (gate_up), hidden / 128 (down)
@@ -64,34 +65,15 @@ struct Args {
   float* gu;             // gate_up with ksplit 2: [pairs][2][inter] sums of g and u, zero before (atomic adds)
 };
 
-// Slot-row start R[e] (bucket sizes rounded up to 4) and tile start of every expert, and the tile count T, from the
-// bucket offsets: warp 0 of the CTA, each lane a run of consecutive experts, one warp scan.
-template <int N>
-__device__ __forceinline__ void schedule(const Args& a, int row_blocks, int* row_begin, int* tile_begin) {
-  const int lane = threadIdx.x % 32;
-  if (threadIdx.x >= 32) return;
-  const int per = (a.E + 31) / 32, e0 = min(a.E, lane * per), e1 = min(a.E, e0 + per);
-  int rows = 0, tiles = 0;
-  for (int e = e0; e < e1; ++e) {
-    const int c = a.group[e + 1] - a.group[e];
-    rows += (c + 3) & ~3;
-    tiles += (c + N - 1) / N * row_blocks * a.ksplit;
+// Slot-row start R[e] and tile start of every expert (e <= E; tile_begin[E] = T, the tile count) into shared memory
+// from moe_group_kernel's schedule (MoeSlotSchedule: R and the token-tile starts U, tiles = U x row blocks x ksplit),
+// one load per thread.
+__device__ __forceinline__ void schedule(const Args& a, int* row_begin, int* tile_begin) {
+  const int per_tt = a.row_blocks * a.ksplit;
+  for (int e = threadIdx.x; e <= a.E; e += blockDim.x) {
+    row_begin[e] = a.sched[e];
+    tile_begin[e] = a.sched[a.E + 1 + e] * per_tt;
   }
-  int rs = rows, ts = tiles;  // inclusive scans over the lanes
-#pragma unroll
-  for (int o = 1; o < 32; o *= 2) {
-    const int r = __shfl_up_sync(0xffffffffu, rs, o), t = __shfl_up_sync(0xffffffffu, ts, o);
-    if (lane >= o) rs += r, ts += t;
-  }
-  rs -= rows, ts -= tiles;  // exclusive
-  for (int e = e0; e < e1; ++e) {
-    const int c = a.group[e + 1] - a.group[e];
-    row_begin[e] = rs;
-    tile_begin[e] = ts;
-    rs += (c + 3) & ~3;
-    ts += (c + N - 1) / N * row_blocks * a.ksplit;
-  }
-  if (lane == 31) tile_begin[a.E] = ts;
 }
 
 // Tile t: its expert (the last e with tile_begin[e] <= t: it has tiles, since tile_begin[E] = T > t), row block, token
@@ -122,7 +104,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   float* xch = reinterpret_cast<float*>(base + C::kStages * C::kStageBytes);
   __shared__ __align__(8) uint64_t full[C::kStages], empty[C::kStages];
-  __shared__ int row_begin[kMaxExperts], tile_begin[kMaxExperts + 1];
+  __shared__ int row_begin[kMaxExperts + 1], tile_begin[kMaxExperts + 1];
   const int tid = threadIdx.x, wg = tid / 128;
   constexpr int kTileRows = kGateUp ? 64 : 128;  // rows of each weight per tile
   if (tid == 0) {
@@ -133,7 +115,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init_fence();
   }
   pdl_wait();  // the buckets and the quantized rows come from the launches before
-  schedule<N>(a, a.row_blocks, row_begin, tile_begin);
+  schedule(a, row_begin, tile_begin);
   __syncthreads();
   const int T = tile_begin[a.E], G = gridDim.x, c = blockIdx.x;
   const int t_begin = int(int64_t(c) * T / G), t_end = int(int64_t(c + 1) * T / G);
@@ -264,67 +246,40 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 // Slot-row quantization (steps 1 and 3 of the header): grid (K / 128, ceil(rows / kQuantRows)) CTAs of 256 threads;
-// CTA (b, y) quantizes column block b of slot rows y kQuantRows .. + kQuantRows - 1, warp w rows w, w + 8, ...: the
-// row's expert e (R[e] <= j < R[e + 1], a binary search over R in shared memory), then either its pair's source row
-// (x row pair / k, or act row pair) or, past the bucket's count, a pad row (zeros, scale 1). Rows past R[E] (the
-// plan's rows bound B k + 3 E counts every expert's pad) are left alone. Each CTA first scans the bucket offsets
-// (warp 0, as schedule() does). (S25c's form, one CTA per expert looping over the blocks, chained ~24 L2 round trips
-// per warp at batch 128; S25d's, one CTA per (expert, column block), launched E x K / 128 CTAs, ~80% of them for
-// experts without pairs at batch 8: 11.3 us per launch in the batch-8 step, S26b; S26c's first form of this one, 64
-// rows per CTA with each warp's rows and the scan's loads one after another, 11.1 / 13.7 / 19.3 us at batch 8 / 32 /
-// 128: no gain, so now every load of a warp is issued before any is used. Own time (Nsight Compute, serialized, S26c /
-// S26e) x then act, batch 1 / 8 / 32 / 128: first form 9.5 + 11 / 15.0 + 17 / 21.3 + 18 / 34.4 + 21 us, this one
-// 12 + 11 / 16.4 + 12 / 25.5 + 13.5 / 42 + 21: a wash, and no step time moved beyond the machines' spread. Each of a
-// row chunk's K / 128 CTAs repeats the offsets' scan: one CTA over several column blocks is the next thing to try.)
+// CTA (b, y) quantizes column block b of slot rows y kQuantRows .. + kQuantRows - 1, warp w rows w, w + 8, ...: each
+// row's source from moe_group_kernel's schedule (MoeSlotSchedule: its pair, whose x row is pair / k and act row the
+// pair, or -1: a pad row, zeros with scale 1). Rows past R[E] (the plan's rows bound B k + 3 E counts every expert's
+// pad) are left alone. Every load of a warp is issued before any is used.
+// History: S25c's form, one CTA per expert looping over the blocks, chained ~24 L2 round trips per warp at batch 128;
+// S25d's, one CTA per (expert, column block), launched E x K / 128 CTAs, ~80% of them for experts without pairs at
+// batch 8: 11.3 us per launch in the batch-8 step, S26b. S26c / S26e re-gridded it as now, each CTA scanning the bucket
+// offsets and binary-searching each row's expert (own time, Nsight Compute, x then act, batch 1 / 8 / 32 / 128:
+// 12 + 11 / 16.4 + 12 / 25.5 + 13.5 / 42 + 21 us); session 27 moved that derivation into moe_group_kernel, once.
 constexpr int kQuantThreads = 256;
 constexpr int kQuantRowsPerWarp = 4;
 constexpr int kQuantRows = kQuantRowsPerWarp * kQuantThreads / 32;  // slot rows per CTA
 // kBf16: the rows rounded to bf16 (64 columns per block of 128 bytes), no scales.
 template <bool kBf16>
-__global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* group, int E, const float* src,
-                                                                        int src_div, int K, uint8_t* codes,
-                                                                        float* scales, int ld, float* gu) {
-  __shared__ int row_begin[kMaxExperts + 1], offset[kMaxExperts + 1];  // R[e]; the bucket offsets group[e]
+__global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const int32_t* sched, int E, int rows,
+                                                                        const float* src, int src_div, int K,
+                                                                        uint8_t* codes, float* scales, int ld,
+                                                                        float* gu) {
   pdl_wait();
-  const int b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  for (int e = threadIdx.x; e <= E; e += kQuantThreads) offset[e] = group[e];  // one round trip for all
-  __syncthreads();
-  if (warp == 0) {  // each lane a run of consecutive experts, one warp scan of their rounded counts
-    const int per = (E + 31) / 32, e0 = min(E, lane * per), e1 = min(E, e0 + per);
-    int rows = 0;
-    for (int e = e0; e < e1; ++e) rows += ((offset[e + 1] - offset[e]) + 3) & ~3;
-    int rs = rows;
-#pragma unroll
-    for (int o = 1; o < 32; o *= 2) {
-      const int r = __shfl_up_sync(0xffffffffu, rs, o);
-      if (lane >= o) rs += r;
-    }
-    rs -= rows;
-    for (int e = e0; e < e1; ++e) {
-      row_begin[e] = rs;
-      rs += ((offset[e + 1] - offset[e]) + 3) & ~3;
-    }
-    if (lane == 31) row_begin[E] = rs;
-  }
-  __syncthreads();
   pdl_launch_dependents();
-  // The warp's rows j = first + 8 i: expert, bucket position, then every row's loads issued before any is used (two
-  // L2 round trips per warp, not two per row).
-  const int total = row_begin[E], first = blockIdx.y * kQuantRows + warp;
+  const int b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = blockIdx.y * kQuantRows + warp;
+  const int32_t* slot_src = sched + 2 * (E + 1);  // [rows] (the plan's bound; entries past R[E] are stale)
+  const int total = sched[E];
   int src_row[kQuantRowsPerWarp];  // -1: pad row; -2: past R[E]
+#pragma unroll
+  for (int i = 0; i < kQuantRowsPerWarp; ++i) {  // loaded beside R[E], not after it
+    const int j = first + 8 * i;
+    src_row[i] = j < rows ? slot_src[j] : -2;
+  }
 #pragma unroll
   for (int i = 0; i < kQuantRowsPerWarp; ++i) {
     const int j = first + 8 * i;
-    src_row[i] = -2;
-    if (j >= total) continue;
-    int lo = 0, hi = E;  // the last e with R[e] <= j: R[lo] <= j < R[hi]
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (row_begin[mid] <= j) lo = mid;
-      else hi = mid;
-    }
-    const int local = j - row_begin[lo];
-    src_row[i] = local < offset[lo + 1] - offset[lo] ? group[E + 1 + offset[lo] + local] / src_div : -1;
+    src_row[i] = j >= total ? -2 : src_row[i] >= 0 ? src_row[i] / src_div : -1;
   }
   float4 v[kQuantRowsPerWarp];
 #pragma unroll
@@ -389,25 +344,26 @@ void launch_all(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cu
   const char* who = "moe_fp8_wgmma_experts_cuda";
   // 1. x into slot rows
   const unsigned quant_chunks = unsigned((q.rows + kQuantRows - 1) / kQuantRows);
+  const int32_t* sched = reinterpret_cast<const int32_t*>(s + q.sched);
   launch_kernel(moe_wgmma_quant_kernel<kBf16>, dim3(unsigned(hb / 128), quant_chunks), kQuantThreads, 0, stream,
-                p.group, p.E, p.x, p.k, p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
+                sched, p.E, q.rows, p.x, p.k, p.hidden, xc, xs, q.scale_ld, static_cast<float*>(nullptr));
   CUDA_CHECK_LAUNCH();
   // 2. gate_up
   const CUtensorMap gm = tma_map_bytes_sw128(p.w_gate, hb, E * p.inter, hb, 64, who, "the gate weights");
   const CUtensorMap um = tma_map_bytes_sw128(p.w_up, hb, E * p.inter, hb, 64, who, "the up weights");
   const CUtensorMap xm = tma_map_bytes_sw128(xc, hb, q.rows, hb, N, who, "the quantized x rows");
   float* gus = q.ksplit > 1 ? reinterpret_cast<float*>(s + q.gu) : nullptr;
-  const Args gu{p.group, p.E, int(hb / kCols), p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter,
+  const Args gu{p.group, sched, p.E, int(hb / kCols), p.inter / 64, p.inter, p.s_gate, p.s_up, xs, q.scale_ld, p.act, p.inter,
                 q.ksplit, gus};
   launch_gemm<N, true, kBf16>(gm, um, xm, gu, sms, stream);
   // 3. act into slot rows
   launch_kernel(moe_wgmma_quant_kernel<kBf16>, dim3(unsigned(ib / 128), quant_chunks), kQuantThreads, 0, stream,
-                p.group, p.E, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
+                sched, p.E, q.rows, static_cast<const float*>(p.act), 1, p.inter, ac, as, q.scale_ld, gus);
   CUDA_CHECK_LAUNCH();
   // 4. down
   const CUtensorMap dm = tma_map_bytes_sw128(p.w_down, ib, E * p.hidden, ib, 128, who, "the down weights");
   const CUtensorMap am = tma_map_bytes_sw128(ac, ib, q.rows, ib, N, who, "the quantized act rows");
-  const Args dn{p.group, p.E, int(ib / kCols), p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
+  const Args dn{p.group, sched, p.E, int(ib / kCols), p.hidden / 128, p.hidden, p.s_down, p.s_down, as, q.scale_ld,
                 p.pair_out, p.hidden, 1, nullptr};
   launch_gemm<N, false, kBf16>(dm, dm, am, dn, sms, stream);
 }
@@ -464,8 +420,19 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   off = up(off + (size_t(inter / 128) * q.scale_ld + q.N) * 4);
   q.gu = off;
   if (q.ksplit > 1) off = up(off + size_t(B) * k * 2 * inter * 4);
+  q.sched = off;
+  off = up(off + (size_t(2) * (E + 1) + q.rows) * 4);
   q.scratch_bytes = off;
   return q;
+}
+
+MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p) {
+  const MoeFp8WgmmaPlan q =
+      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, p.wgmma_ksplit, p.w_dtype);
+  require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes,
+          "moe_fp8_wgmma_slot_schedule: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +
+              " bytes, expected >= " + std::to_string(q.scratch_bytes) + " (moe_fp8_wgmma_plan)");
+  return {reinterpret_cast<int32_t*>(p.wgmma_scratch + q.sched), q.N};
 }
 
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {

@@ -10,7 +10,8 @@
 // its tokens' fp32 activations from L2 per warp. Here each SM runs one persistent CTA that streams a contiguous range of
 // tiles through a ring of shared-memory stages (TMA), the weights' bytes of ~6-8 stages in flight, no waves.
 //
-// Data flow (four launches after moe_group_kernel's buckets; moe_combine_kernel after them, as the mma.sync path):
+// Data flow (four launches after moe_group_kernel's buckets and slot-row schedule, MoeSlotSchedule in kernels/moe.h;
+// moe_combine_kernel after them, as the mma.sync path):
 //   1. quantize x: the token row of every bucketed (token, slot) pair, per 128 columns (amax / 448, e4m3 round to
 //      nearest even; DeepSeek-V3's activation quantization, as linear_fp8_wgmma), into "slot rows": expert e's pairs
 //      at rows R[e] .. R[e] + count_e - 1 in bucket order, R[e] = sum over e' < e of count_e' rounded up to 4 (so a
@@ -62,6 +63,7 @@ struct MoeFp8WgmmaPlan {
                            // slower at GLM-5 batch 8 / 32 / 128 on the H200: moe_fp8_wgmma_plan's comment)
   size_t x_codes = 0, x_scales = 0, act_codes = 0, act_scales = 0;  // byte offsets in the scratch (128-aligned)
   size_t gu = 0;           // ksplit 2: [B k][2][inter] floats of g and u sums, zero before each call and after
+  size_t sched = 0;        // int32 [2 (E + 1) + rows]: the slot-row schedule (MoeSlotSchedule, kernels/moe.h)
   size_t scratch_bytes = 0;
 };
 // ksplit 2 forces the k split (MoeExpertsParams::wgmma_ksplit; needs hidden / 128 even and FP8 weights, else 1 is
@@ -73,8 +75,12 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
 // Zeroes a new scratch buffer (the k-split sums must start at zero; every call leaves them zero). Synchronous.
 void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
 
-// Launches 1-4 above on `stream` for p (moe_group_kernel's buckets in p.group already, or launched before on the
-// stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
+// Where moe_group_kernel writes the slot-row schedule these kernels read (in p.wgmma_scratch, the plan's `sched`), and
+// their token tile.
+MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p);
+
+// Launches 1-4 above on `stream` for p (moe_group_kernel's buckets in p.group and its schedule at
+// moe_fp8_wgmma_slot_schedule(p) already, or launched before on the stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
 // scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by
 // moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);

@@ -386,6 +386,33 @@ namespace {
 // 1.6e-3 of M, a misplaced row or scale gives O(1)), and against exact arithmetic within mma_bound's bound with eps = 2^-4 (x and act rounded to e4m3, 3
 // mantissa bits) + 1e-4 (e4m3 subnormals, fp32 order).
 // BF16 experts (dt BF16): the same checks with bf16 x and act (eps 2^-8 + 1e-4); the k split is never taken.
+// moe_group_kernel's slot-row schedule for the last moe_experts_cuda call with p (MoeSlotSchedule, kernels/moe.h),
+// against the buckets it wrote and the counts of `ids`: R[e] the prefix sums of the counts rounded up to 4, U[e] of
+// ceil(count / N), slot row R[e] + i the bucket's i-th pair, the bucket's pad rows -1.
+void check_slot_schedule(const MoeExpertsParams& p, const std::vector<int32_t>& ids, const Buffer& dgroup,
+                         const Buffer& scratch) {
+  const MoeSlotSchedule s = moe_fp8_wgmma_slot_schedule(p);
+  const int E = p.E;
+  const std::vector<int32_t> group = to_host<int32_t>(dgroup), all = to_host<int32_t>(scratch);
+  const int32_t* sched = all.data() + (reinterpret_cast<const uint8_t*>(s.out) - p.wgmma_scratch) / 4;
+  std::vector<int> count(size_t(E), 0);
+  for (int32_t id : ids)
+    if (id >= p.expert_begin && id < p.expert_begin + E) ++count[size_t(id - p.expert_begin)];
+  int r = 0, u = 0, bad = 0;
+  for (int e = 0; e <= E; ++e) {
+    bad += sched[e] != r || sched[E + 1 + e] != u;
+    if (e == E) break;
+    const int c = count[size_t(e)];
+    bad += group[size_t(e) + 1] - group[size_t(e)] != c;
+    for (int i = 0; i < ((c + 3) & ~3); ++i)
+      bad += sched[2 * (E + 1) + r + i] != (i < c ? group[size_t(E + 1 + group[size_t(e)] + i)] : -1);
+    r += (c + 3) & ~3;
+    u += (c + s.tile_n - 1) / s.tile_n;
+  }
+  EXPECT_EQ(bad, 0) << "slot-row schedule: " << bad << " entries differ (E " << E << ", N " << s.tile_n << ")";
+  EXPECT_GT(r, 0);
+}
+
 void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int inter, bool skew,
                  DType dt = DType::F8_E4M3) {
   const int k = 8;
@@ -422,6 +449,7 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     CUDA_CHECK(cudaDeviceSynchronize());
     gpu.push_back(to_host<float>(dout));
   }
+  check_slot_schedule(p, ids, dgroup, scratch);
   EXPECT_EQ(std::memcmp(gpu[1].data(), gpu[2].data(), gpu[1].size() * 4), 0) << "k split: not deterministic, or its "
                                                                                   "sums were not left zero; seed " << seed;
   std::vector<float> act(size_t(B) * k * inter), twin(size_t(B) * hidden);

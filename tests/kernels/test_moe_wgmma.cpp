@@ -44,7 +44,11 @@ TEST(MoeFp8WgmmaPlan, TokenTileRowsAndScratchLayout) {
     }
     // the k split's g and u sums: B k pairs x 2 x inter floats, only when split
     EXPECT_EQ(q.gu % 128, 0u);
-    EXPECT_EQ(q.scratch_bytes - q.gu >= size_t(B) * k * 2 * inter * 4, q.ksplit == 2) << "B=" << B;
+    EXPECT_EQ(q.sched - q.gu >= size_t(B) * k * 2 * inter * 4, q.ksplit == 2) << "B=" << B;
+    // moe_group_kernel's slot-row schedule (MoeSlotSchedule): R[E + 1], U[E + 1], a source per slot row, last
+    EXPECT_EQ(q.sched % 128, 0u);
+    EXPECT_GE(q.sched, q.gu);
+    EXPECT_GE(q.scratch_bytes, q.sched + (size_t(2) * (E + 1) + q.rows) * 4) << "B=" << B;
   }
   // Expert parallel: the mean is over all experts, the rows over the local ones.
   const MoeFp8WgmmaPlan ep = moe_fp8_wgmma_plan(128, k, 32, 256, hidden, inter);
@@ -141,7 +145,7 @@ TEST(MoeFp8WgmmaPlan, Bf16SlotRowsAreTwoBytesAndNeverSplit) {
     EXPECT_LT(h.x_scales - h.x_codes, size_t(h.rows) * hidden * 2 + 128);
     EXPECT_EQ(h.x_codes % 128, 0u);
     EXPECT_EQ(h.act_codes % 128, 0u);
-    EXPECT_EQ(h.scratch_bytes, h.gu) << "no k-split sums";
+    EXPECT_EQ(h.sched, h.gu) << "no k-split sums";
   }
 }
 
