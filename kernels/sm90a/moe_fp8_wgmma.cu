@@ -418,10 +418,12 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   off = up(off + size_t(q.rows) * inter * es);
   q.act_scales = off;
   off = up(off + (size_t(inter / 128) * q.scale_ld + q.N) * 4);
-  q.gu = off;
-  if (q.ksplit > 1) off = up(off + size_t(B) * k * 2 * inter * 4);
+  // The schedule before the k-split sums: its place must not depend on ksplit (a call with ksplit 1 after one with 2 on
+  // the same scratch would write it over the sums, which must stay zero).
   q.sched = off;
   off = up(off + (size_t(2) * (E + 1) + q.rows) * 4);
+  q.gu = off;
+  if (q.ksplit > 1) off = up(off + size_t(B) * k * 2 * inter * 4);
   q.scratch_bytes = off;
   return q;
 }

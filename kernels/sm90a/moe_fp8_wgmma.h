@@ -62,8 +62,9 @@ struct MoeFp8WgmmaPlan {
   int ksplit = 1;          // gate_up tiles per (expert, row block, token tile) along k: 1 unless forced to 2 (measured
                            // slower at GLM-5 batch 8 / 32 / 128 on the H200: moe_fp8_wgmma_plan's comment)
   size_t x_codes = 0, x_scales = 0, act_codes = 0, act_scales = 0;  // byte offsets in the scratch (128-aligned)
-  size_t gu = 0;           // ksplit 2: [B k][2][inter] floats of g and u sums, zero before each call and after
-  size_t sched = 0;        // int32 [2 (E + 1) + rows]: the slot-row schedule (MoeSlotSchedule, kernels/moe.h)
+  size_t sched = 0;        // int32 [2 (E + 1) + rows]: the slot-row schedule (MoeSlotSchedule, kernels/moe.h); its
+                           // offset does not depend on ksplit
+  size_t gu = 0;           // ksplit 2: [B k][2][inter] floats of g and u sums, zero before each call and after (last)
   size_t scratch_bytes = 0;
 };
 // ksplit 2 forces the k split (MoeExpertsParams::wgmma_ksplit; needs hidden / 128 even and FP8 weights, else 1 is

@@ -40,15 +40,16 @@ TEST(MoeFp8WgmmaPlan, TokenTileRowsAndScratchLayout) {
                             size_t(q.rows) * inter, (size_t(inter / 128) * q.scale_ld + q.N) * 4};
     for (int i = 0; i < 4; ++i) {
       EXPECT_EQ(offs[i] % 128, 0u);
-      EXPECT_LE(offs[i] + need[i], i < 3 ? offs[i + 1] : q.gu) << "region " << i << " B=" << B;
+      EXPECT_LE(offs[i] + need[i], i < 3 ? offs[i + 1] : q.sched) << "region " << i << " B=" << B;
     }
     // the k split's g and u sums: B k pairs x 2 x inter floats, only when split
     EXPECT_EQ(q.gu % 128, 0u);
-    EXPECT_EQ(q.sched - q.gu >= size_t(B) * k * 2 * inter * 4, q.ksplit == 2) << "B=" << B;
-    // moe_group_kernel's slot-row schedule (MoeSlotSchedule): R[E + 1], U[E + 1], a source per slot row, last
+    EXPECT_EQ(q.scratch_bytes - q.gu >= size_t(B) * k * 2 * inter * 4, q.ksplit == 2) << "B=" << B;
+    // moe_group_kernel's slot-row schedule (MoeSlotSchedule): R[E + 1], U[E + 1], a source per slot row, before the
+    // sums and at the same offset with and without the k split (S27a: a ksplit-1 call wrote it over the split's sums)
     EXPECT_EQ(q.sched % 128, 0u);
-    EXPECT_GE(q.sched, q.gu);
-    EXPECT_GE(q.scratch_bytes, q.sched + (size_t(2) * (E + 1) + q.rows) * 4) << "B=" << B;
+    EXPECT_GE(q.gu, q.sched + (size_t(2) * (E + 1) + q.rows) * 4) << "B=" << B;
+    EXPECT_EQ(moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 2).sched, q.sched) << "B=" << B;
   }
   // Expert parallel: the mean is over all experts, the rows over the local ones.
   const MoeFp8WgmmaPlan ep = moe_fp8_wgmma_plan(128, k, 32, 256, hidden, inter);
@@ -145,7 +146,7 @@ TEST(MoeFp8WgmmaPlan, Bf16SlotRowsAreTwoBytesAndNeverSplit) {
     EXPECT_LT(h.x_scales - h.x_codes, size_t(h.rows) * hidden * 2 + 128);
     EXPECT_EQ(h.x_codes % 128, 0u);
     EXPECT_EQ(h.act_codes % 128, 0u);
-    EXPECT_EQ(h.sched, h.gu) << "no k-split sums";
+    EXPECT_EQ(h.scratch_bytes, h.gu) << "no k-split sums";
   }
 }
 
