@@ -48,4 +48,19 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
   return v;
 }
 
+// Stores into another CTA's shared memory (addr from dsmem_addr): generic-proxy writes, made visible to the owner by a
+// release at cluster scope (mbar_arrive_cluster) that its wait acquires (mbar_wait_cluster, kernels/mbarrier.cuh).
+__device__ __forceinline__ void st_dsmem4(uint32_t addr, uint4 v) {
+  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+__device__ __forceinline__ void st_dsmem(uint32_t addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
+// One arrival on an mbarrier of another CTA of the cluster (`bar` from dsmem_addr), with release semantics at cluster
+// scope: this thread's earlier writes (its st.shared::cluster stores included) are visible to the thread whose
+// mbar_wait_cluster sees the phase complete.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+}
 }  // namespace glm5

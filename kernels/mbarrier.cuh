@@ -77,4 +77,24 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
       : "memory");
 }
 
+// mbar_wait with acquire semantics at cluster scope: for phases that arrivals from other CTAs of the cluster complete
+// (mbar_arrive_cluster, kernels/cluster.cuh).
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// fence_proxy_async over the cluster's shared memory: this thread's generic writes to its own and to other CTAs' shared
+// memory (st.shared::cluster) are ordered before later async-proxy accesses (wgmma operand reads) after the
+// synchronization that follows.
+__device__ __forceinline__ void fence_proxy_async_cluster() {
+  asm volatile("fence.proxy.async.shared::cluster;" ::: "memory");
+}
+
 }  // namespace glm5

@@ -292,12 +292,31 @@ static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: 
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
-__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
+// kPair: also into the same place of the cluster partner's K buffer (peer: its shared::cluster address).
+template <bool kPair>
+__device__ __forceinline__ void store_codes(uint8_t* dst, uint32_t peer, int t, int k, uint4 c, float scale, int odd) {
   uint4 v[2];
   dequant16_bf16(c, scale, v);
   const uint4 lo = v[0], hi = v[1];
-  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
-  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
+  const int o0 = tile_chunk_offset(t, 2 * k + odd), o1 = tile_chunk_offset(t, 2 * k + 1 - odd);
+  *reinterpret_cast<uint4*>(dst + o0) = odd ? hi : lo;
+  *reinterpret_cast<uint4*>(dst + o1) = odd ? lo : hi;
+  if constexpr (kPair) {
+    st_dsmem4(peer + o0, odd ? hi : lo);
+    st_dsmem4(peer + o1, odd ? lo : hi);
+  }
+}
+
+// Row t's 512 code bytes in K buffer `kbuf` as the bulk copy lands them. Unpaired: rows one after the other in
+// panels 4..7's place. kPair (the CTA holds only the codes of its own 32 rows [32 rank, 32 rank + 32)): local row
+// l = t % 32 at panel 4 + l / 8, inside the 4 KB that the CTA's own rows occupy in that panel (rows 32 rank ..
+// 32 rank + 31 of a 128-byte-per-row panel), 512 bytes per row. So the partner's stores of its rows' dequantized values
+// (the other 4 KB of every panel) never touch this CTA's codes, and round 2 overwrites only this CTA's own codes (after
+// kBarRawRead, as unpaired). (A pointer, not an int offset: as an int the unpaired producers spilled 56-76 bytes, not 8.)
+template <bool kPair>
+__device__ __forceinline__ uint8_t* raw_row(uint8_t* kbuf, int t, int rank) {
+  if constexpr (kPair) return kbuf + kRawOff + ((t & 31) >> 3) * kPanelBytes + rank * (kPanelBytes / 2) + (t & 7) * kL;
+  else return kbuf + kRawOff + t * kL;
 }
 
 // FP8 rows: WG1 issues each tile's code copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
@@ -314,93 +333,141 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
 // per warp, not per row (rawfull counts kIssueWarps arrivals). `index`: this lane's row index (-1: none), loaded
 // one tile ahead (issue_index).
 constexpr int kIssueWarps = 4, kIssueRows = kTile / kIssueWarps;  // 16 rows per WG1 warp
-__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt) {
+// kPair: the CTA's own 32 rows only, 8 per warp: row 32 rank + 8 w + lane (lane < 8).
+template <bool kPair>
+__device__ __forceinline__ int issue_row(int wt, int rank) {
   const int lane = wt & 31;
-  return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
+  return kPair ? 32 * rank + 8 * (wt >> 5) + lane : kIssueRows * (wt >> 5) + lane;
+}
+template <bool kPair>
+__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt, int rank) {
+  const int lane = wt & 31;
+  return row_index(ind, j0, j_end, tile, issue_row<kPair>(wt, rank), lane < (kPair ? 8 : kIssueRows));
 }
 // Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
 // has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
 // issue took 1.8-2.0k instead of 1.3-1.5k cycles per tile, and the kernel was 2-5% slower.
+template <bool kPair>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
-                                                uint64_t* rawfull, int wt) {
-  const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
+                                                uint64_t* rawfull, int wt, int rank) {
+  const int buf = tile & 1, lane = wt & 31, t = issue_row<kPair>(wt, rank);
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
-  if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
+  if (index >= 0)
+    bulk_copy_g2s(raw_row<kPair>(kv_s + buf * kOpBytes, t, rank), p.kv + int64_t(index) * kRowB, kL,
+                  &rawfull[buf]);
 }
 
+// kPair (mla_decode_wgmma_pairs): the CTA and its cluster partner (the other 64 query heads of the request) split every
+// tile: this CTA's producers take only its own rows [32 rank, 32 rank + 32) (one row per lane instead of two) and store
+// each dequantized chunk, rope chunk and score bias into both CTAs' K buffers; full_lo / full count both CTAs'
+// producers (512 arrivals), empty both CTAs' consumers, so no CTA writes into a buffer its partner still reads.
+template <bool kPair>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
-                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
+                                                 uint64_t* rawfull, uint64_t* full_lo, int pt, int rank) {
+  constexpr int NR = kPair ? 1 : 2;  // rows per lane per tile
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
   const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
-  // This lane's two rows pw + 8 (u + 4 r) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
+  auto half = [&](int r) { return kPair ? rank : r; };  // rows pw + 8 (u + 4 half): half 0 = rows 0..31, 1 = 32..63
+  // This lane's rows pw + 8 (u + 4 half(r)) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
   // window idx_lanes).
-  int idx[2];
-  float4 sc[2];
-  uint4 rope[2];
+  int idx[NR];
+  float4 sc[NR];
+  uint4 rope[NR];
   auto load_rows = [&](int idx_lanes) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * r);
+    for (int r = 0; r < NR; ++r) {
+      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * half(r));
       const uint8_t* row = p.kv + int64_t(idx[r] < 0 ? 0 : idx[r]) * kRowB;
       sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(row + kL)) : make_float4(0.f, 0.f, 0.f, 0.f);
       rope[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + kRopeOffB) + q) : make_uint4(0, 0, 0, 0);
     }
   };
+  // kPair: the partner's K buffers, score bias and barriers (shared::cluster addresses)
+  const uint32_t peer_kv = kPair ? dsmem_addr(kv_s, rank ^ 1) : 0u, peer_bias = kPair ? dsmem_addr(bias_s, rank ^ 1) : 0u;
+  const uint32_t peer_full = kPair ? dsmem_addr(full, rank ^ 1) : 0u, peer_full_lo = kPair ? dsmem_addr(full_lo, rank ^ 1) : 0u;
   int idx_cur = index_of(0), idx_nxt = index_of(1);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
+    const uint32_t pdst = peer_kv + buf * kOpBytes;
     load_rows(idx_cur);  // in flight while the codes land
     PROBE(21);           // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
-    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
+    if (i >= 2) {  // and WG0's P . V of tile i - 2 is done with panels 0..3 (kPair: in both CTAs)
+      if constexpr (kPair) mbar_wait_cluster(&empty[buf], ((i >> 1) - 1) & 1);
+      else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
+    }
     PROBE(22);  // producer: wait for the codes and the buffer
-    if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    if (lane < kRowsPerWarp && (!kPair || (lane >> 2) == rank)) {  // row pw + 8 lane: kPair, only the own half's
+      const float bias = idx_cur >= 0 ? 0.f : -INFINITY;
+      const int at = buf * kTile + pw + kProducerWarps * lane;
+      bias_s[at] = bias;
+      if constexpr (kPair) st_dsmem(peer_bias + 4 * at, bias);
+    }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
-      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) = rope[r];
+    for (int r = 0; r < NR; ++r) {  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
+      const int o = tile_chunk_offset(pw + kProducerWarps * (u + 4 * half(r)), kL / 8 + q);
+      *reinterpret_cast<uint4*>(dst + o) = rope[r];
+      if constexpr (kPair) st_dsmem4(pdst + o, rope[r]);
+    }
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 v[2][2];
+    uint4 v[NR][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * r);
-        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (16 + 8 * h + q)) : zero;
-      }
-    uint4 w[2][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
-#pragma unroll      // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
-    for (int r = 0; r < 2; ++r)
+    for (int r = 0; r < NR; ++r)  // round 2's reads: chunks 16 + q, 24 + q
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * r);
-        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (8 * h + q)) : zero;
+        const int t = pw + kProducerWarps * (u + 4 * half(r));
+        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(raw_row<kPair>(dst, t, rank) + 16 * (16 + 8 * h + q))
+                              : zero;
+      }
+    uint4 w[NR][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
+#pragma unroll       // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
+    for (int r = 0; r < NR; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = pw + kProducerWarps * (u + 4 * half(r));
+        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(raw_row<kPair>(dst, t, rank) + 16 * (8 * h + q))
+                              : zero;
       }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 1's stores
+    for (int r = 0; r < NR; ++r)  // round 1's stores
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
-    wgmma::fence_proxy_async();
-    mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
+        store_codes<kPair>(dst, pdst, pw + kProducerWarps * (u + 4 * half(r)), 8 * h + q, w[r][h],
+                           h ? sc[r].y : sc[r].x, odd);
+    if constexpr (kPair) {
+      fence_proxy_async_cluster();
+      mbar_arrive(&full_lo[buf]);
+      mbar_arrive_cluster(peer_full_lo + 8 * buf);
+    } else {
+      wgmma::fence_proxy_async();
+      mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
+    }
     PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
     PROBE(25);                          // producer: the barrier
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
+    for (int r = 0; r < NR; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
+        store_codes<kPair>(dst, pdst, pw + kProducerWarps * (u + 4 * half(r)), 16 + 8 * h + q, v[r][h],
+                           h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
-    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
-    mbar_arrive(&full[buf]);
+    if constexpr (kPair) {
+      fence_proxy_async_cluster();
+      mbar_arrive(&full[buf]);
+      mbar_arrive_cluster(peer_full + 8 * buf);
+    } else {
+      wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
+      mbar_arrive(&full[buf]);
+    }
     PROBE(23);  // producer: round 2's stores
   }
 }
@@ -555,10 +622,13 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
 // merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
-template <bool kFp8, bool kSplit, bool kMerge>
+// kPair (FP8 rows, not with kMerge): CTAs 2 c and 2 c + 1 along x (two 64-head blocks of one request and chunk) run as
+// one cluster and dequantize each tile once between them (produce_fp8_bulk).
+template <bool kFp8, bool kSplit, bool kMerge, bool kPair>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
+  static_assert(!kPair || (kFp8 && !kMerge), "paired dequantization: FP8 rows, no cluster merge");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -577,32 +647,39 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int j_end = kSplit ? min(p.topk, j0 + chunk) : p.topk;
   const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
 
+  constexpr unsigned kCtas = kPair ? 2 : 1;  // CTAs whose producers fill (and consumers drain) each K buffer
   if (tid == 0) {
-    mbar_init(&full[0], 32 * kProducerWarps);
-    mbar_init(&full[1], 32 * kProducerWarps);
-    mbar_init(&empty[0], 256);
-    mbar_init(&empty[1], 256);
+    mbar_init(&full[0], kCtas * 32 * kProducerWarps);
+    mbar_init(&full[1], kCtas * 32 * kProducerWarps);
+    mbar_init(&empty[0], kCtas * 256);
+    mbar_init(&empty[1], kCtas * 256);
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
-    mbar_init(&full_lo[0], 32 * kProducerWarps);
-    mbar_init(&full_lo[1], 32 * kProducerWarps);
+    mbar_init(&full_lo[0], kCtas * 32 * kProducerWarps);
+    mbar_init(&full_lo[1], kCtas * 32 * kProducerWarps);
     mbar_init_fence();
   }
-  __syncthreads();  // barriers initialized
+  // barriers initialized (kPair: the partner's too, before anyone arrives on them or stores into its shared memory)
+  if constexpr (kPair) cluster_sync();
+  else __syncthreads();
+  const int rank = kPair ? int(cluster_rank()) : 0;
+  const uint32_t peer_empty = kPair ? dsmem_addr(empty, rank ^ 1) : 0u;
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
+    if constexpr (kFp8)
+      produce_fp8_bulk<kPair>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256, rank);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
-    return;
+    return;  // (kPair: the consumers' closing cluster barrier counts only non-exited threads)
   }
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
   if (kFp8 && wg == 1) {  // the first two tiles' copies
     for (int tile = 0; tile < 2 && tile < n; ++tile)
-      issue_fp8_codes(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
-    if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
+      issue_fp8_codes<kPair>(p, issue_index<kPair>(ind, j0, j_end, tile, tid - 128, rank), tile, kv_s, rawfull,
+                             tid - 128, rank);
+    if (n > 2) next_index = issue_index<kPair>(ind, j0, j_end, 2, tid - 128, rank);
   }
   PROBE_T0;
   load_q(p, b, h0, HQ, q_s, tid);
@@ -628,12 +705,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       float s[32];
       // S = Q . K^T over the 576 dims: 36 k-steps. FP8 rows: the first 16 (panels 0..3) as soon as
       // produce_fp8_bulk's round 1 has stored them (full_lo), overlapping its round 2, then the rest after full.
-      mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
+      if constexpr (kPair) mbar_wait_cluster(&full_lo[buf], (i >> 1) & 1);
+      else mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
       PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
       wgmma::fence();
       wgmma::m64n64_bf16_ss(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
-        mbar_wait(&full[buf], (i >> 1) & 1);
+        if constexpr (kPair) mbar_wait_cluster(&full[buf], (i >> 1) & 1);
+        else mbar_wait(&full[buf], (i >> 1) & 1);
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
@@ -703,6 +782,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
+      if constexpr (kPair) mbar_arrive_cluster(peer_empty + 8 * buf);  // the partner's producers write here too
       PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
@@ -745,7 +825,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
-      mbar_wait(&full[buf], (i >> 1) & 1);
+      if constexpr (kPair) mbar_wait_cluster(&full[buf], (i >> 1) & 1);
+      else mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
@@ -755,11 +836,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
+      if constexpr (kPair) mbar_arrive_cluster(peer_empty + 8 * buf);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
-        issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
-        next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
+        issue_fp8_codes<kPair>(p, next_index, i + 2, kv_s, rawfull, tid - 128, rank);
+        next_index = i + 3 < n ? issue_index<kPair>(ind, j0, j_end, i + 3, tid - 128, rank) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes
       }
     }
@@ -774,14 +856,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
+  // kPair: neither CTA exits (its shared memory gone) while the partner's consumers may still arrive on its empty
+  // barriers (release: those remote arrivals are done before the partner passes); the producers' stores and arrivals
+  // into this CTA all precede the full phases its consumers waited for.
+  if constexpr (kPair) cluster_sync();
 }
 
-template <bool kFp8, bool kSplit, bool kMerge>
+template <bool kFp8, bool kSplit, bool kMerge, bool kPair = false>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kPair>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
   launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
-                        dim3(1, 1, kMerge ? S : 1), p, chunk);
+                        dim3(kPair ? 2 : 1, 1, kMerge ? S : 1), p, chunk);
 }
 
 }  // namespace mla_wg
@@ -804,6 +890,10 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
 
 bool mla_decode_wgmma_supported(const MlaDecodeParams& p) { return mla_decode_wgmma_unsupported(p).empty(); }
 
+bool mla_decode_wgmma_pairs(const MlaDecodeParams& p) {
+  return p.wgmma_pair && p.layout.fp8 && (p.H * p.s_q + mla_wg::kHeads - 1) / mla_wg::kHeads % 2 == 0;
+}
+
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   const int tiles = (topk + kMlaWgmmaTile - 1) / kMlaWgmmaTile;
   int S = std::max(1, std::min(S_cap, tiles));
@@ -823,6 +913,13 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStr
               " and, above S = " + std::to_string(kMlaWgmmaClusterMergeMax) + ", a workspace");
   require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
                                         " < " + std::to_string(p.topk) + ")");
+  if (mla_decode_wgmma_pairs(p)) {  // split-K partials through the workspace (the cluster is the head-block pair)
+    require(S == 1 || p.workspace, "mla_decode_wgmma_launch: S = " + std::to_string(S) +
+                                       " with paired dequantization (MlaDecodeParams.wgmma_pair) needs a workspace");
+    if (S > 1) mla_wg::launch<true, true, false, true>(p, S, chunk, stream);
+    else mla_wg::launch<true, false, false, true>(p, S, chunk, stream);
+    return;
+  }
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);
   if (p.layout.fp8) {
     if (merge) mla_wg::launch<true, true, true>(p, S, chunk, stream);
