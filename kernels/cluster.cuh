@@ -63,4 +63,9 @@ __device__ __forceinline__ void st_dsmem(uint32_t addr, float v) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+// `count` arrivals at once (one thread of a warp for the whole warp, after __syncwarp: the warp's earlier writes are
+// ordered before it, and the release is cumulative).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, unsigned count) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
 }  // namespace glm5

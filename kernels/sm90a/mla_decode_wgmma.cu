@@ -444,7 +444,8 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     if constexpr (kPair) {
       fence_proxy_async_cluster();
       mbar_arrive(&full_lo[buf]);
-      mbar_arrive_cluster(peer_full_lo + 8 * buf);
+      __syncwarp();  // one remote arrival per warp (S27b: one per thread, 768 remote arrivals per tile per CTA)
+      if (lane == 0) mbar_arrive_cluster(peer_full_lo + 8 * buf, 32);
     } else {
       wgmma::fence_proxy_async();
       mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
@@ -463,7 +464,8 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     if constexpr (kPair) {
       fence_proxy_async_cluster();
       mbar_arrive(&full[buf]);
-      mbar_arrive_cluster(peer_full + 8 * buf);
+      __syncwarp();
+      if (lane == 0) mbar_arrive_cluster(peer_full + 8 * buf, 32);
     } else {
       wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
       mbar_arrive(&full[buf]);
@@ -782,7 +784,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
-      if constexpr (kPair) mbar_arrive_cluster(peer_empty + 8 * buf);  // the partner's producers write here too
+      if constexpr (kPair) {  // the partner's producers write here too: one arrival per warp
+        __syncwarp();
+        if (lane == 0) mbar_arrive_cluster(peer_empty + 8 * buf, 32);
+      }
       PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
@@ -836,7 +841,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
-      if constexpr (kPair) mbar_arrive_cluster(peer_empty + 8 * buf);
+      if constexpr (kPair) {
+        __syncwarp();
+        if (lane == 0) mbar_arrive_cluster(peer_empty + 8 * buf, 32);
+      }
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
