@@ -48,17 +48,15 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
   return v;
 }
 
-// Stores into another CTA's shared memory (addr from dsmem_addr): generic-proxy writes, made visible to the owner by a
-// release at cluster scope (mbar_arrive_cluster) that its wait acquires (mbar_wait_cluster, kernels/mbarrier.cuh).
-__device__ __forceinline__ void st_dsmem4(uint32_t addr, uint4 v) {
-  asm volatile("st.shared::cluster.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+// Bulk copy (the TMA unit, async proxy) of `bytes` (a multiple of 16, 16-byte aligned) from this CTA's shared memory to
+// another CTA's (dst and bar from dsmem_addr), completing `bytes` transactions on that CTA's mbarrier `bar`.
+__device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, const void* src, unsigned bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "r"(smem_u32(src)), "r"(bytes), "r"(bar)
                : "memory");
 }
-__device__ __forceinline__ void st_dsmem(uint32_t addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
-}
 // One arrival on an mbarrier of another CTA of the cluster (`bar` from dsmem_addr), with release semantics at cluster
-// scope: this thread's earlier writes (its st.shared::cluster stores included) are visible to the thread whose
+// scope: this thread's earlier memory operations are complete and visible to the thread whose
 // mbar_wait_cluster sees the phase complete.
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -68,4 +66,5 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, unsigned count) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
+
 }  // namespace glm5

@@ -90,11 +90,5 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity
       "r"(parity)
       : "memory");
 }
-// fence_proxy_async over the cluster's shared memory: this thread's generic writes to its own and to other CTAs' shared
-// memory (st.shared::cluster) are ordered before later async-proxy accesses (wgmma operand reads) after the
-// synchronization that follows.
-__device__ __forceinline__ void fence_proxy_async_cluster() {
-  asm volatile("fence.proxy.async.shared::cluster;" ::: "memory");
-}
 
 }  // namespace glm5

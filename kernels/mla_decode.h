@@ -79,8 +79,8 @@ struct MlaDecodeParams {
   // Neither moved the batch-1 step on the H200 (reports/2026-12-03-h200-decode-step.md, S21a / S21b).
   bool l2_prefetch_loads = false;
   // FP8 rows on the wgmma kernel with s_q H a multiple of 128 (mla_decode_wgmma_pairs): the CTAs of 64-head blocks 2 c
-  // and 2 c + 1 of a request run as one 2-CTA cluster and each dequantizes half of every tile's rows into both CTAs'
-  // shared memory (distributed shared memory), instead of each dequantizing all of them. Why: at 128 heads the
+  // and 2 c + 1 of a request run as one 2-CTA cluster and each dequantizes half of every tile's rows, then sends them
+  // to the partner's shared memory by bulk copies (distributed shared memory), instead of each dequantizing all of them. Why: at 128 heads the
   // producers' dequantization, done twice per row, bounds the kernel (reports/2026-12-01-h200-kv-kernels.md); FlashMLA's
   // sparse FP8 decode shares it across a 2-CTA cluster the same way. Same values in the same order: out and lse are
   // bitwise those of the unpaired kernel. Ignored elsewhere.

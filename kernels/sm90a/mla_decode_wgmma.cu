@@ -56,7 +56,7 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6, kBarRound2 = 7 };
 
 // Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
 // the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
@@ -82,8 +82,9 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed)
-  static constexpr int end = bars + 8 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed),
+                                                    // sent[2] (paired dequantization)
+  static constexpr int end = bars + 10 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -292,25 +293,18 @@ static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: 
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
-// kPair: also into the same place of the cluster partner's K buffer (peer: its shared::cluster address).
-template <bool kPair>
-__device__ __forceinline__ void store_codes(uint8_t* dst, uint32_t peer, int t, int k, uint4 c, float scale, int odd) {
+__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
   uint4 v[2];
   dequant16_bf16(c, scale, v);
   const uint4 lo = v[0], hi = v[1];
-  const int o0 = tile_chunk_offset(t, 2 * k + odd), o1 = tile_chunk_offset(t, 2 * k + 1 - odd);
-  *reinterpret_cast<uint4*>(dst + o0) = odd ? hi : lo;
-  *reinterpret_cast<uint4*>(dst + o1) = odd ? lo : hi;
-  if constexpr (kPair) {
-    st_dsmem4(peer + o0, odd ? hi : lo);
-    st_dsmem4(peer + o1, odd ? lo : hi);
-  }
+  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
+  *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
 
 // Row t's 512 code bytes in K buffer `kbuf` as the bulk copy lands them. Unpaired: rows one after the other in
 // panels 4..7's place. kPair (the CTA holds only the codes of its own 32 rows [32 rank, 32 rank + 32)): local row
 // l = t % 32 at panel 4 + l / 8, inside the 4 KB that the CTA's own rows occupy in that panel (rows 32 rank ..
-// 32 rank + 31 of a 128-byte-per-row panel), 512 bytes per row. So the partner's stores of its rows' dequantized values
+// 32 rank + 31 of a 128-byte-per-row panel), 512 bytes per row. So the partner's copies of its rows' dequantized values
 // (the other 4 KB of every panel) never touch this CTA's codes, and round 2 overwrites only this CTA's own codes (after
 // kBarRawRead, as unpaired). (A pointer, not an int offset: as an int the unpaired producers spilled 56-76 bytes, not 8.)
 template <bool kPair>
@@ -360,9 +354,16 @@ __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int in
 }
 
 // kPair (mla_decode_wgmma_pairs): the CTA and its cluster partner (the other 64 query heads of the request) split every
-// tile: this CTA's producers take only its own rows [32 rank, 32 rank + 32) (one row per lane instead of two) and store
-// each dequantized chunk, rope chunk and score bias into both CTAs' K buffers; full_lo / full count both CTAs'
-// producers (512 arrivals), empty both CTAs' consumers, so no CTA writes into a buffer its partner still reads.
+// tile: this CTA's producers dequantize only its own rows [32 rank, 32 rank + 32) (one row per lane instead of two) into
+// its own K buffer, and producer thread 0 sends that half to the partner's buffer by bulk copies (the TMA unit; one
+// per 4 KB panel slice: the rows of a half are 4 contiguous KB of every 128-byte-per-row panel): panels 0..3 and the
+// score bias after round 1 (completing on the partner's full_lo), panels 4..8 after round 2 (on its full). Each
+// CTA's thread 0 announces the partner's bytes on its own full_lo / full (one more arrival each). empty counts both
+// CTAs' consumers (one remote arrival per partner warp), so neither CTA writes into a buffer its partner still reads.
+// (S27b / S27c's first form stored every chunk into the partner's memory with st.shared::cluster: the producers' store
+// phases took twice as long, the kernel ran 1.4x slower than unpaired.)
+constexpr unsigned kPairLoBytes = 4 * (kPanelBytes / 2) + 32 * 4;  // panels 0..3 of a half + its score bias
+constexpr unsigned kPairHiBytes = 5 * (kPanelBytes / 2);           // panels 4..8 of a half
 template <bool kPair>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
@@ -387,15 +388,23 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       rope[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + kRopeOffB) + q) : make_uint4(0, 0, 0, 0);
     }
   };
-  // kPair: the partner's K buffers, score bias and barriers (shared::cluster addresses)
-  const uint32_t peer_kv = kPair ? dsmem_addr(kv_s, rank ^ 1) : 0u, peer_bias = kPair ? dsmem_addr(bias_s, rank ^ 1) : 0u;
-  const uint32_t peer_full = kPair ? dsmem_addr(full, rank ^ 1) : 0u, peer_full_lo = kPair ? dsmem_addr(full_lo, rank ^ 1) : 0u;
+  // kPair, thread 0: sends panels [p0, p1) of this CTA's half of buffer buf (and the half's bias when p0 == 0) to the
+  // partner, completing on its barrier `bar`.
+  auto send_half = [&](int buf, int p0, int p1, uint64_t* bar) {
+    const uint32_t peer_bar = dsmem_addr(bar, rank ^ 1);
+    uint8_t* src = kv_s + buf * kOpBytes + rank * (kPanelBytes / 2);
+    for (int pn = p0; pn < p1; ++pn)
+      bulk_copy_s2cluster(dsmem_addr(src + pn * kPanelBytes, rank ^ 1), src + pn * kPanelBytes, kPanelBytes / 2, peer_bar);
+    if (p0 == 0) {
+      float* bs = bias_s + buf * kTile + 32 * rank;
+      bulk_copy_s2cluster(dsmem_addr(bs, rank ^ 1), bs, 32 * 4, peer_bar);
+    }
+  };
   int idx_cur = index_of(0), idx_nxt = index_of(1);
   PROBE_T0;
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
-    const uint32_t pdst = peer_kv + buf * kOpBytes;
     load_rows(idx_cur);  // in flight while the codes land
     PROBE(21);           // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
@@ -403,19 +412,16 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       if constexpr (kPair) mbar_wait_cluster(&empty[buf], ((i >> 1) - 1) & 1);
       else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
     }
+    if (kPair && pt == 0) {  // the partner's half of this tile: its bytes on this CTA's barriers (one arrival each)
+      mbar_expect_tx(&full_lo[buf], kPairLoBytes);
+      mbar_expect_tx(&full[buf], kPairHiBytes);
+    }
     PROBE(22);  // producer: wait for the codes and the buffer
-    if (lane < kRowsPerWarp && (!kPair || (lane >> 2) == rank)) {  // row pw + 8 lane: kPair, only the own half's
-      const float bias = idx_cur >= 0 ? 0.f : -INFINITY;
-      const int at = buf * kTile + pw + kProducerWarps * lane;
-      bias_s[at] = bias;
-      if constexpr (kPair) st_dsmem(peer_bias + 4 * at, bias);
-    }
+    if (lane < kRowsPerWarp && (!kPair || (lane >> 2) == rank))  // row pw + 8 lane (kPair: the own half's only)
+      bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
 #pragma unroll
-    for (int r = 0; r < NR; ++r) {  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
-      const int o = tile_chunk_offset(pw + kProducerWarps * (u + 4 * half(r)), kL / 8 + q);
-      *reinterpret_cast<uint4*>(dst + o) = rope[r];
-      if constexpr (kPair) st_dsmem4(pdst + o, rope[r]);
-    }
+    for (int r = 0; r < NR; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
+      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * half(r)), kL / 8 + q)) = rope[r];
     const uint4 zero = make_uint4(0, 0, 0, 0);
     uint4 v[NR][2];
 #pragma unroll
@@ -439,37 +445,26 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     for (int r = 0; r < NR; ++r)  // round 1's stores
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kPair>(dst, pdst, pw + kProducerWarps * (u + 4 * half(r)), 8 * h + q, w[r][h],
-                           h ? sc[r].y : sc[r].x, odd);
-    if constexpr (kPair) {
-      fence_proxy_async_cluster();
-      mbar_arrive(&full_lo[buf]);
-      __syncwarp();  // one remote arrival per warp (S27b: one per thread, 768 remote arrivals per tile per CTA)
-      if (lane == 0) mbar_arrive_cluster(peer_full_lo + 8 * buf, 32);
-    } else {
-      wgmma::fence_proxy_async();
-      mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
-    }
+        store_codes(dst, pw + kProducerWarps * (u + 4 * half(r)), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
+    wgmma::fence_proxy_async();  // (kPair: also before the bulk copy's reads)
+    mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
+    if (kPair && pt == 0) send_half(buf, 0, 4, full_lo);  // (every producer's round 1 is stored and fenced)
     PROBE(25);                          // producer: the barrier
 #pragma unroll
     for (int r = 0; r < NR; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kPair>(dst, pdst, pw + kProducerWarps * (u + 4 * half(r)), 16 + 8 * h + q, v[r][h],
-                           h ? sc[r].w : sc[r].z, odd);
+        store_codes(dst, pw + kProducerWarps * (u + 4 * half(r)), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
+    wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
     if constexpr (kPair) {
-      fence_proxy_async_cluster();
-      mbar_arrive(&full[buf]);
-      __syncwarp();
-      if (lane == 0) mbar_arrive_cluster(peer_full + 8 * buf, 32);
-    } else {
-      wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
-      mbar_arrive(&full[buf]);
+      wgmma::bar_sync(kBarRound2, 256);  // every producer's round 2 is stored and fenced: thread 0 sends panels 4..8
+      if (pt == 0) send_half(buf, 4, 9, full);
     }
+    mbar_arrive(&full[buf]);
     PROBE(23);  // producer: round 2's stores
   }
 }
@@ -649,23 +644,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int j_end = kSplit ? min(p.topk, j0 + chunk) : p.topk;
   const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
 
-  constexpr unsigned kCtas = kPair ? 2 : 1;  // CTAs whose producers fill (and consumers drain) each K buffer
+  uint64_t* sent = full + 8;  // kPair: the partner has received this CTA's half of tile i (its full phase completed)
+  // kPair: full / full_lo count one more arrival (thread 0's expect of the partner's bytes), empty both CTAs' consumers
+  constexpr unsigned kFill = 32 * kProducerWarps + (kPair ? 1 : 0), kDrain = kPair ? 512 : 256;
   if (tid == 0) {
-    mbar_init(&full[0], kCtas * 32 * kProducerWarps);
-    mbar_init(&full[1], kCtas * 32 * kProducerWarps);
-    mbar_init(&empty[0], kCtas * 256);
-    mbar_init(&empty[1], kCtas * 256);
+    mbar_init(&full[0], kFill);
+    mbar_init(&full[1], kFill);
+    mbar_init(&empty[0], kDrain);
+    mbar_init(&empty[1], kDrain);
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
-    mbar_init(&full_lo[0], kCtas * 32 * kProducerWarps);
-    mbar_init(&full_lo[1], kCtas * 32 * kProducerWarps);
+    mbar_init(&full_lo[0], kFill);
+    mbar_init(&full_lo[1], kFill);
+    mbar_init(&sent[0], 1);
+    mbar_init(&sent[1], 1);
     mbar_init_fence();
   }
   // barriers initialized (kPair: the partner's too, before anyone arrives on them or stores into its shared memory)
   if constexpr (kPair) cluster_sync();
   else __syncthreads();
   const int rank = kPair ? int(cluster_rank()) : 0;
-  const uint32_t peer_empty = kPair ? dsmem_addr(empty, rank ^ 1) : 0u;
+  const uint32_t peer_empty = kPair ? dsmem_addr(empty, rank ^ 1) : 0u, peer_sent = kPair ? dsmem_addr(sent, rank ^ 1) : 0u;
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
@@ -713,8 +712,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence();
       wgmma::m64n64_bf16_ss(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
-        if constexpr (kPair) mbar_wait_cluster(&full[buf], (i >> 1) & 1);
-        else mbar_wait(&full[buf], (i >> 1) & 1);
+        if constexpr (kPair) {
+          mbar_wait_cluster(&full[buf], (i >> 1) & 1);
+          if (tid == 0) mbar_arrive_cluster(peer_sent + 8 * buf);  // its half of tile i is here: its copies are done
+        } else {
+          mbar_wait(&full[buf], (i >> 1) & 1);
+        }
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
@@ -848,6 +851,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
+        // kPair: the codes land where this CTA's half of panels 4..7 was, which its bulk copies to the partner read:
+        // they are done once the partner's full phase of tile i has completed (its WG0 says so on sent)
+        if constexpr (kPair) mbar_wait_cluster(&sent[buf], (i >> 1) & 1);
         issue_fp8_codes<kPair>(p, next_index, i + 2, kv_s, rawfull, tid - 128, rank);
         next_index = i + 3 < n ? issue_index<kPair>(ind, j0, j_end, i + 3, tid - 128, rank) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Session 27, call S27d. S27c's probe: with per-thread st.shared::cluster stores of every dequantized chunk the paired
+# producers' store phases took twice the unpaired ones (round 1 + reads 7255 vs 4028 cycles per tile, round 2 7313 vs
+# 3627): the kernel 330.5 vs 232.8 us (probe build) at B 128 x 128 heads. Change: each CTA dequantizes its half into
+# its own buffer only and producer thread 0 sends the half to the partner with 5 + 5 bulk copies (the TMA unit,
+# cp.async.bulk.shared::cluster.shared::cta, 4 KB per panel slice, completing on the partner's full_lo / full);
+# a `sent` barrier keeps WG1's next code copy off the half until the partner has received it. Predicted: producer
+# phases ~half of unpaired, tile time set by the consumers (~4-4.5k cycles instead of ~6.7k): 128-head shapes -25..35%.
+# Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; `bash THIS`
+set -u
+. tools/device_round_lib.sh
+device_round_begin s27d
+GLM5_PROBE_PAIR=1 timeout 60 $BIN/mla_wgmma_probe > $W/probe_pair.txt 2>&1; echo "probe pair rc=$?"; sed -n '/H=128/,$p' $W/probe_pair.txt
+F='Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/23:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/27:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/33:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/34:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/35'
+device_round_test kernels_gpu_mla_decode 200 --gtest_filter="$F"
+grep -E "paired dequantization" $W/kernels_gpu_mla_decode.log | sort | uniq -c
+timeout 150 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
+tail -1 $W/mla.txt
+python3 -c "
+import json
+for r in json.load(open('$W/mla.json')):
+    if r['kernel'].startswith('mla_decode_fp8_wgmma') and r['heads'] >= 64 and r['batch'] >= 64:
+        print(r['kernel'], 'B', r['batch'], 'H', r['heads'], 'S', r.get('splits'), '%.1f us' % r['median_us'], '%.1f TF/s' % (r.get('tflops', 0)), '%.1f%%' % (100*r['roofline_fraction']))
+"
+device_round_pack
