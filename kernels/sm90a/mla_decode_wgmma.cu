@@ -358,7 +358,10 @@ __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int in
 // its own K buffer, and producer thread 0 sends that half to the partner's buffer by bulk copies (the TMA unit; one
 // per 4 KB panel slice: the rows of a half are 4 contiguous KB of every 128-byte-per-row panel): panels 0..3 and the
 // score bias after round 1 (completing on the partner's full_lo), panels 4..8 after round 2 (on its full). Each
-// CTA's thread 0 announces the partner's bytes on its own full_lo / full (one more arrival each). empty counts both
+// CTA announces the partner's bytes on its own full_lo / full (one more arrival each, arrive.expect_tx) before the
+// partner may send them: for tiles 0 and 1 before the opening cluster barrier, for tile i + 2 by WG0's thread 0 when it
+// is done with tile i, before its warp's arrival on the partner's empty (S27d, the expect made by a producer once the
+// buffer was free: the partner's bytes could land first, and the kernel hung at 32 tiles per CTA). empty counts both
 // CTAs' consumers (one remote arrival per partner warp), so neither CTA writes into a buffer its partner still reads.
 // (S27b / S27c's first form stored every chunk into the partner's memory with st.shared::cluster: the producers' store
 // phases took twice as long, the kernel ran 1.4x slower than unpaired.)
@@ -411,10 +414,6 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     if (i >= 2) {  // and WG0's P . V of tile i - 2 is done with panels 0..3 (kPair: in both CTAs)
       if constexpr (kPair) mbar_wait_cluster(&empty[buf], ((i >> 1) - 1) & 1);
       else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
-    }
-    if (kPair && pt == 0) {  // the partner's half of this tile: its bytes on this CTA's barriers (one arrival each)
-      mbar_expect_tx(&full_lo[buf], kPairLoBytes);
-      mbar_expect_tx(&full[buf], kPairHiBytes);
     }
     PROBE(22);  // producer: wait for the codes and the buffer
     if (lane < kRowsPerWarp && (!kPair || (lane >> 2) == rank))  // row pw + 8 lane (kPair: the own half's only)
@@ -659,6 +658,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&sent[0], 1);
     mbar_init(&sent[1], 1);
     mbar_init_fence();
+    if constexpr (kPair)  // the partner's halves of tiles 0 and 1 (produce_fp8_bulk)
+      for (int t = 0; t < 2 && t < n; ++t) {
+        mbar_expect_tx(&full_lo[t], kPairLoBytes);
+        mbar_expect_tx(&full[t], kPairHiBytes);
+      }
   }
   // barriers initialized (kPair: the partner's too, before anyone arrives on them or stores into its shared memory)
   if constexpr (kPair) cluster_sync();
@@ -786,6 +790,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+      if (kPair && tid == 0 && i + 2 < n) {  // the partner's half of tile i + 2, before the partner may send it
+        mbar_expect_tx(&full_lo[buf], kPairLoBytes);
+        mbar_expect_tx(&full[buf], kPairHiBytes);
+      }
       mbar_arrive(&empty[buf]);
       if constexpr (kPair) {  // the partner's producers write here too: one arrival per warp
         __syncwarp();

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 27, call S27e. S27d (bulk copies to the partner) hung at 32 tiles per CTA (B 3 x 8 tiles in check_mla
+# passed): a producer announced the partner's bytes (arrive.expect_tx) only once its buffer was free, so the partner's
+# copy could complete on the barrier before the announcement. Now each CTA announces tiles 0 / 1 before the opening
+# cluster barrier and tile i + 2 from WG0's thread 0 before its warp's arrival on the partner's empty. Tight timeouts: the
+# probe first, the rest only if it finishes.
+# Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_decode mla_wgmma_probe; `bash THIS`
+set -u
+. tools/device_round_lib.sh
+device_round_begin s27e
+GLM5_PROBE_PAIR=1 timeout 25 $BIN/mla_wgmma_probe > $W/probe_pair.txt 2>&1; rc=$?; echo "probe pair rc=$rc"
+sed -n '/H=128/,$p' $W/probe_pair.txt
+if [ $rc -eq 0 ]; then
+  F='Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/23:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/27:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/33:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/34:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/35'
+  device_round_test kernels_gpu_mla_decode 120 --gtest_filter="$F"
+  grep -E "paired dequantization" $W/kernels_gpu_mla_decode.log | sort | uniq -c
+  timeout 130 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
+  tail -1 $W/mla.txt
+  python3 -c "
+import json
+for r in json.load(open('$W/mla.json')):
+    if r['kernel'].startswith('mla_decode_fp8_wgmma') and r['heads'] >= 64 and r['batch'] >= 64:
+        print(r['kernel'], 'B', r['batch'], 'H', r['heads'], 'S', r.get('splits'), '%.1f us' % r['median_us'], '%.1f TF/s' % (r.get('tflops', 0)), '%.1f%%' % (100*r['roofline_fraction']))
+"
+fi
+device_round_pack
