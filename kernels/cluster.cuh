@@ -48,23 +48,4 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
   return v;
 }
 
-// Bulk copy (the TMA unit, async proxy) of `bytes` (a multiple of 16, 16-byte aligned) from this CTA's shared memory to
-// another CTA's (dst and bar from dsmem_addr), completing `bytes` transactions on that CTA's mbarrier `bar`.
-__device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, const void* src, unsigned bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-               "r"(smem_u32(src)), "r"(bytes), "r"(bar)
-               : "memory");
-}
-// One arrival on an mbarrier of another CTA of the cluster (`bar` from dsmem_addr), with release semantics at cluster
-// scope: this thread's earlier memory operations are complete and visible to the thread whose
-// mbar_wait_cluster sees the phase complete.
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
-}
-// `count` arrivals at once (one thread of a warp for the whole warp, after __syncwarp: the warp's earlier writes are
-// ordered before it, and the release is cumulative).
-__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, unsigned count) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
 }  // namespace glm5

@@ -490,8 +490,7 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
     const int S_w = mla_decode_wgmma_splits(p.workspace ? (p.splits > 0 ? p.splits : S_max) : 1, p.topk, &chunk_w);
     require((reinterpret_cast<uintptr_t>(p.out) & 7u) == 0,
             "mla_decode_cuda: MlaDecodeParams.out must be 8-byte aligned for kernel = Wgmma (float2 stores)");
-    // else merged in the kernel (S = 2 chunks as one cluster; not with paired head blocks: their cluster is the pair)
-    const bool combine = S_w > 1 && (mla_decode_wgmma_pairs(p) || !mla_decode_wgmma_merges_in_cluster(S_w));
+    const bool combine = S_w > 1 && !mla_decode_wgmma_merges_in_cluster(S_w);  // else merged in the kernel
     if (combine) check_split_workspace(p, HQ, L);
     mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
     if (combine) launch_combine(p, HQ, S_w, stream);

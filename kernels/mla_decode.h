@@ -78,13 +78,6 @@ struct MlaDecodeParams {
   // threads, results discarded (54 registers: the combine then no longer fits beside the batch-1 MLA's blocks).
   // Neither moved the batch-1 step on the H200 (reports/2026-12-03-h200-decode-step.md, S21a / S21b).
   bool l2_prefetch_loads = false;
-  // FP8 rows on the wgmma kernel with s_q H a multiple of 128 (mla_decode_wgmma_pairs): the CTAs of 64-head blocks 2 c
-  // and 2 c + 1 of a request run as one 2-CTA cluster and each dequantizes half of every tile's rows, then sends them
-  // to the partner's shared memory by bulk copies (distributed shared memory), instead of each dequantizing all of them. Why: at 128 heads the
-  // producers' dequantization, done twice per row, bounds the kernel (reports/2026-12-01-h200-kv-kernels.md); FlashMLA's
-  // sparse FP8 decode shares it across a 2-CTA cluster the same way. Same values in the same order: out and lse are
-  // bitwise those of the unpaired kernel. Ignored elsewhere.
-  bool wgmma_pair = false;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

@@ -56,7 +56,7 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6, kBarRound2 = 7 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6 };
 
 // Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
 // the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
@@ -82,9 +82,8 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed),
-                                                    // sent[2] (paired dequantization)
-  static constexpr int end = bars + 10 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed)
+  static constexpr int end = bars + 8 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -301,18 +300,6 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
 }
 
-// Row t's 512 code bytes in K buffer `kbuf` as the bulk copy lands them. Unpaired: rows one after the other in
-// panels 4..7's place. kPair (the CTA holds only the codes of its own 32 rows [32 rank, 32 rank + 32)): local row
-// l = t % 32 at panel 4 + l / 8, inside the 4 KB that the CTA's own rows occupy in that panel (rows 32 rank ..
-// 32 rank + 31 of a 128-byte-per-row panel), 512 bytes per row. So the partner's copies of its rows' dequantized values
-// (the other 4 KB of every panel) never touch this CTA's codes, and round 2 overwrites only this CTA's own codes (after
-// kBarRawRead, as unpaired). (A pointer, not an int offset: as an int the unpaired producers spilled 56-76 bytes, not 8.)
-template <bool kPair>
-__device__ __forceinline__ uint8_t* raw_row(uint8_t* kbuf, int t, int rank) {
-  if constexpr (kPair) return kbuf + kRawOff + ((t & 31) >> 3) * kPanelBytes + rank * (kPanelBytes / 2) + (t & 7) * kL;
-  else return kbuf + kRawOff + t * kL;
-}
-
 // FP8 rows: WG1 issues each tile's code copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
 // t = 16 w + lane: the 512 code bytes of a valid row by cp.async.bulk into panels 4..7's place (rawfull's transaction
 // bytes). Tiles 0 and 1 at the start, tile i + 2 right after WG1's own P . V of tile i: panels 4..7 were read by
@@ -327,80 +314,41 @@ __device__ __forceinline__ uint8_t* raw_row(uint8_t* kbuf, int t, int rank) {
 // per warp, not per row (rawfull counts kIssueWarps arrivals). `index`: this lane's row index (-1: none), loaded
 // one tile ahead (issue_index).
 constexpr int kIssueWarps = 4, kIssueRows = kTile / kIssueWarps;  // 16 rows per WG1 warp
-// kPair: the CTA's own 32 rows only, 8 per warp: row 32 rank + 8 w + lane (lane < 8).
-template <bool kPair>
-__device__ __forceinline__ int issue_row(int wt, int rank) {
+__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt) {
   const int lane = wt & 31;
-  return kPair ? 32 * rank + 8 * (wt >> 5) + lane : kIssueRows * (wt >> 5) + lane;
-}
-template <bool kPair>
-__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt, int rank) {
-  const int lane = wt & 31;
-  return row_index(ind, j0, j_end, tile, issue_row<kPair>(wt, rank), lane < (kPair ? 8 : kIssueRows));
+  return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
 }
 // Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
 // has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
 // issue took 1.8-2.0k instead of 1.3-1.5k cycles per tile, and the kernel was 2-5% slower.
-template <bool kPair>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
-                                                uint64_t* rawfull, int wt, int rank) {
-  const int buf = tile & 1, lane = wt & 31, t = issue_row<kPair>(wt, rank);
+                                                uint64_t* rawfull, int wt) {
+  const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
-  if (index >= 0)
-    bulk_copy_g2s(raw_row<kPair>(kv_s + buf * kOpBytes, t, rank), p.kv + int64_t(index) * kRowB, kL,
-                  &rawfull[buf]);
+  if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
-// kPair (mla_decode_wgmma_pairs): the CTA and its cluster partner (the other 64 query heads of the request) split every
-// tile: this CTA's producers dequantize only its own rows [32 rank, 32 rank + 32) (one row per lane instead of two) into
-// its own K buffer, and producer thread 0 sends that half to the partner's buffer by bulk copies (the TMA unit; one
-// per 4 KB panel slice: the rows of a half are 4 contiguous KB of every 128-byte-per-row panel): panels 0..3 and the
-// score bias after round 1 (completing on the partner's full_lo), panels 4..8 after round 2 (on its full). Each
-// CTA announces the partner's bytes on its own full_lo / full (one more arrival each, arrive.expect_tx) before the
-// partner may send them: for tiles 0 and 1 before the opening cluster barrier, for tile i + 2 by WG0's thread 0 when it
-// is done with tile i, before its warp's arrival on the partner's empty (S27d, the expect made by a producer once the
-// buffer was free: the partner's bytes could land first, and the kernel hung at 32 tiles per CTA). empty counts both
-// CTAs' consumers (one remote arrival per partner warp), so neither CTA writes into a buffer its partner still reads.
-// (S27b / S27c's first form stored every chunk into the partner's memory with st.shared::cluster: the producers' store
-// phases took twice as long, the kernel ran 1.4x slower than unpaired.)
-constexpr unsigned kPairLoBytes = 4 * (kPanelBytes / 2) + 32 * 4;  // panels 0..3 of a half + its score bias
-constexpr unsigned kPairHiBytes = 5 * (kPanelBytes / 2);           // panels 4..8 of a half
-template <bool kPair>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
-                                                 uint64_t* rawfull, uint64_t* full_lo, int pt, int rank) {
-  constexpr int NR = kPair ? 1 : 2;  // rows per lane per tile
+                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
   const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
-  auto half = [&](int r) { return kPair ? rank : r; };  // rows pw + 8 (u + 4 half): half 0 = rows 0..31, 1 = 32..63
-  // This lane's rows pw + 8 (u + 4 half(r)) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
+  // This lane's two rows pw + 8 (u + 4 r) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
   // window idx_lanes).
-  int idx[NR];
-  float4 sc[NR];
-  uint4 rope[NR];
+  int idx[2];
+  float4 sc[2];
+  uint4 rope[2];
   auto load_rows = [&](int idx_lanes) {
 #pragma unroll
-    for (int r = 0; r < NR; ++r) {
-      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * half(r));
+    for (int r = 0; r < 2; ++r) {
+      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * r);
       const uint8_t* row = p.kv + int64_t(idx[r] < 0 ? 0 : idx[r]) * kRowB;
       sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(row + kL)) : make_float4(0.f, 0.f, 0.f, 0.f);
       rope[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + kRopeOffB) + q) : make_uint4(0, 0, 0, 0);
-    }
-  };
-  // kPair, thread 0: sends panels [p0, p1) of this CTA's half of buffer buf (and the half's bias when p0 == 0) to the
-  // partner, completing on its barrier `bar`.
-  auto send_half = [&](int buf, int p0, int p1, uint64_t* bar) {
-    const uint32_t peer_bar = dsmem_addr(bar, rank ^ 1);
-    uint8_t* src = kv_s + buf * kOpBytes + rank * (kPanelBytes / 2);
-    for (int pn = p0; pn < p1; ++pn)
-      bulk_copy_s2cluster(dsmem_addr(src + pn * kPanelBytes, rank ^ 1), src + pn * kPanelBytes, kPanelBytes / 2, peer_bar);
-    if (p0 == 0) {
-      float* bs = bias_s + buf * kTile + 32 * rank;
-      bulk_copy_s2cluster(dsmem_addr(bs, rank ^ 1), bs, 32 * 4, peer_bar);
     }
   };
   int idx_cur = index_of(0), idx_nxt = index_of(1);
@@ -411,58 +359,47 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     load_rows(idx_cur);  // in flight while the codes land
     PROBE(21);           // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
-    if (i >= 2) {  // and WG0's P . V of tile i - 2 is done with panels 0..3 (kPair: in both CTAs)
-      if constexpr (kPair) mbar_wait_cluster(&empty[buf], ((i >> 1) - 1) & 1);
-      else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
-    }
+    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
     PROBE(22);  // producer: wait for the codes and the buffer
-    if (lane < kRowsPerWarp && (!kPair || (lane >> 2) == rank))  // row pw + 8 lane (kPair: the own half's only)
-      bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
 #pragma unroll
-    for (int r = 0; r < NR; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
-      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * half(r)), kL / 8 + q)) = rope[r];
+    for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
+      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) = rope[r];
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 v[NR][2];
+    uint4 v[2][2];
 #pragma unroll
-    for (int r = 0; r < NR; ++r)  // round 2's reads: chunks 16 + q, 24 + q
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * half(r));
-        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(raw_row<kPair>(dst, t, rank) + 16 * (16 + 8 * h + q))
-                              : zero;
-      }
-    uint4 w[NR][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
-#pragma unroll       // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
-    for (int r = 0; r < NR; ++r)
+    for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * half(r));
-        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(raw_row<kPair>(dst, t, rank) + 16 * (8 * h + q))
-                              : zero;
+        const int t = pw + kProducerWarps * (u + 4 * r);
+        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (16 + 8 * h + q)) : zero;
+      }
+    uint4 w[2][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
+#pragma unroll      // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int t = pw + kProducerWarps * (u + 4 * r);
+        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (8 * h + q)) : zero;
       }
 #pragma unroll
-    for (int r = 0; r < NR; ++r)  // round 1's stores
+    for (int r = 0; r < 2; ++r)  // round 1's stores
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * half(r)), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
-    wgmma::fence_proxy_async();  // (kPair: also before the bulk copy's reads)
+        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
+    wgmma::fence_proxy_async();
     mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
-    if (kPair && pt == 0) send_half(buf, 0, 4, full_lo);  // (every producer's round 1 is stored and fenced)
     PROBE(25);                          // producer: the barrier
 #pragma unroll
-    for (int r = 0; r < NR; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
+    for (int r = 0; r < 2; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * half(r)), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
+        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
-    if constexpr (kPair) {
-      wgmma::bar_sync(kBarRound2, 256);  // every producer's round 2 is stored and fenced: thread 0 sends panels 4..8
-      if (pt == 0) send_half(buf, 4, 9, full);
-    }
     mbar_arrive(&full[buf]);
     PROBE(23);  // producer: round 2's stores
   }
@@ -618,13 +555,10 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
 // merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
-// kPair (FP8 rows, not with kMerge): CTAs 2 c and 2 c + 1 along x (two 64-head blocks of one request and chunk) run as
-// one cluster and dequantize each tile once between them (produce_fp8_bulk).
-template <bool kFp8, bool kSplit, bool kMerge, bool kPair>
+template <bool kFp8, bool kSplit, bool kMerge>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
-  static_assert(!kPair || (kFp8 && !kMerge), "paired dequantization: FP8 rows, no cluster merge");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -643,48 +577,32 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int j_end = kSplit ? min(p.topk, j0 + chunk) : p.topk;
   const int n = j_end > j0 ? (j_end - j0 + kTile - 1) / kTile : 0;
 
-  uint64_t* sent = full + 8;  // kPair: the partner has received this CTA's half of tile i (its full phase completed)
-  // kPair: full / full_lo count one more arrival (thread 0's expect of the partner's bytes), empty both CTAs' consumers
-  constexpr unsigned kFill = 32 * kProducerWarps + (kPair ? 1 : 0), kDrain = kPair ? 512 : 256;
   if (tid == 0) {
-    mbar_init(&full[0], kFill);
-    mbar_init(&full[1], kFill);
-    mbar_init(&empty[0], kDrain);
-    mbar_init(&empty[1], kDrain);
+    mbar_init(&full[0], 32 * kProducerWarps);
+    mbar_init(&full[1], 32 * kProducerWarps);
+    mbar_init(&empty[0], 256);
+    mbar_init(&empty[1], 256);
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
-    mbar_init(&full_lo[0], kFill);
-    mbar_init(&full_lo[1], kFill);
-    mbar_init(&sent[0], 1);
-    mbar_init(&sent[1], 1);
+    mbar_init(&full_lo[0], 32 * kProducerWarps);
+    mbar_init(&full_lo[1], 32 * kProducerWarps);
     mbar_init_fence();
-    if constexpr (kPair)  // the partner's halves of tiles 0 and 1 (produce_fp8_bulk)
-      for (int t = 0; t < 2 && t < n; ++t) {
-        mbar_expect_tx(&full_lo[t], kPairLoBytes);
-        mbar_expect_tx(&full[t], kPairHiBytes);
-      }
   }
-  // barriers initialized (kPair: the partner's too, before anyone arrives on them or stores into its shared memory)
-  if constexpr (kPair) cluster_sync();
-  else __syncthreads();
-  const int rank = kPair ? int(cluster_rank()) : 0;
-  const uint32_t peer_empty = kPair ? dsmem_addr(empty, rank ^ 1) : 0u, peer_sent = kPair ? dsmem_addr(sent, rank ^ 1) : 0u;
+  __syncthreads();  // barriers initialized
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8)
-      produce_fp8_bulk<kPair>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256, rank);
+    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
-    return;  // (kPair: the consumers' closing cluster barrier counts only non-exited threads)
+    return;
   }
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
   if (kFp8 && wg == 1) {  // the first two tiles' copies
     for (int tile = 0; tile < 2 && tile < n; ++tile)
-      issue_fp8_codes<kPair>(p, issue_index<kPair>(ind, j0, j_end, tile, tid - 128, rank), tile, kv_s, rawfull,
-                             tid - 128, rank);
-    if (n > 2) next_index = issue_index<kPair>(ind, j0, j_end, 2, tid - 128, rank);
+      issue_fp8_codes(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
+    if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
   }
   PROBE_T0;
   load_q(p, b, h0, HQ, q_s, tid);
@@ -710,18 +628,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       float s[32];
       // S = Q . K^T over the 576 dims: 36 k-steps. FP8 rows: the first 16 (panels 0..3) as soon as
       // produce_fp8_bulk's round 1 has stored them (full_lo), overlapping its round 2, then the rest after full.
-      if constexpr (kPair) mbar_wait_cluster(&full_lo[buf], (i >> 1) & 1);
-      else mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
+      mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
       PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
       wgmma::fence();
       wgmma::m64n64_bf16_ss(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
-        if constexpr (kPair) {
-          mbar_wait_cluster(&full[buf], (i >> 1) & 1);
-          if (tid == 0) mbar_arrive_cluster(peer_sent + 8 * buf);  // its half of tile i is here: its copies are done
-        } else {
-          mbar_wait(&full[buf], (i >> 1) & 1);
-        }
+        mbar_wait(&full[buf], (i >> 1) & 1);
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
@@ -790,15 +702,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
-      if (kPair && tid == 0 && i + 2 < n) {  // the partner's half of tile i + 2, before the partner may send it
-        mbar_expect_tx(&full_lo[buf], kPairLoBytes);
-        mbar_expect_tx(&full[buf], kPairHiBytes);
-      }
       mbar_arrive(&empty[buf]);
-      if constexpr (kPair) {  // the partner's producers write here too: one arrival per warp
-        __syncwarp();
-        if (lane == 0) mbar_arrive_cluster(peer_empty + 8 * buf, 32);
-      }
       PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
@@ -841,8 +745,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
-      if constexpr (kPair) mbar_wait_cluster(&full[buf], (i >> 1) & 1);
-      else mbar_wait(&full[buf], (i >> 1) & 1);
+      mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
@@ -852,18 +755,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
       mbar_arrive(&empty[buf]);
-      if constexpr (kPair) {
-        __syncwarp();
-        if (lane == 0) mbar_arrive_cluster(peer_empty + 8 * buf, 32);
-      }
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
-        // kPair: the codes land where this CTA's half of panels 4..7 was, which its bulk copies to the partner read:
-        // they are done once the partner's full phase of tile i has completed (its WG0 says so on sent)
-        if constexpr (kPair) mbar_wait_cluster(&sent[buf], (i >> 1) & 1);
-        issue_fp8_codes<kPair>(p, next_index, i + 2, kv_s, rawfull, tid - 128, rank);
-        next_index = i + 3 < n ? issue_index<kPair>(ind, j0, j_end, i + 3, tid - 128, rank) : -1;
+        issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
+        next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes
       }
     }
@@ -878,18 +774,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
-  // kPair: neither CTA exits (its shared memory gone) while the partner's consumers may still arrive on its empty
-  // barriers (release: those remote arrivals are done before the partner passes); the producers' stores and arrivals
-  // into this CTA all precede the full phases its consumers waited for.
-  if constexpr (kPair) cluster_sync();
 }
 
-template <bool kFp8, bool kSplit, bool kMerge, bool kPair = false>
+template <bool kFp8, bool kSplit, bool kMerge>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kPair>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
   launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
-                        dim3(kPair ? 2 : 1, 1, kMerge ? S : 1), p, chunk);
+                        dim3(1, 1, kMerge ? S : 1), p, chunk);
 }
 
 }  // namespace mla_wg
@@ -912,10 +804,6 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
 
 bool mla_decode_wgmma_supported(const MlaDecodeParams& p) { return mla_decode_wgmma_unsupported(p).empty(); }
 
-bool mla_decode_wgmma_pairs(const MlaDecodeParams& p) {
-  return p.wgmma_pair && p.layout.fp8 && (p.H * p.s_q + mla_wg::kHeads - 1) / mla_wg::kHeads % 2 == 0;
-}
-
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   const int tiles = (topk + kMlaWgmmaTile - 1) / kMlaWgmmaTile;
   int S = std::max(1, std::min(S_cap, tiles));
@@ -935,13 +823,6 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStr
               " and, above S = " + std::to_string(kMlaWgmmaClusterMergeMax) + ", a workspace");
   require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
                                         " < " + std::to_string(p.topk) + ")");
-  if (mla_decode_wgmma_pairs(p)) {  // split-K partials through the workspace (the cluster is the head-block pair)
-    require(S == 1 || p.workspace, "mla_decode_wgmma_launch: S = " + std::to_string(S) +
-                                       " with paired dequantization (MlaDecodeParams.wgmma_pair) needs a workspace");
-    if (S > 1) mla_wg::launch<true, true, false, true>(p, S, chunk, stream);
-    else mla_wg::launch<true, false, false, true>(p, S, chunk, stream);
-    return;
-  }
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);
   if (p.layout.fp8) {
     if (merge) mla_wg::launch<true, true, true>(p, S, chunk, stream);

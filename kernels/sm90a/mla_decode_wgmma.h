@@ -33,14 +33,10 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
 constexpr int kMlaWgmmaClusterMergeMax = 2;
 inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
 
-// Whether the launch pairs the CTAs of 64-head blocks 2 c and 2 c + 1 (MlaDecodeParams::wgmma_pair): FP8 rows and an
-// even number of 64-head blocks (s_q H = 128, 256, ...). Then split-K partials (S > 1) always go through the
-// workspace and the combine kernel (the cluster is the pair, not the S chunks).
-bool mla_decode_wgmma_pairs(const MlaDecodeParams& p);
 // Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
 // [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
 // kMlaWgmmaTile when S > 1). S == 1, or S = 2 (kMlaWgmmaClusterMergeMax; merged in the kernel): out and lse;
-// larger S (or S = 2 with mla_decode_wgmma_pairs): unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
+// larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
 // combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
 // fp32 accumulation and softmax.
 void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream);

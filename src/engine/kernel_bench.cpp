@@ -396,11 +396,10 @@ MlaInputs make_mla_inputs(int B, int H, int topk, const LatentLayout& l, const s
   return in;
 }
 
-// fp8 and bf16 (cast pool) mla_decode vs the CPU twin on a small pool, 64 and 16 heads; at 128 heads the FP8 rows
-// through the wgmma kernel with paired dequantization (MlaDecodeParams::wgmma_pair) as well.
+// fp8 and bf16 (cast pool) mla_decode vs the CPU twin on a small pool, both head counts.
 std::string check_mla(cudaStream_t stream) {
   double worst = 0;
-  for (int H : {64, 16, 128}) {
+  for (int H : {64, 16}) {
     const uint64_t seed = fresh_seed();
     const LatentLayout l = make_latent_layout(512, 64, true);
     const int rows = 4096, B = 3, topk = 512;
@@ -441,14 +440,12 @@ std::string check_mla(cudaStream_t stream) {
     Buffer d_pool = to_device(pool, "check pool");
     Buffer d_bf16(Where::Device, size_t(rows) * 2 * (l.latent_dim + l.rope_dim), "check bf16 pool");
     kv_cast_cuda({d_pool.as<uint8_t>(), l, d_bf16.as<uint16_t>(), rows}, stream);
-    for (int v = 0; v < 5; ++v) {  // fp8 / bf16 rows x the default kernel / the sm_90a wgmma kernel; 4: fp8 wgmma paired
-      const bool fp8 = v % 2 == 0, wg = v >= 2, pair = v == 4;
-      if (pair != (H == 128)) continue;
+    for (int v = 0; v < 4; ++v) {  // fp8 / bf16 rows x the default kernel / the sm_90a wgmma kernel
+      const bool fp8 = v % 2 == 0, wg = v >= 2;
       const LatentLayout kl = fp8 ? l : bf16_layout_of(l);
       MlaDecodeParams p = mla_params(in, fp8 ? d_pool.as<uint8_t>() : d_bf16.as<uint8_t>(), kl, B, H, topk);
       if (wg && !mla_decode_wgmma_supported(p)) continue;
       if (wg) p.kernel = MlaDecodeKernel::Wgmma;
-      p.wgmma_pair = pair;
       mla_decode_cuda(p, stream);
       CUDA_CHECK(cudaStreamSynchronize(stream));
       std::vector<float> got = to_host<float>(in.out, want.size()), got_lse = to_host<float>(in.lse, want_lse.size());
@@ -460,8 +457,7 @@ std::string check_mla(cudaStream_t stream) {
       for (size_t i = 0; i < want_lse.size(); ++i) max_lse = std::max(max_lse, double(std::fabs(got_lse[i] - want_lse[i])));
       const double rel = max_abs / std::max(1.0, max_v);
       require(rel <= tol_rel && max_lse <= 1e-4,
-              std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + (wg ? " wgmma" : "") + (pair ? " pair" : "") +
-                  " H=" + std::to_string(H) +
+              std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + (wg ? " wgmma" : "") + " H=" + std::to_string(H) +
                   ": max abs error " + sci(max_abs) + " (max |V| " + sci(max_v) + ", max |out| " + sci(max_ref) +
                   "), lse error " + sci(max_lse) + " vs the CPU twin with bf16 Q, expected <= " +
                   sci(tol_rel * std::max(1.0, max_v)) + " and 1e-4 (seed " + std::to_string(seed) + "); not timed");
@@ -469,7 +465,7 @@ std::string check_mla(cudaStream_t stream) {
     }
   }
   return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64 and 16; "
-         "default and wgmma kernels; H 128 wgmma paired)";
+         "default and wgmma kernels)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1164,30 +1160,21 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
               if (s16 < s_auto) sweep.push_back({16, std::min(s_auto, 2 * s16)});  // two waves of 16-head CTAs
             }
           }
-          // The sm_90a wgmma kernel at its default split (heads_per_cta -1 marks it in the sweep); -2: the same with
-          // paired dequantization (MlaDecodeParams::wgmma_pair) where it applies (FP8, s_q H a multiple of 128).
+          // The sm_90a wgmma kernel at its default split (heads_per_cta -1 marks it in the sweep).
           if (mla_decode_wgmma_supported(p)) sweep.push_back({-1, 0});
-          if (mla_decode_wgmma_supported(p) && [&] {
-                MlaDecodeParams q = p;
-                q.wgmma_pair = true;
-                return mla_decode_wgmma_pairs(q);
-              }())
-            sweep.push_back({-2, 0});
           for (auto [hpc, sp] : sweep) {
             // Records named mla_decode_* are the mma.sync kernels (what Auto ran before the wgmma kernel),
-            // *_wgmma the wgmma kernel (*_wgmma_pair paired): the two side by side whatever Auto now picks.
-            const bool wg = hpc < 0, pair = hpc == -2;
+            // *_wgmma the wgmma kernel: the two side by side whatever Auto now picks.
+            const bool wg = hpc < 0;
             p.kernel = wg ? MlaDecodeKernel::Wgmma : fp8 ? MlaDecodeKernel::TensorCorePipelined : MlaDecodeKernel::TensorCore;
             p.heads_per_cta = wg ? 0 : hpc;
             p.splits = sp;
-            p.wgmma_pair = pair;
             std::vector<double> us = timer.time([&] { mla_decode_cuda(p, stream); });
             const double L = l.latent_dim, R = l.rope_dim;
             const double bytes = double(B) * kTopk * (kl.row_bytes + 4) + double(B) * H * (L + R) * 4 +
                                  double(B) * H * (L + 1) * 4;
             const double flops = 2.0 * B * H * kTopk * (2 * L + R);
-            KernelBenchRecord r = make_record(std::string(fp8 ? "mla_decode_fp8" : "mla_decode_bf16") +
-                                                  (pair ? "_wgmma_pair" : wg ? "_wgmma" : ""),
+            KernelBenchRecord r = make_record(std::string(fp8 ? "mla_decode_fp8" : "mla_decode_bf16") + (wg ? "_wgmma" : ""),
                                               us, bytes, flops, c);
             r.batch = B;
             r.heads = H;

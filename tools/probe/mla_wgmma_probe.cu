@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -66,7 +65,6 @@ int main() {
     p.scale = 0.04f;
     p.workspace = ws;
     p.workspace_bytes = wsb;
-    p.wgmma_pair = std::getenv("GLM5_PROBE_PAIR") != nullptr;  // paired dequantization where it applies (s_q H % 128)
     int chunk = topk;
     const int S = mla_decode_wgmma_splits(mla_decode_num_splits(B, H, topk), topk, &chunk);
     cudaEvent_t e0, e1;
@@ -90,8 +88,7 @@ int main() {
     unsigned long long pr[32];
     CUDA_CHECK(cudaMemcpyFromSymbol(pr, mla_wg::g_probe, sizeof(pr)));
     const double ctas = double((H + 63) / 64) * B * S, tiles = double((H + 63) / 64) * B * topk / 64;
-    std::printf("B=%d H=%d S=%d chunk=%d%s: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
-                mla_decode_wgmma_pairs(p) ? " paired" : "",
+    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
                 1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
                 int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
