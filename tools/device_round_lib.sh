@@ -31,6 +31,9 @@
 #                            dram__throughput.avg.pct_of_peak_sustained_elapsed it holds
 #   device_round_bench_moe   `glm5prof bench kernels --only moe` into $W/moe.json (90 s), then its expert rows (not the
 #                            _pf / _grouped variants) and the copy rate: us, GB/s, fraction of copy, check
+#   device_round_bench_mla TIMEOUT
+#                            `glm5prof bench kernels --only mla --reps 20` into $W/mla.json under TIMEOUT, then its FP8
+#                            wgmma rows, the copy and GEMM ceilings: B, heads, splits, us, TFLOP/s, roofline fraction
 device_round_begin() {
   TAG=$1
   W=$OUT/$TAG
@@ -127,5 +130,15 @@ import json
 for r in json.load(open('$W/moe.json')):
     if r['kernel'].startswith('moe_experts_') and not r['kernel'].endswith(('_pf', '_grouped')) or r['kernel'] == 'copy_d2d':
         print(r['kernel'], 'b', r['batch'], round(r['median_us'], 1), 'us', round(r['achieved_gbps']), 'GB/s', round(r.get('roofline_fraction', 0), 3), r.get('check', '')[:44])
+" 2>&1 | head -40
+}
+device_round_bench_mla() {
+  timeout "$1" $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1
+  echo "mla bench rc=$?"; tail -2 $W/mla.txt
+  python3 -c "
+import json
+for r in json.load(open('$W/mla.json')):
+    if r['kernel'].startswith('mla_decode_fp8_wgmma') or r['kernel'] in ('copy_d2d', 'gemm_bf16'):
+        print(r['kernel'], 'B', r['batch'], 'H', r['heads'], 'S', r.get('splits'), '%.1f us' % r['median_us'], '%.1f TF/s' % (r.get('tflops', 0)), '%.1f%%' % (100*r['roofline_fraction']))
 " 2>&1 | head -40
 }

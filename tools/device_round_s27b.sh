@@ -14,14 +14,7 @@ set -u
 device_round_begin s27b
 device_round_test kernels_gpu_mla_decode 300
 grep -E "paired dequantization" $W/kernels_gpu_mla_decode.log | sort | uniq -c
-timeout 150 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
-tail -2 $W/mla.txt
-python3 -c "
-import json
-for r in json.load(open('$W/mla.json')):
-    if r['kernel'].startswith('mla_decode_fp8_wgmma') or r['kernel'] == 'copy_d2d' or r['kernel'] == 'gemm_bf16':
-        print(r['kernel'], 'B', r['batch'], 'H', r['heads'], 'S', r.get('splits'), '%.1f us' % r['median_us'], '%.1f TF/s' % (r.get('tflops', 0)), '%.1f%%' % (100*r['roofline_fraction']))
-" | head -40
+device_round_bench_mla 150
 device_round_test kernels_gpu_moe_grouped 200 --gtest_filter='*Wgmma*'
 grep -E "^moe (fp8|bf16) wgmma" $W/kernels_gpu_moe_grouped.log
 device_round_pack

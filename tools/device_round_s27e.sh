@@ -16,13 +16,6 @@ if [ $rc -eq 0 ]; then
   F='Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/23:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/27:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/33:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/34:Shapes/GpuMlaDecode.MatchesCpuTwinAndPathsAgree/35'
   device_round_test kernels_gpu_mla_decode 120 --gtest_filter="$F"
   grep -E "paired dequantization" $W/kernels_gpu_mla_decode.log | sort | uniq -c
-  timeout 130 $BIN/glm5prof bench kernels --only mla --reps 20 --out $W/mla.json > $W/mla.txt 2>&1; echo "mla bench rc=$?"
-  tail -1 $W/mla.txt
-  python3 -c "
-import json
-for r in json.load(open('$W/mla.json')):
-    if r['kernel'].startswith('mla_decode_fp8_wgmma') and r['heads'] >= 64 and r['batch'] >= 64:
-        print(r['kernel'], 'B', r['batch'], 'H', r['heads'], 'S', r.get('splits'), '%.1f us' % r['median_us'], '%.1f TF/s' % (r.get('tflops', 0)), '%.1f%%' % (100*r['roofline_fraction']))
-"
+  device_round_bench_mla 130
 fi
 device_round_pack
