@@ -957,7 +957,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     const MoeSlotSchedule sched = wgmma ? moe_fp8_wgmma_slot_schedule(p) : MoeSlotSchedule{};
     const size_t smem = sizeof(int) * (wgmma ? 4 : 2) * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
-                                   " local experts exceed the grouping kernel's shared memory (max 6144)");
+                                   " local experts exceed the grouping kernel's shared memory (max " +
+                                   std::to_string(48 * 1024 / (wgmma ? 16 : 8)) + ")");
     launch_kernel(moe_group_kernel, 1, 256, smem, stream, p, sched);
     CUDA_CHECK_LAUNCH();
     if (wgmma) {
