@@ -613,7 +613,7 @@ __global__ void moe_group_kernel(MoeExpertsParams p, MoeSlotSchedule sched) {
     }
   }
   __syncthreads();
-  int* slot_src = sched.out ? sched.out + 2 * (p.E + 1) : nullptr;
+  int* slot_src = sched.out ? sched.out + moe_slot_schedule_src(p.E) : nullptr;
   if (sched.out)  // the pad rows of every bucket: R[e] + count_e .. R[e + 1] - 1 (at most 3)
     for (int e = threadIdx.x; e < p.E; e += blockDim.x)
       for (int j = counts[e]; j < ((counts[e] + 3) & ~3); ++j) slot_src[row_begin[e] + j] = -1;
@@ -955,10 +955,10 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     // the bucketing also writes their slot-row schedule
     const bool wgmma = p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty();
     const MoeSlotSchedule sched = wgmma ? moe_fp8_wgmma_slot_schedule(p) : MoeSlotSchedule{};
-    const size_t smem = sizeof(int) * (wgmma ? 4 : 2) * size_t(p.E);
+    const size_t per_expert = sizeof(int) * (wgmma ? 4 : 2), smem = per_expert * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
                                    " local experts exceed the grouping kernel's shared memory (max " +
-                                   std::to_string(48 * 1024 / (wgmma ? 16 : 8)) + ")");
+                                   std::to_string(48 * 1024 / per_expert) + ")");
     launch_kernel(moe_group_kernel, 1, 256, smem, stream, p, sched);
     CUDA_CHECK_LAUNCH();
     if (wgmma) {

@@ -50,6 +50,12 @@ struct MoeSlotSchedule {
   int32_t* out = nullptr;
   int tile_n = 0;  // token (slot-row) tile of the GEMMs: 8, 16, 32 or 64
 };
+// Where a schedule for E local experts keeps each slot row's source (int32 entries from out), and its size in bytes
+// for `rows` slot rows: the one description of the layout above for its writer, readers and tests.
+constexpr int moe_slot_schedule_src(int E) { return 2 * (E + 1); }
+constexpr size_t moe_slot_schedule_bytes(int E, int rows) {
+  return (size_t(moe_slot_schedule_src(E)) + size_t(rows)) * sizeof(int32_t);
+}
 struct MoeExpertsParams {
   const float* x;            // [B, hidden]
   const int32_t* topk_ids;   // [B, k]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# (Record of the call as run. The paired dequantization it measured was reverted later in session 27: S27b/S27c found
-# the st.shared::cluster form 1.4x slower, the bulk-copy form hung at >= 3 tiles per CTA; reports/2026-12-04-h200-kv-kernels.md.)
+# (Record of the call as run. The paired dequantization it measured was reverted in session 27: the st.shared::cluster
+# form 1.4x slower (S27b/S27c); the bulk-copy form hung at >= 2 tiles per CTA (copies completed on the partner's
+# buffer-0 barriers), fixed in S27g it was 11-13% slower; reports/2026-12-04-h200-kv-kernels.md.)
 # Session 27, call S27b. New: paired dequantization in the wgmma sparse MLA decode (MlaDecodeParams::wgmma_pair): at
 # s_q H = 128 / 256 query heads the CTAs of 64-head blocks 2c and 2c + 1 run as a 2-CTA cluster and each dequantizes
 # half of every 64-row tile into both CTAs' shared memory (st.shared::cluster, both CTAs' producers counted on full,

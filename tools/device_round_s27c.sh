@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# (Record of the call as run. The paired dequantization it measured was reverted later in session 27: S27b/S27c found
-# the st.shared::cluster form 1.4x slower, the bulk-copy form hung at >= 3 tiles per CTA; reports/2026-12-04-h200-kv-kernels.md.)
+# (Record of the call as run. The paired dequantization it measured was reverted in session 27: the st.shared::cluster
+# form 1.4x slower (S27b/S27c); the bulk-copy form hung at >= 2 tiles per CTA (copies completed on the partner's
+# buffer-0 barriers), fixed in S27g it was 11-13% slower; reports/2026-12-04-h200-kv-kernels.md.)
 # Session 27, call S27c. S27b: paired dequantization ran 38-40% SLOWER than unpaired (B 128 x 128 heads 304.8 vs 218.4
 # us) and was bitwise equal except at S = 2 (chunk merge vs combine: expected, the test now allows it). Change: one
 # remote mbarrier arrival per warp (count 32) instead of one per thread (768 -> 24 per tile per CTA). Where the time

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# (Record of the call as run. The paired dequantization it measured was reverted later in session 27: S27b/S27c found
-# the st.shared::cluster form 1.4x slower, the bulk-copy form hung at >= 3 tiles per CTA; reports/2026-12-04-h200-kv-kernels.md.)
+# (Record of the call as run. The paired dequantization it measured was reverted in session 27: the st.shared::cluster
+# form 1.4x slower (S27b/S27c); the bulk-copy form hung at >= 2 tiles per CTA (copies completed on the partner's
+# buffer-0 barriers), fixed in S27g it was 11-13% slower; reports/2026-12-04-h200-kv-kernels.md.)
 # Session 27, call S27d. S27c's probe: with per-thread st.shared::cluster stores of every dequantized chunk the paired
 # producers' store phases took twice the unpaired ones (round 1 + reads 7255 vs 4028 cycles per tile, round 2 7313 vs
 # 3627): the kernel 330.5 vs 232.8 us (probe build) at B 128 x 128 heads. Change: each CTA dequantizes its half into

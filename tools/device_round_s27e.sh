@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# (Record of the call as run. The paired dequantization it measured was reverted later in session 27: S27b/S27c found
-# the st.shared::cluster form 1.4x slower, the bulk-copy form hung at >= 3 tiles per CTA; reports/2026-12-04-h200-kv-kernels.md.)
+# (Record of the call as run. The paired dequantization it measured was reverted in session 27: the st.shared::cluster
+# form 1.4x slower (S27b/S27c); the bulk-copy form hung at >= 2 tiles per CTA (copies completed on the partner's
+# buffer-0 barriers), fixed in S27g it was 11-13% slower; reports/2026-12-04-h200-kv-kernels.md.)
 # Session 27, call S27e. S27d (bulk copies to the partner) hung at 32 tiles per CTA (B 3 x 8 tiles in check_mla
 # passed): a producer announced the partner's bytes (arrive.expect_tx) only once its buffer was free, so the partner's
 # copy could complete on the barrier before the announcement. Now each CTA announces tiles 0 / 1 before the opening

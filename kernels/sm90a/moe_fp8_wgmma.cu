@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(kQuantThreads) moe_wgmma_quant_kernel(const in
   pdl_launch_dependents();
   const int b = blockIdx.x, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int first = blockIdx.y * kQuantRows + warp;
-  const int32_t* slot_src = sched + 2 * (E + 1);  // [rows] (the plan's bound; entries past R[E] are stale)
+  const int32_t* slot_src = sched + moe_slot_schedule_src(E);  // [rows] (the plan's bound; entries past R[E] are stale)
   const int total = sched[E];
   int src_row[kQuantRowsPerWarp];  // -1: pad row; -2: past R[E]
 #pragma unroll
@@ -421,7 +421,7 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   // The schedule before the k-split sums: its place must not depend on ksplit (a call with ksplit 1 after one with 2 on
   // the same scratch would write it over the sums, which must stay zero).
   q.sched = off;
-  off = up(off + (size_t(2) * (E + 1) + q.rows) * 4);
+  off = up(off + moe_slot_schedule_bytes(E, q.rows));
   q.gu = off;
   if (q.ksplit > 1) off = up(off + size_t(B) * k * 2 * inter * 4);
   q.scratch_bytes = off;

@@ -381,13 +381,15 @@ namespace {
 
 // moe_group_kernel's slot-row schedule for the last moe_experts_cuda call with p (MoeSlotSchedule, kernels/moe.h),
 // against the buckets it wrote and the counts of `ids`: R[e] the prefix sums of the counts rounded up to 4, U[e] of
-// ceil(count / N), slot row R[e] + i the bucket's i-th pair, the bucket's pad rows -1.
-void check_slot_schedule(const MoeExpertsParams& p, const std::vector<int32_t>& ids, const Buffer& dgroup,
+// ceil(count / N), slot row R[e] + i the bucket's i-th pair, the bucket's pad rows -1. rows: the plan's slot rows.
+void check_slot_schedule(const MoeExpertsParams& p, int rows, const std::vector<int32_t>& ids, const Buffer& dgroup,
                          const Buffer& scratch) {
   const MoeSlotSchedule s = moe_fp8_wgmma_slot_schedule(p);
   const int E = p.E;
-  const std::vector<int32_t> group = to_host<int32_t>(dgroup), all = to_host<int32_t>(scratch);
-  const int32_t* sched = all.data() + (reinterpret_cast<const uint8_t*>(s.out) - p.wgmma_scratch) / 4;
+  const std::vector<int32_t> group = to_host<int32_t>(dgroup);
+  const size_t at = size_t(reinterpret_cast<const uint8_t*>(s.out) - p.wgmma_scratch);  // the schedule's region only
+  const std::vector<int32_t> region = to_host<int32_t>(scratch, moe_slot_schedule_bytes(E, rows) / 4, at);
+  const int32_t* sched = region.data();
   std::vector<int> count(size_t(E), 0);
   for (int32_t id : ids)
     if (id >= p.expert_begin && id < p.expert_begin + E) ++count[size_t(id - p.expert_begin)];
@@ -398,7 +400,7 @@ void check_slot_schedule(const MoeExpertsParams& p, const std::vector<int32_t>& 
     const int c = count[size_t(e)];
     bad += group[size_t(e) + 1] - group[size_t(e)] != c;
     for (int i = 0; i < ((c + 3) & ~3); ++i)
-      bad += sched[2 * (E + 1) + r + i] != (i < c ? group[size_t(E + 1 + group[size_t(e)] + i)] : -1);
+      bad += sched[moe_slot_schedule_src(E) + r + i] != (i < c ? group[size_t(E + 1 + group[size_t(e)] + i)] : -1);
     r += (c + 3) & ~3;
     u += (c + s.tile_n - 1) / s.tile_n;
   }
@@ -448,13 +450,13 @@ void check_wgmma(int B, int E_total, int begin, int E_local, int hidden, int int
     if (gpu.size() == 2) {  // the schedule region poisoned (0x7f7f7f7f: no count, row or pair, and not -1), so the check
       // below sees what this last call wrote, not what an earlier one left
       const MoeSlotSchedule sc = moe_fp8_wgmma_slot_schedule(p);
-      CUDA_CHECK(cudaMemset(sc.out, 0x7f, (size_t(2) * (p.E + 1) + q.rows) * 4));
+      CUDA_CHECK(cudaMemset(sc.out, 0x7f, moe_slot_schedule_bytes(p.E, q.rows)));
     }
     moe_experts_cuda(p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     gpu.push_back(to_host<float>(dout));
   }
-  check_slot_schedule(p, ids, dgroup, scratch);
+  check_slot_schedule(p, q.rows, ids, dgroup, scratch);
   EXPECT_EQ(std::memcmp(gpu[1].data(), gpu[2].data(), gpu[1].size() * 4), 0) << "k split: not deterministic, or its "
                                                                                   "sums were not left zero; seed " << seed;
   std::vector<float> act(size_t(B) * k * inter), twin(size_t(B) * hidden);

@@ -48,7 +48,7 @@ TEST(MoeFp8WgmmaPlan, TokenTileRowsAndScratchLayout) {
     // moe_group_kernel's slot-row schedule (MoeSlotSchedule): R[E + 1], U[E + 1], a source per slot row, before the
     // sums and at the same offset with and without the k split (S27a: a ksplit-1 call wrote it over the split's sums)
     EXPECT_EQ(q.sched % 128, 0u);
-    EXPECT_GE(q.gu, q.sched + (size_t(2) * (E + 1) + q.rows) * 4) << "B=" << B;
+    EXPECT_GE(q.gu, q.sched + moe_slot_schedule_bytes(E, q.rows)) << "B=" << B;
     EXPECT_EQ(moe_fp8_wgmma_plan(B, k, E, E, hidden, inter, 2).sched, q.sched) << "B=" << B;
   }
   // Expert parallel: the mean is over all experts, the rows over the local ones.
