@@ -461,7 +461,8 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
   const int L = p.layout.latent_dim, R = p.layout.rope_dim;
   if (p.B == 0 || p.H == 0) return;
   const bool tc = p.kernel == MlaDecodeKernel::Auto ? tc_supported(p)
-                                                    : p.kernel != MlaDecodeKernel::Fp32 && p.kernel != MlaDecodeKernel::Wgmma;
+                                                    : p.kernel != MlaDecodeKernel::Fp32 && p.kernel != MlaDecodeKernel::Wgmma &&
+                                                          p.kernel != MlaDecodeKernel::WgmmaF16;
   require(!tc || tc_supported(p), "mla_decode_cuda: kernel = TensorCore(Pipelined) needs L = 512, R % 16 == 0, R <= 64 and "
                                   "16-byte aligned kv rows; got L = " + std::to_string(L) + ", R = " +
                                   std::to_string(R) + ", row_bytes = " + std::to_string(p.layout.row_bytes));
@@ -480,11 +481,15 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
               std::to_string(S_max) + " (mla_decode_num_splits(B, s_q * H, topk))");
   // The wgmma kernel sizes its own split-K (64-row tiles) within the workspace's S_max: decided before the
   // mma.sync kernels' sizing, which it does not use. Auto's rule already checked mla_decode_wgmma_supported.
-  if (p.kernel == MlaDecodeKernel::Wgmma || mla_decode_auto_wgmma(p)) {
-    if (p.kernel == MlaDecodeKernel::Wgmma) {
+  const bool wgmma_forced = p.kernel == MlaDecodeKernel::Wgmma || p.kernel == MlaDecodeKernel::WgmmaF16;
+  if (wgmma_forced || mla_decode_auto_wgmma(p)) {
+    const char* name = p.kernel == MlaDecodeKernel::WgmmaF16 ? "WgmmaF16" : "Wgmma";
+    if (wgmma_forced) {
       const std::string why = mla_decode_wgmma_unsupported(p);
-      if (!why.empty()) throw Error("mla_decode_cuda: MlaDecodeParams.kernel = Wgmma needs " + why);
+      if (!why.empty()) throw Error(std::string("mla_decode_cuda: MlaDecodeParams.kernel = ") + name + " needs " + why);
     }
+    require(p.kernel != MlaDecodeKernel::WgmmaF16 || p.layout.fp8,
+            "mla_decode_cuda: MlaDecodeParams.kernel = WgmmaF16 needs FP8 rows (got BF16 rows)");
     // 64-row tiles: at most ceil(topk / 64) chunks, each a whole number of tiles (p.splits, when set, caps S).
     int chunk_w = p.topk;
     const int S_w = mla_decode_wgmma_splits(p.workspace ? (p.splits > 0 ? p.splits : S_max) : 1, p.topk, &chunk_w);
@@ -492,7 +497,9 @@ void mla_decode_cuda(const MlaDecodeParams& p, cudaStream_t stream) {
             "mla_decode_cuda: MlaDecodeParams.out must be 8-byte aligned for kernel = Wgmma (float2 stores)");
     const bool combine = S_w > 1 && !mla_decode_wgmma_merges_in_cluster(S_w);  // else merged in the kernel
     if (combine) check_split_workspace(p, HQ, L);
-    mla_decode_wgmma_launch(p, S_w, chunk_w, stream);
+    const bool f16 = p.kernel == MlaDecodeKernel::WgmmaF16 ||
+                     (p.kernel == MlaDecodeKernel::Auto && p.layout.fp8 && !p.fp8_bf16_operands);
+    mla_decode_wgmma_launch(p, S_w, chunk_w, f16, stream);
     if (combine) launch_combine(p, HQ, S_w, stream);
     return;
   }

@@ -13,7 +13,7 @@
 
 namespace glm5 {
 
-// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it). Auto: Wgmma where
+// Which CUDA kernel mla_decode_cuda runs (the CPU twin ignores it, but for WgmmaF16 below). Auto: Wgmma where
 // mla_decode_auto_wgmma says so, else TensorCore(Pipelined) where it handles
 // the shapes (L = 512, R % 16 == 0, R <= 64, 16-byte aligned kv and rows: GLM-5, DeepSeek), else
 // Fp32. TensorCore: BF16 mma.sync, one CTA per (request, 64 heads, chunk) (kernels/mla_decode_tc.cuh);
@@ -25,7 +25,16 @@ namespace glm5 {
 // Wgmma: the warp-specialized sm_90a kernel (kernels/sm90a/mla_decode_wgmma.cu: a producer warpgroup
 // dequantizes 64-row tiles, two consumer warpgroups run wgmma; one CTA per (request, 64 heads, chunk), chunks
 // of 64 rows); L = 512, R = 64 on a compute capability 9.0 GPU, else glm5::Error. Same precision contract.
-enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined, Wgmma };
+// WgmmaF16 (FP8 rows only, else glm5::Error): Wgmma with fp16 operands. The producers dequantize a code pair with
+// one convert (e4m3 -> fp16 is exact) and one fp16 multiply by the scale rounded to fp16, where the bf16 form
+// spends three instructions per code; Q, P and the rope are rounded to fp16. Precision: finer than the bf16
+// contract below (fp16 keeps 11 significant bits to bf16's 8) wherever the values are inside fp16's range, so the
+// result agrees with the cast paths' to bf16 rounding (DESIGN.md), not bitwise. Range: |q| and the dequantized
+// |K|, |V| must stay below 65504 and each scale in [2^-24, 65504] (a scale below 2^-14 keeps fewer bits); the
+// engine's rows (RMS-normed latents, scales amax / 448) are far inside it. The CPU twin honours this one kernel
+// choice: with kernel = WgmmaF16 and FP8 rows it uses the kernel's fp16 K / V values (the caller rounds Q, as for
+// the bf16 contract), so the kernel matches it within the P rounding.
+enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined, Wgmma, WgmmaF16 };
 
 struct MlaDecodeParams {
   const float* q_latent;  // [B, H, L]
@@ -78,6 +87,11 @@ struct MlaDecodeParams {
   // threads, results discarded (54 registers: the combine then no longer fits beside the batch-1 MLA's blocks).
   // Neither moved the batch-1 step on the H200 (reports/2026-12-03-h200-decode-step.md, S21a / S21b).
   bool l2_prefetch_loads = false;
+  // Which form of the wgmma kernel kernel = Auto runs for FP8 rows (where mla_decode_auto_wgmma picks it): false
+  // (default) the fp16-operand form (WgmmaF16: 2-5% faster at batch 32-128 on the H100, S28b / S28c, and nearer
+  // exact dequantization); true the bf16 form (Wgmma: the cast paths' bf16 K / V values, so the three KV paths give
+  // identical bits; EngineOptions::mla_fp8_bf16_operands). BF16 rows always take the bf16 form. Ignored by the twin.
+  bool fp8_bf16_operands = false;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
@@ -100,9 +114,10 @@ void validate_mla_decode_params(const MlaDecodeParams& p);
 // 1.05-1.10x at 16, 1.15-1.53x with BF16 rows at 64 heads (3-4% slower with BF16 rows at 16 heads, batch 8-32);
 // at batch 1 the two are level with FP8 rows and the mma.sync kernel is faster with BF16 rows (17.2 vs 19.8 us),
 // hence the block threshold; 8 heads per GPU (TP8) is not measured, hence the head threshold. The rule does not
-// look at the row format on purpose: the three KV paths must run the same kernel (cast / gather-cast BF16 rows
-// give the fp8 path's bits, gpu_mla_decode checks it), even where FP8 rows alone would favour wgmma (S7e, batch 1 /
-// 16 heads: 14.3 vs 18.0 us).
+// look at the row format on purpose: the three KV paths run the same kernel family at the same shapes, even where
+// FP8 rows alone would favour wgmma (S7e, batch 1 / 16 heads: 14.3 vs 18.0 us). With FP8 rows Auto's wgmma kernel
+// takes fp16 operands unless MlaDecodeParams::fp8_bf16_operands (then cast / gather-cast BF16 rows give the fp8
+// path's bits, gpu_mla_decode checks it).
 constexpr int kMlaWgmmaAutoMinCtas = 8;
 constexpr int kMlaWgmmaAutoMinHeads = 16;
 bool mla_decode_auto_wgmma(const MlaDecodeParams& p);

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "kernels/kv_cast.h"
+#include "kernels/linear_fp8.h"  // round_to_f16
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -66,9 +67,26 @@ size_t mla_decode_workspace_bytes(int B, int H, int topk, int L) {
   return size_t(B) * size_t(H) * size_t(s) * (size_t(L) + 2) * sizeof(float);
 }
 
+// FP8 row -> the fp32 values of its L + R fp16 operands in the WgmmaF16 kernel: latent i is
+// f16(e4m3(code) * f16(scale)) (kv_cast.cuh's e4m3x2_mul_f16x2: the code exact in fp16, one rounded product), the
+// rope f16(bf16).
+void dequant_latent_row_f16(const uint8_t* row, const LatentLayout& l, float* out) {
+  for (int i = 0; i < l.latent_dim; ++i) {
+    float scale;
+    std::memcpy(&scale, row + l.scale_offset() + 4 * (i / l.group), 4);
+    out[i] = round_to_f16(e4m3_bits_to_float(row[i]) * round_to_f16(scale));
+  }
+  for (int i = 0; i < l.rope_dim; ++i) {
+    uint16_t b;
+    std::memcpy(&b, row + l.rope_offset() + 2 * i, 2);
+    out[l.latent_dim + i] = round_to_f16(bf16_bits_to_float(b));
+  }
+}
+
 void mla_decode_cpu(const MlaDecodeParams& p) {
   validate_mla_decode_params(p);
   const int L = p.layout.latent_dim, R = p.layout.rope_dim, W = L + R;
+  const bool f16_rows = p.kernel == MlaDecodeKernel::WgmmaF16 && p.layout.fp8;
   std::vector<float> rows(size_t(p.topk) * W);
   std::vector<char> valid(p.topk);
   std::vector<uint16_t> bf(W);
@@ -80,6 +98,10 @@ void mla_decode_cpu(const MlaDecodeParams& p) {
       valid[j] = t >= 0;
       if (!valid[j]) continue;
       const uint8_t* row = p.kv + int64_t(t) * p.layout.row_bytes;
+      if (f16_rows) {
+        dequant_latent_row_f16(row, p.layout, &rows[size_t(j) * W]);
+        continue;
+      }
       if (p.layout.fp8) dequant_latent_row_bf16(row, p.layout, bf.data());
       else std::memcpy(bf.data(), row, 2 * W);
       for (int i = 0; i < W; ++i) rows[size_t(j) * W + i] = bf16_bits_to_float(bf[i]);

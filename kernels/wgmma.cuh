@@ -65,28 +65,35 @@ __device__ __forceinline__ void wait() {
 // Makes generic-proxy writes to shared memory (st.shared) visible to wgmma's operand reads (async proxy).
 using ::glm5::fence_proxy_async;  // kernels/mbarrier.cuh
 
+// The asm of one m64n64k16 with element type TYPE (".bf16.bf16" or ".f16.f16"), as a macro so the two forms share
+// their operand list (inline asm takes no string operands).
+#define GLM5_WGMMA_M64N64K16_SS(TYPE)                                                                         \
+  asm volatile(                                                                                              \
+      "{\n"                                                                                                  \
+      ".reg .pred p;\n"                                                                                      \
+      "setp.ne.b32 p, %34, 0;\n"                                                                             \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32" TYPE " "                                                 \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                              \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "                    \
+      "%32, %33, p, 1, 1, 0, %35;\n"                                                                         \
+      "}\n"                                                                                                  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),       \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+        "+f"(d[30]), "+f"(d[31])                                                                              \
+      : "l"(da), "l"(db), "r"(int(accumulate)), "n"(kTransB ? 1 : 0))
 // D[64 x 64] (+)= A[64 x 16] . B, fp32 D, operands from shared memory (descriptors above). kTransB false:
 // B is [64 x 16] K-major (D = A . B^T: S = Q . K^T with K's rows as they are stored); kTransB true: B is
 // [16 x 64] MN-major (D = A . B: O = P . V with V's rows as they are stored, n = value dims contiguous;
 // the PTX "transpose" of a 16-bit B operand). accumulate false: D = the product. All 128 threads of the
 // warpgroup call it with the same descriptors.
-template <bool kTransB>
+// kF16: the operands are fp16 instead of bf16 (same layouts, same rate; wgmma's .f32.f16.f16 form).
+template <bool kTransB, bool kF16 = false>
 __device__ __forceinline__ void m64n64k16_bf16_ss(float (&d)[32], uint64_t da, uint64_t db, bool accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "%32, %33, p, 1, 1, 0, %35;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(int(accumulate)), "n"(kTransB ? 1 : 0));
+  if constexpr (kF16) GLM5_WGMMA_M64N64K16_SS(".f16.f16");
+  else GLM5_WGMMA_M64N64K16_SS(".bf16.bf16");
 #else
   (void)d, (void)da, (void)db, (void)accumulate;
   __trap();  // wgmma needs sm_90a code (CUDA_ARCHITECTURES 90a-real)
@@ -97,11 +104,12 @@ __device__ __forceinline__ void m64n64k16_bf16_ss(float (&d)[32], uint64_t da, u
 // element (r, k) at sw128_offset(r, k, 64)); one commit group is left to the caller (commit(), wait<0>()).
 // The same from the operands' descriptors (desc_sw128 of their first bytes): each k-step adds its byte offset
 // >> 4 to the descriptors' start-address field (no carry: shared memory addresses stay below 256 KB).
+template <bool kF16 = false>
 __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], uint64_t da, uint64_t db, int K, bool accumulate) {
 #pragma unroll
   for (int k = 0; k < K; k += 16) {
     const uint64_t off = uint64_t(((k / 64) * 64 * 128 + ((k % 64) / 16) * 32) >> 4);
-    m64n64k16_bf16_ss<false>(d, da + off, db + off, accumulate || k > 0);
+    m64n64k16_bf16_ss<false, kF16>(d, da + off, db + off, accumulate || k > 0);
   }
 }
 __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,

@@ -30,6 +30,7 @@
 #include "kernels/sm90a/mla_decode_wgmma.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -88,11 +89,25 @@ struct Smem {
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
 
+// Two floats rounded to nearest as one bf16x2 word, or (kF16) one fp16x2 word; x in the low half.
+template <bool kF16>
+__device__ __forceinline__ uint32_t pack2(float x, float y) {
+  if constexpr (kF16) {
+    const __half2 h = __floats2half2_rn(x, y);
+    return *reinterpret_cast<const uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __float22bfloat162_rn(make_float2(x, y));
+    return *reinterpret_cast<const uint32_t*>(&h);
+  }
+}
+
 // Q of query heads [h0, h0 + 64) of request b (zeros past HQ), rounded to bf16, into the swizzled
 // K-major operand by the 256 consumer threads: 16-byte chunks of 8 dims, six chunks' loads in flight per thread
 // (the 18 chunks per thread in 3 rounds). Two in flight (9 dependent L2 round trips) made this prologue 11-15k
 // cycles per CTA (session 9's probe); six: B 128 / 64 heads 124.0 -> 119.2 us, B 64 / 64 heads 72.7 -> 68.9
 // (S13h, same call; nine: 120.4 / 69.8, ptxas spills 28 B vs 8 B).
+// kF16: rounded to fp16 instead (MlaDecodeKernel::WgmmaF16).
+template <bool kF16>
 __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, int HQ, uint8_t* q_s, int tid) {
   constexpr int kRowChunks = kW / 8, kChunks = kHeads * kRowChunks, kStagers = 256, kUnroll = 6;
   for (int c0 = tid; c0 < kChunks; c0 += kUnroll * kStagers) {  // 4608 chunks = 3 x 6 x 256
@@ -121,10 +136,7 @@ __device__ __forceinline__ void load_q(const MlaDecodeParams& p, int b, int h0, 
       if (c >= kChunks) continue;
       uint32_t w[4];
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const __nv_bfloat162 two = __float22bfloat162_rn(make_float2(v[u][2 * k], v[u][2 * k + 1]));
-        w[k] = *reinterpret_cast<const uint32_t*>(&two);
-      }
+      for (int k = 0; k < 4; ++k) w[k] = pack2<kF16>(v[u][2 * k], v[u][2 * k + 1]);
       *reinterpret_cast<uint4*>(q_s + wgmma::sw128_offset(c / kRowChunks, (c % kRowChunks) * 8, kHeads)) =
           make_uint4(w[0], w[1], w[2], w[3]);
     }
@@ -292,9 +304,12 @@ static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: 
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
+// kF16: to fp16 (dequant16_f16, the scale rounded to fp16) instead.
+template <bool kF16>
 __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
   uint4 v[2];
-  dequant16_bf16(c, scale, v);
+  if constexpr (kF16) dequant16_f16(c, __float2half2_rn(scale), v);
+  else dequant16_bf16(c, scale, v);
   const uint4 lo = v[0], hi = v[1];
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
@@ -330,6 +345,7 @@ __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int in
   if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
+template <bool kF16>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
                                                  uint64_t* rawfull, uint64_t* full_lo, int pt) {
@@ -356,15 +372,19 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1;
     uint8_t* dst = kv_s + buf * kOpBytes;
-    load_rows(idx_cur);  // in flight while the codes land
-    PROBE(21);           // producer: indices, scales and rope issued
+    // In flight while the codes land. (S28c issued tile i + 1's at the end of tile i instead: the fp16 form no
+    // faster, the bf16 form 6-12% slower, its producers spilling 56 bytes.)
+    load_rows(idx_cur);
+    PROBE(21);  // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
     if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
     PROBE(22);  // producer: wait for the codes and the buffer
     if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
 #pragma unroll
     for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
-      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) = rope[r];
+      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) =
+          kF16 ? bf16x8_to_f16x8(rope[r]) : rope[r];  // converted here, not at the load: S28a's probe saw the
+                                                      // conversion there wait out the load (+3.5k cycles per tile)
     const uint4 zero = make_uint4(0, 0, 0, 0);
     uint4 v[2][2];
 #pragma unroll
@@ -386,7 +406,7 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     for (int r = 0; r < 2; ++r)  // round 1's stores
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
+        store_codes<kF16>(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
     wgmma::fence_proxy_async();
     mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
@@ -396,7 +416,7 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     for (int r = 0; r < 2; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
+        store_codes<kF16>(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
@@ -421,6 +441,7 @@ __device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1
 
 // O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows x 4 value panels of
 // 64 dims (V = panels panel0.. of the K tile read as MN-major B), one commit group; the caller waits.
+template <bool kF16>
 __device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dk, int panel0) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);  // the rescale's multiplies stay before the fence
@@ -429,7 +450,7 @@ __device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_
   for (int ks = 0; ks < kTile / 16; ++ks)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
-      wgmma::m64n64k16_bf16_ss<true>(o[j], dp + uint64_t((32 * ks) >> 4),
+      wgmma::m64n64k16_bf16_ss<true, kF16>(o[j], dp + uint64_t((32 * ks) >> 4),
                                      dk + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
   wgmma::commit();
 }
@@ -555,10 +576,12 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
 // merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
-template <bool kFp8, bool kSplit, bool kMerge>
+// kF16 (FP8 rows only): Q, K and P as fp16 operands (MlaDecodeKernel::WgmmaF16).
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
+  static_assert(kFp8 || !kF16, "fp16 operands are dequantized from FP8 rows");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -593,7 +616,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
+    if constexpr (kFp8) produce_fp8_bulk<kF16>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
@@ -605,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
   }
   PROBE_T0;
-  load_q(p, b, h0, HQ, q_s, tid);
+  load_q<kF16>(p, b, h0, HQ, q_s, tid);
   wgmma::fence_proxy_async();
   wgmma::bar_sync(kBarQ, 256);
   PROBE(0);  // prologue: Q staging (counted by both consumer warpgroups)
@@ -631,11 +654,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
       PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
       wgmma::fence();
-      wgmma::m64n64_bf16_ss(s, dq, dk, kFp8 ? kLoDims : kW, false);
+      wgmma::m64n64_bf16_ss<kF16>(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
         mbar_wait(&full[buf], (i >> 1) & 1);
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
-        wgmma::m64n64_bf16_ss(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
+        wgmma::m64n64_bf16_ss<kF16>(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
       wgmma::commit();
       wgmma::wait<0>();
@@ -683,11 +706,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       PROBE(4);  // WG0: wait for S_free
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
-        const __nv_bfloat162 top = __float22bfloat162_rn(make_float2(s[4 * q], s[4 * q + 1]));
-        const __nv_bfloat162 bot = __float22bfloat162_rn(make_float2(s[4 * q + 2], s[4 * q + 3]));
         const int c = 8 * q + 2 * (lane & 3);
-        *reinterpret_cast<__nv_bfloat162*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = top;
-        *reinterpret_cast<__nv_bfloat162*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) = bot;
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = pack2<kF16>(s[4 * q], s[4 * q + 1]);
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) =
+            pack2<kF16>(s[4 * q + 2], s[4 * q + 3]);
       }
       if ((lane & 3) == 0) {
         alpha_s[r0] = a0;
@@ -696,7 +718,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
       wgmma::bar_sync(kBarPWritten, 128);  // every WG0 warp's P rows are stored before WG0's own wgmma reads them
-      issue_pv(o, dp, dk, 0);
+      issue_pv<kF16>(o, dp, dk, 0);
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
       wgmma::wait<0>();
@@ -750,7 +772,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
       scale_rows(o, a0, a1);
-      issue_pv(o, dp, dk, 4);
+      issue_pv<kF16>(o, dp, dk, 4);
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
@@ -776,9 +798,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
 }
 
-template <bool kFp8, bool kSplit, bool kMerge>
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kF16>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
   launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
                         dim3(1, 1, kMerge ? S : 1), p, chunk);
@@ -813,7 +835,7 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   return S;
 }
 
-void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
+void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, bool f16_operands, cudaStream_t stream) {
   require(S >= 1 && S <= 65535 && p.B <= 65535,
           "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", B = " + std::to_string(p.B) + ", expected 1..65535");
   require(S == 1 || (chunk > 0 && chunk % kMlaWgmmaTile == 0 && int64_t(S) * chunk >= p.topk &&
@@ -823,8 +845,13 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStr
               " and, above S = " + std::to_string(kMlaWgmmaClusterMergeMax) + ", a workspace");
   require(S > 1 || chunk >= p.topk, "mla_decode_wgmma_launch: S = 1 needs chunk >= topk (got " + std::to_string(chunk) +
                                         " < " + std::to_string(p.topk) + ")");
+  require(!f16_operands || p.layout.fp8, "mla_decode_wgmma_launch: fp16 operands need FP8 rows (BF16 rows are bf16)");
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);
-  if (p.layout.fp8) {
+  if (p.layout.fp8 && f16_operands) {
+    if (merge) mla_wg::launch<true, true, true, true>(p, S, chunk, stream);
+    else if (S > 1) mla_wg::launch<true, true, false, true>(p, S, chunk, stream);
+    else mla_wg::launch<true, false, false, true>(p, S, chunk, stream);
+  } else if (p.layout.fp8) {
     if (merge) mla_wg::launch<true, true, true>(p, S, chunk, stream);
     else if (S > 1) mla_wg::launch<true, true, false>(p, S, chunk, stream);
     else mla_wg::launch<true, false, false>(p, S, chunk, stream);

@@ -38,7 +38,8 @@ inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMl
 // kMlaWgmmaTile when S > 1). S == 1, or S = 2 (kMlaWgmmaClusterMergeMax; merged in the kernel): out and lse;
 // larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
 // combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
-// fp32 accumulation and softmax.
-void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream);
+// fp32 accumulation and softmax; f16_operands (FP8 rows only, MlaDecodeKernel::WgmmaF16): Q, P and the dequantized
+// K / V rounded to fp16 instead (its contract in mla_decode.h). Throws glm5::Error for f16_operands with BF16 rows.
+void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, bool f16_operands, cudaStream_t stream);
 
 }  // namespace glm5

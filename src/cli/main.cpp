@@ -390,6 +390,12 @@ int main(int argc, char** argv) {
                    "loads). Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "loads", "off"}));
+  prof->add_option("--mla-fp8-operands", po.mla_fp8_operands,
+                   "f16 | bf16: operands of the `fp8` path's wgmma MLA kernel (batches that fill the GPU). f16: the "
+                   "codes dequantized to fp16 (faster, nearer exact); bf16: the cast paths' bf16 values, so the three "
+                   "KV paths give identical bits")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f16", "bf16"}));
   prof->add_option("--topk-cluster", po.topk_cluster,
                    "0 | 1 | 2 | 4 | 8: GPU blocks (one thread-block cluster) per request in the DSA indexer's "
                    "top-k; 0 = chosen by batch and context. Tuning; the same results")

@@ -985,6 +985,7 @@ void DecodeEngine::attention(int l) {
     MlaDecodeParams p{q_lat_.as<float>(), q_.as<float>() + c.qk_nope_head_dim, H * qk, qk, kv, kv_layout, indices,
                       o_lat_.as<float>(), nullptr, B, H, topk, c.softmax_scale(),
                       mla_workspace_.as<float>(), mla_workspace_.bytes()};
+    p.fp8_bf16_operands = opt_.mla_fp8_bf16_operands;
     if (opt_.unabsorb_l2_prefetch && L.kv_b.dt == DType::BF16) {  // W_UV[h]: rows h (nope + v) + nope .. + v of kv_b
       const int64_t row = int64_t(Lr) * 2;
       p.l2_prefetch = static_cast<const uint8_t*>(L.kv_b.p) + int64_t(c.qk_nope_head_dim) * row;

@@ -138,6 +138,10 @@ struct EngineOptions {
   // 17.25 ms against 16.79-17.23).
   bool moe_route_rank = false;
   bool unabsorb_l2_prefetch_loads = false;  // MlaDecodeParams::l2_prefetch_loads (profile --unabsorb-l2-prefetch loads)
+  // MlaDecodeParams::fp8_bf16_operands for attn.mla (profile --mla-fp8-operands bf16): the `fp8` path's wgmma MLA
+  // with bf16 operands (the cast paths' K / V values: the three KV paths give identical bits) instead of fp16 ones
+  // (the default: faster, nearer exact; agrees with the cast paths to bf16 rounding, DESIGN.md).
+  bool mla_fp8_bf16_operands = false;
   bool moe_fused = false;
   // TopkParams::cluster of attn.indexer.topk: GPU blocks per request (0: topk_cuda's choice; 1, 2, 4, 8: forced,
   // tuning; S18b at batch 1 / 32K: 4 blocks 1433 us per step against the automatic 8's 1226). The same slots.

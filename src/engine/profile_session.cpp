@@ -496,6 +496,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.moe_route_rank = o.moe_route_rank == "on";
   eo.unabsorb_l2_prefetch = o.unabsorb_l2_prefetch != "off";
   eo.unabsorb_l2_prefetch_loads = o.unabsorb_l2_prefetch == "loads";
+  eo.mla_fp8_bf16_operands = o.mla_fp8_operands == "bf16";
   eo.moe_fused = o.moe_fused == "on";
   eo.moe_wgmma = o.moe_wgmma == "on";
   eo.moe_combine_norm = o.moe_combine_norm == "on";
@@ -607,6 +608,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"qkv_a_admit_at_exit", o.qkv_a_admit_at_exit},
                                          {"score_early_keys", o.score_early_keys},
                                          {"unabsorb_l2_prefetch", o.unabsorb_l2_prefetch},
+                                         {"mla_fp8_operands", o.mla_fp8_operands},
                                          {"absorb_after_score", o.absorb_after_score},
                                          {"prologue_slim", o.prologue_slim},
                                          {"moe_route_rank", o.moe_route_rank},

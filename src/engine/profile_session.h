@@ -63,6 +63,7 @@ struct ProfileOptions {
   std::string prologue_slim = "off";           // EngineOptions::prologue_slim: "on" / "off"
   std::string absorb_after_score = "on";       // EngineOptions::absorb_after_score: "on" / "off"
   std::string unabsorb_l2_prefetch = "off";    // EngineOptions::unabsorb_l2_prefetch(_loads): "on" / "loads" / "off"
+  std::string mla_fp8_operands = "f16";        // EngineOptions::mla_fp8_bf16_operands: "f16" (false) / "bf16" (true)
   std::string moe_fused = "off";               // EngineOptions::moe_fused: "on" / "off"
   std::string moe_wgmma = "on";                // EngineOptions::moe_wgmma: "on" / "off"
   std::string moe_combine_norm = "off";        // EngineOptions::moe_combine_norm: "on" / "off"

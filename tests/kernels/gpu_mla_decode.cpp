@@ -27,6 +27,7 @@
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
+#include "kernels/linear_fp8.h"  // round_to_f16
 #include "kernels/mla_decode.h"
 #include "kernels/sm90a/mla_decode_wgmma.h"
 #include "kernel_test_util.h"
@@ -95,7 +96,9 @@ MlaDecodeParams params(const Case& c, const float* ql, const float* qr, const ui
 bool tensor_core_case(const Case& c) { return c.L == 512 && c.R % 16 == 0 && c.L + c.R <= 576; }
 
 // The CPU twin over the B requests, one thread per slice of requests (the twin is plain fp32 loops).
-void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vector<float>& out, std::vector<float>& lse) {
+// kernel: MlaDecodeKernel::WgmmaF16 makes the twin use that kernel's fp16 K / V values (mla_decode.h).
+void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vector<float>& out, std::vector<float>& lse,
+          MlaDecodeKernel kernel = MlaDecodeKernel::Auto) {
   out.assign(size_t(c.B) * c.HQ() * c.L, 0.f);
   lse.assign(size_t(c.B) * c.HQ(), 0.f);
   const int n_threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
@@ -109,6 +112,7 @@ void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vecto
                                    d.pool.data(), d.layout, d.indices.data() + size_t(b) * c.topk,
                                    out.data() + size_t(b) * c.HQ() * c.L, lse.data() + size_t(b) * c.HQ());
         p.q_rope_row_stride = c.H * c.R;
+        p.kernel = kernel;
         mla_decode_cpu(p);
       }
     });
@@ -133,13 +137,14 @@ std::pair<double, double> max_abs_v_k(const Case& c, const Data& d) {
 }  // namespace
 
 // Runs mla_decode_cuda (split-K when `split`, with a workspace of exactly the documented size) and
-// returns out and lse on the host.
+// returns out and lse on the host. bf16_operands: MlaDecodeParams::fp8_bf16_operands (true here unless a test asks:
+// Auto's bf16 form keeps the three KV paths' bits equal, which most checks below compare).
 struct GpuResult {
   std::vector<float> out, lse;
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
                   const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto, int splits = 0,
-                  int heads_per_cta = 0) {
+                  int heads_per_cta = 0, bool bf16_operands = true) {
   const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
   const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
@@ -152,6 +157,7 @@ GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8
   p.kernel = kernel;
   p.splits = splits;
   p.heads_per_cta = heads_per_cta;
+  p.fp8_bf16_operands = bf16_operands;
   mla_decode_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return {to_host<float>(o, n_out), to_host<float>(l, n_lse)};
@@ -187,6 +193,7 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
   const double delta = tc ? scale * std::ldexp(q_l1 * max_k, -8) : 0.0;
   // The fp32-Q twin as a second reference, on the smaller cases (the twin is slow at B=64, H=64).
   std::vector<float> out32, lse32;
+  std::vector<float> out16, lse16;  // the twin of the WgmmaF16 kernel (fp16 Q, K, V), computed at its first use
   const bool check_fp32_q = tc && double(c.B) * c.HQ() * c.topk <= double(8) * 64 * 2048;
   if (check_fp32_q) twin(c, d, d.q_latent, out32, lse32);
 
@@ -296,6 +303,58 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
                                       MlaDecodeKernel::Wgmma, splits, 0);
         EXPECT_EQ(w16.out, w8.out) << "Wgmma kernel: bf16 rows differ from fp8 rows";
         EXPECT_EQ(0, std::memcmp(w16.lse.data(), w8.lse.data(), n_lse * 4));
+        // The fp16-operand form (WgmmaF16) against the twin fed its fp16 Q, K and V (tol_out: the P rounding, 2^-11
+        // in fp16, inside p_tol), and against the fp32-Q bf16 twin within the bound of the bf16 kernel (its K and V
+        // are finer than the twin's).
+        if (out16.empty()) {
+          Data d16 = d;
+          for (float& x : d16.q_latent) x = round_to_f16(x);
+          for (float& x : d16.q_rope) x = round_to_f16(x);
+          twin(c, d16, d16.q_latent, out16, lse16, MlaDecodeKernel::WgmmaF16);
+        }
+        const GpuResult wf = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
+                                     MlaDecodeKernel::WgmmaF16, splits, 0);
+        double f_abs = 0, f_lse = 0, f_diff = 0;
+        for (size_t i = 0; i < n_out; ++i) {
+          ASSERT_TRUE(std::isfinite(wf.out[i])) << "WgmmaF16 out " << i;
+          f_abs = std::max(f_abs, double(std::fabs(wf.out[i] - out16[i])));
+          f_diff = std::max(f_diff, double(std::fabs(wf.out[i] - w8.out[i])));
+        }
+        for (size_t i = 0; i < n_lse; ++i) {
+          if (std::isinf(lse16[i])) ASSERT_EQ(wf.lse[i], lse16[i]) << "WgmmaF16 lse " << i;
+          else f_lse = std::max(f_lse, double(std::fabs(wf.lse[i] - lse16[i])));
+        }
+        std::printf("  wgmma fp16 operands vs fp16 twin: max abs err %.3g (tol %.3g), lse err %.3g (tol %.3g); "
+                    "max |f16 - bf16 operands| %.3g\n", f_abs, tol_out, f_lse, tol_lse, f_diff);
+        EXPECT_LE(f_abs, tol_out) << "WgmmaF16 kernel";
+        EXPECT_LE(f_lse, tol_lse) << "WgmmaF16 kernel";
+        EXPECT_GT(f_diff, 0.0) << "WgmmaF16 gave the bf16-operand kernel's bits: were fp16 operands used?";
+        if (check_fp32_q) {
+          double e = 0, el = 0;
+          for (size_t i = 0; i < n_out; ++i) e = std::max(e, double(std::fabs(wf.out[i] - out32[i])));
+          for (size_t i = 0; i < n_lse; ++i)
+            if (!std::isinf(lse32[i])) el = std::max(el, double(std::fabs(wf.lse[i] - lse32[i])));
+          const double t_out = max_v * std::expm1(2 * delta) + tol_out, t_lse = delta + tol_lse;
+          std::printf("  wgmma fp16 operands vs fp32-Q twin: max abs err %.3g (bound %.3g), lse err %.3g (bound %.3g)\n",
+                      e, t_out, el, t_lse);
+          EXPECT_LE(e, t_out);
+          EXPECT_LE(el, t_lse);
+        }
+        EXPECT_THROW(run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
+                             MlaDecodeKernel::WgmmaF16, splits, 0),
+                     Error)
+            << "WgmmaF16 must refuse BF16 rows";
+        // Auto's default form for FP8 rows (fp8_bf16_operands false): the fp16 kernel wherever Auto picks wgmma,
+        // else the same kernel as with bf16 operands; BF16 rows ignore the flag.
+        const GpuResult a16 = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
+                                      MlaDecodeKernel::Auto, splits, 0, false);
+        MlaDecodeParams pa = probe;
+        pa.heads_per_cta = 0;
+        const bool auto_wg = mla_decode_auto_wgmma(pa);
+        EXPECT_EQ(a16.out, auto_wg ? wf.out : g.out) << "Auto with fp16 operands allowed (auto wgmma " << auto_wg << ")";
+        const GpuResult c16 = run_gpu(c, ql, qr, bf.as<uint8_t>(), bf16_layout_of(d.layout), idx.as<int32_t>(), split,
+                                      MlaDecodeKernel::Auto, splits, 0, false);
+        EXPECT_EQ(c16.out, g.out) << "BF16 rows must ignore fp8_bf16_operands";
       }
     }
   }

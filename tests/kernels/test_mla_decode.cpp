@@ -195,6 +195,70 @@ TEST(MlaDecodeCases, AllInvalidAndSingleRow) {
   for (float v : out) EXPECT_EQ(v, 0.f);
 }
 
+// The twin's WgmmaF16 mode (fp16 K / V values: f16(e4m3 * f16(scale)), the rope f16(bf16)) against exact
+// dequantization (e4m3 * scale in double): fp16 keeps 11 significant bits to bf16's 8, so its out error is several
+// times smaller than the bf16 twin's (the kernel's reason to be no less accurate), and within 2^-10 of max |V|.
+TEST(MlaDecodeCases, F16TwinIsNearerExactDequantizationThanBf16) {
+  const Case c{512, 64, 2, 8, 256, 600, 7};
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const Inputs in = make_inputs(c, seed);
+  const LatentLayout& l = in.layout;
+  const size_t n_out = size_t(c.B) * c.H * c.L;
+  std::vector<float> out16(n_out), lse16(size_t(c.B) * c.H), outb(n_out), lseb(size_t(c.B) * c.H);
+  MlaDecodeParams p = params_for(c, in, in.pool.data(), l, in.indices.data(), outb.data(), lseb.data());
+  mla_decode_cpu(p);
+  p.kernel = MlaDecodeKernel::WgmmaF16;
+  p.out = out16.data();
+  p.lse = lse16.data();
+  mla_decode_cpu(p);
+  // Exact: double attention over e4m3 * scale and the bf16 rope.
+  std::vector<double> ref(n_out, 0.0);
+  double max_v = 0;
+  for (int b = 0; b < c.B; ++b)
+    for (int h = 0; h < c.H; ++h) {
+      std::vector<double> sc;
+      std::vector<std::vector<double>> vals;
+      for (int j = 0; j < c.topk; ++j) {
+        const int t = in.indices[size_t(b) * c.topk + j];
+        if (t < 0) continue;
+        const uint8_t* row = in.pool.data() + size_t(t) * l.row_bytes;
+        std::vector<double> v(c.L);
+        double dot = 0;
+        for (int i = 0; i < c.L; ++i) {
+          float scale;
+          std::memcpy(&scale, row + l.scale_offset() + 4 * (i / l.group), 4);
+          v[i] = double(e4m3_bits_to_float(row[i])) * scale;
+          max_v = std::max(max_v, std::fabs(v[i]));
+          dot += double(in.q_latent[(size_t(b) * c.H + h) * c.L + i]) * v[i];
+        }
+        for (int i = 0; i < c.R; ++i) {
+          uint16_t r;
+          std::memcpy(&r, row + l.rope_offset() + 2 * i, 2);
+          dot += double(in.q_rope[(size_t(b) * c.H + h) * in.q_rope_head_stride + i]) * bf16_bits_to_float(r);
+        }
+        sc.push_back(p.scale * dot);
+        vals.push_back(std::move(v));
+      }
+      const double m = *std::max_element(sc.begin(), sc.end());
+      double sum = 0;
+      for (double x : sc) sum += std::exp(x - m);
+      for (size_t j = 0; j < sc.size(); ++j)
+        for (int i = 0; i < c.L; ++i) ref[(size_t(b) * c.H + h) * c.L + i] += std::exp(sc[j] - m) / sum * vals[j][i];
+    }
+  double e16 = 0, eb = 0, diff = 0;
+  for (size_t i = 0; i < n_out; ++i) {
+    e16 = std::max(e16, std::fabs(out16[i] - ref[i]));
+    eb = std::max(eb, std::fabs(outb[i] - ref[i]));
+    diff = std::max(diff, double(std::fabs(out16[i] - outb[i])));
+  }
+  RecordProperty("f16_err", sci(e16));
+  RecordProperty("bf16_err", sci(eb));
+  EXPECT_GT(diff, 0.0) << "the WgmmaF16 mode changed nothing";
+  EXPECT_LT(e16, eb / 4) << "fp16 operands should be several times nearer exact than bf16 ones";
+  EXPECT_LE(e16, std::ldexp(max_v, -10));
+}
+
 TEST(MlaDecodeCases, RejectsBadParams) {
   Case c{64, 32, 1, 4, 8, 10, 0};
   Inputs in = make_inputs(c, 1);

@@ -1,20 +1,24 @@
 // Phase timing of the sm_90a wgmma MLA decode kernel (kernels/sm90a/mla_decode_wgmma.cu compiled with
 // GLM5_MLA_WGMMA_PROBE): for each shape, the median of 10 timed launches, then the clock64() cycles each
 // warpgroup's thread 0 spent per phase, averaged over CTAs and tiles. A diagnostic, not a test: inputs are
-// random bytes (codes masked to finite e4m3), correctness is gpu_mla_decode's job.
+// random bytes (codes masked to finite e4m3; the rope bf16 in [-1, 1]), correctness is gpu_mla_decode's job.
 // Build (here, no GPU needed): tools/probe/build.sh; run on the device: .device/bin/mla_wgmma_probe
+// (GLM5_PROBE_F16=1 in the environment: the fp16-operand form).
 #define GLM5_MLA_WGMMA_PROBE 1
 #include "kernels/sm90a/mla_decode_wgmma.cu"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
 using namespace glm5;
 
 int main() {
+  const bool f16 = std::getenv("GLM5_PROBE_F16") != nullptr;  // the fp16-operand form (MlaDecodeKernel::WgmmaF16)
+  std::printf("operands: %s\n", f16 ? "fp16" : "bf16");
   const LatentLayout l = make_latent_layout(512, 64, true);
   const int rows = 495000, topk = 2048;
   uint8_t* pool;
@@ -23,11 +27,19 @@ int main() {
     std::vector<uint8_t> h(size_t(rows) * l.row_bytes);
     std::mt19937 g(1);
     for (size_t i = 0; i < h.size(); ++i) h[i] = uint8_t(g()) & 0x77;
-    for (int r = 0; r < rows; ++r)
+    for (int r = 0; r < rows; ++r) {
       for (int k = 0; k < 4; ++k) {
         const float one = 0.01f;
         std::memcpy(&h[size_t(r) * l.row_bytes + 512 + 4 * k], &one, 4);
       }
+      for (int k = 0; k < 64; ++k) {  // the rope: bf16 in [-1, 1] (random bytes overflow fp16 in the fp16 form)
+        const float x = float(int(g() % 2001) - 1000) / 1000.f;
+        uint32_t bits;
+        std::memcpy(&bits, &x, 4);
+        const uint16_t b16 = uint16_t(bits >> 16);
+        std::memcpy(&h[size_t(r) * l.row_bytes + 528 + 2 * k], &b16, 2);
+      }
+    }
     CUDA_CHECK(cudaMemcpy(pool, h.data(), h.size(), cudaMemcpyHostToDevice));
   }
   struct Shape { int B, H; };
@@ -77,7 +89,7 @@ int main() {
         CUDA_CHECK(cudaMemcpyToSymbol(mla_wg::g_probe, zero, sizeof(zero)));
       }
       CUDA_CHECK(cudaEventRecord(e0));
-      mla_decode_wgmma_launch(p, S, chunk, nullptr);
+      mla_decode_wgmma_launch(p, S, chunk, f16, nullptr);
       CUDA_CHECK(cudaEventRecord(e1));
       CUDA_CHECK(cudaEventSynchronize(e1));
       float t = 0;
@@ -104,7 +116,7 @@ int main() {
       float* ref;
       const size_t n_out = size_t(B) * H * 512;
       CUDA_CHECK(cudaMalloc(&ref, n_out * 4));
-      mla_decode_wgmma_launch(p, 1, topk, nullptr);  // unsplit: straight into out
+      mla_decode_wgmma_launch(p, 1, topk, f16, nullptr);  // unsplit: straight into out
       MlaDecodeParams pt = p;
       pt.out = ref;
       pt.lse = nullptr;
