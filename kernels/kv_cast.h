@@ -9,7 +9,8 @@
 
 namespace glm5 {
 // Dequantizes FP8 latent row `row` (layout `l`) into L + R bf16 values `out` (the cast paths' math;
-// mla_decode's fp8 path rounds the same way, so all three KV paths see identical K/V values).
+// mla_decode's fp8 path rounds the same way, so all three KV paths see identical K/V values -- except its fp16-operand
+// wgmma form, MlaDecodeKernel::WgmmaF16, which rounds e4m3 * scale to fp16 instead).
 GLM5_HD void dequant_latent_row_bf16(const uint8_t* row, const LatentLayout& l, uint16_t* out) {
   for (int i = 0; i < l.latent_dim; ++i) {
     float scale;

@@ -29,9 +29,11 @@ namespace glm5 {
 // one convert (e4m3 -> fp16 is exact) and one fp16 multiply by the scale rounded to fp16, where the bf16 form
 // spends three instructions per code; Q, P and the rope are rounded to fp16. Precision: finer than the bf16
 // contract below (fp16 keeps 11 significant bits to bf16's 8) wherever the values are inside fp16's range, so the
-// result agrees with the cast paths' to bf16 rounding (DESIGN.md), not bitwise. Range: |q| and the dequantized
-// |K|, |V| must stay below 65504 and each scale in [2^-24, 65504] (a scale below 2^-14 keeps fewer bits); the
-// engine's rows (RMS-normed latents, scales amax / 448) are far inside it. The CPU twin honours this one kernel
+// result agrees with the cast paths' to bf16 rounding (DESIGN.md), not bitwise. Range, not checked: |q| (latent and
+// rope parts), the dequantized |K|, |V| and the rope's |K| must stay below 65504 (beyond: inf / NaN out) and each
+// scale in [2^-24, 65504] (a scale below 2^-14 keeps fewer bits). The engine's latents are RMS-normed (scales
+// amax / 448); its rope keys and queries are the projections' outputs, far inside the range for GLM-5's weights but
+// not guaranteed for arbitrary ones: --mla-fp8-operands bf16 has bf16's fp32 range. The CPU twin honours this one kernel
 // choice: with kernel = WgmmaF16 and FP8 rows it uses the kernel's fp16 K / V values (the caller rounds Q, as for
 // the bf16 contract), so the kernel matches it within the P rounding.
 enum class MlaDecodeKernel { Auto, TensorCore, Fp32, TensorCorePipelined, Wgmma, WgmmaF16 };
@@ -88,14 +90,17 @@ struct MlaDecodeParams {
   // Neither moved the batch-1 step on the H200 (reports/2026-12-03-h200-decode-step.md, S21a / S21b).
   bool l2_prefetch_loads = false;
   // Which form of the wgmma kernel kernel = Auto runs for FP8 rows (where mla_decode_auto_wgmma picks it): false
-  // (default) the fp16-operand form (WgmmaF16: 2-5% faster at batch 32-128 on the H100, S28b / S28c, and nearer
+  // (default) the fp16-operand form (WgmmaF16: 2-5% faster at batch 64-128 on the H100, S28b, and nearer
   // exact dequantization); true the bf16 form (Wgmma: the cast paths' bf16 K / V values, so the three KV paths give
   // identical bits; EngineOptions::mla_fp8_bf16_operands). BF16 rows always take the bf16 form. Ignored by the twin.
   bool fp8_bf16_operands = false;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs
-// are bit-identical across the three paths, and so are the CUDA kernel's (same values, same order).
+// are bit-identical across the three paths, and so are the CUDA kernel's (same values, same order) -- except the
+// WgmmaF16 form (Auto's choice for FP8 rows at batches that fill the GPU unless fp8_bf16_operands): its K / V are
+// f16(e4m3 * f16(scale)) and the rope f16(bf16), Q and P fp16 (out within 2^-11 max|V| of the twin's WgmmaF16 mode
+// fed the fp16 Q; the fp8 path then agrees with the cast paths to bf16 rounding, not bitwise).
 // Precision of mla_decode_cuda (tensor-core kernel, L = 512 shapes): Q is rounded to bf16 once, the
 // softmax probabilities P are rounded to bf16 for P . V, products accumulate in fp32, the softmax
 // (max, exp, sum l, lse) is fp32. Against the CPU twin fed the bf16-rounded Q, |out - ref| <=

@@ -112,20 +112,23 @@ __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], uint64_t da, uint
     m64n64k16_bf16_ss<false, kF16>(d, da + off, db + off, accumulate || k > 0);
   }
 }
+template <bool kF16 = false>
 __device__ __forceinline__ void m64n64_bf16_ss(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,
                                                bool accumulate) {
-  m64n64_bf16_ss(d, desc_sw128(a), desc_sw128(b), K, accumulate);
+  m64n64_bf16_ss<kF16>(d, desc_sw128(a), desc_sw128(b), K, accumulate);
 }
 
 // D[64 x 64] (+)= A[64 x K] . B[K x 64] (N = 64: one panel, so the leading byte offset is unused) with A
 // K-major as above and B MN-major, stored as a swizzled
 // operand of K rows and 64 columns (element (k, n) at sw128_offset(k, n, K): one 64-column panel, the
 // 8-row atoms of 1024 B along K). k-step s starts 2048 B (16 rows) further into B; A advances as above.
+// kF16 (both helpers): fp16 operands (the names keep "bf16", the default).
+template <bool kF16 = false>
 __device__ __forceinline__ void m64n64_bf16_ss_tb(float (&d)[32], const uint8_t* a, const uint8_t* b, int K,
                                                   bool accumulate) {
   for (int k = 0; k < K; k += 16) {
     const uint32_t off_a = uint32_t((k / 64) * 64 * 128 + ((k % 64) / 16) * 32);
-    m64n64k16_bf16_ss<true>(d, desc_sw128(a + off_a), desc_sw128(b + uint32_t(k) * 128), accumulate || k > 0);
+    m64n64k16_bf16_ss<true, kF16>(d, desc_sw128(a + off_a), desc_sw128(b + uint32_t(k) * 128), accumulate || k > 0);
   }
 }
 

@@ -1,4 +1,4 @@
-// Warp-specialized wgmma sparse MLA decode (sm_90a): MlaDecodeKernel::Wgmma of mla_decode_cuda.
+// Warp-specialized wgmma sparse MLA decode (sm_90a): MlaDecodeKernel::Wgmma and WgmmaF16 of mla_decode_cuda.
 // Built only as sm_90a machine code (kernels/sm90a/, CMakeLists.txt); mla_decode_cuda calls it only
 // when mla_decode_wgmma_supported(p) holds, which includes a compute capability 9.0 device.
 #pragma once

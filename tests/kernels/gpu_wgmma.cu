@@ -4,9 +4,12 @@
 // double on the host. K = 64 (one panel), 576 (MLA's 512 latent + 64 rope dims: nine panels) and 768; a
 // second pass accumulating into D (2 A . B^T) checks the scale-d predicate. BF16 products are exact in
 // fp32, so the bound is fp32 summation: rel 1e-4 of sum |a b| per element (a layout or descriptor error
-// gives errors of order 1). Fresh random inputs per run. The executable is built for sm_90a only
+// gives errors of order 1). The same with fp16 operands (the `.f16.f16` form the MLA kernel's WgmmaF16 runs; fp16
+// products are exact in fp32 too). Fresh random inputs per run. The executable is built for sm_90a only
 // (CMakeLists.txt); GTEST_SKIP without a GPU, fails on a GPU that is not sm_90.
 #include <gtest/gtest.h>
+
+#include <cuda_fp16.h>
 
 #include <cmath>
 #include <cstdio>
@@ -25,6 +28,8 @@ namespace {
 // One warpgroup: stages A (bf16 row-major [64][K]) and B into the swizzled layout, then `passes` times
 // D (+)= A . B^T (trans_b false: B row-major [64][K], K-major) or D (+)= A . B (trans_b true: B row-major
 // [K][64], MN-major), then writes D [64][64] fp32.
+// kF16: the 16-bit words are fp16, the products the wgmma .f16.f16 form.
+template <bool kF16>
 __global__ void __launch_bounds__(128) wgmma_gemm_kernel(const uint16_t* a, const uint16_t* b, int K, int passes,
                                                          bool trans_b, float* out) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -42,15 +47,15 @@ __global__ void __launch_bounds__(128) wgmma_gemm_kernel(const uint16_t* a, cons
   for (int i = 0; i < 32; ++i) d[i] = 0.f;
   wgmma::fence();
   for (int p = 0; p < passes; ++p) {
-    if (trans_b) wgmma::m64n64_bf16_ss_tb(d, sa, sb, K, p > 0);
-    else wgmma::m64n64_bf16_ss(d, sa, sb, K, p > 0);
+    if (trans_b) wgmma::m64n64_bf16_ss_tb<kF16>(d, sa, sb, K, p > 0);
+    else wgmma::m64n64_bf16_ss<kF16>(d, sa, sb, K, p > 0);
   }
   wgmma::commit();
   wgmma::wait<0>();
   for (int i = 0; i < 32; ++i) out[wgmma::acc_row(i, threadIdx.x) * 64 + wgmma::acc_col(i, threadIdx.x)] = d[i];
 }
 
-TEST(GpuWgmma, SwizzledBf16ProductMatchesHost) {
+TEST(GpuWgmma, SwizzledBf16AndF16ProductsMatchHost) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   int dev = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
@@ -59,17 +64,28 @@ TEST(GpuWgmma, SwizzledBf16ProductMatchesHost) {
   ASSERT_TRUE(major == 9 && minor == 0) << "wgmma code is built for sm_90a; this GPU is sm_" << major << minor;
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
+  for (int f16 = 0; f16 < 2; ++f16)
   for (int K : {64, 576, 768}) {  // 768: 2 x 96 KB + 1 KB, within the 227 KB a block may have
+    // 16-bit words and their values: bf16, or (f16) fp16 rounded on the host by cuda_fp16's conversions.
     std::vector<uint16_t> a(size_t(64) * K), b(size_t(64) * K);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = float_to_bf16_bits(rng_normal(seed, 1 + K, i));
-    for (size_t i = 0; i < b.size(); ++i) b[i] = float_to_bf16_bits(rng_normal(seed, 2 + K, i));
+    auto word = [&](float x) -> uint16_t {
+      if (!f16) return float_to_bf16_bits(x);
+      const __half h = __float2half_rn(x);
+      return __half_as_ushort(h);
+    };
+    auto value = [&](uint16_t w) -> double {
+      return f16 ? double(__half2float(__ushort_as_half(w))) : double(bf16_bits_to_float(w));
+    };
+    for (size_t i = 0; i < a.size(); ++i) a[i] = word(rng_normal(seed, 1 + K, i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = word(rng_normal(seed, 2 + K, i));
+    auto kernel = f16 ? wgmma_gemm_kernel<true> : wgmma_gemm_kernel<false>;
     Buffer da = to_device(a, "A"), db = to_device(b, "B"), dout(Where::Device, 64 * 64 * 4, "D");
     const size_t smem = 1024 + size_t(2) * 64 * K * 2;
-    CUDA_CHECK(cudaFuncSetAttribute(wgmma_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     for (bool trans_b : {false, true})
       for (int passes : {1, 2}) {
         CUDA_CHECK(cudaMemset(dout.data(), 0xff, dout.bytes()));  // NaN: an element never written fails
-        wgmma_gemm_kernel<<<1, 128, smem>>>(da.as<uint16_t>(), db.as<uint16_t>(), K, passes, trans_b, dout.as<float>());
+        kernel<<<1, 128, smem>>>(da.as<uint16_t>(), db.as<uint16_t>(), K, passes, trans_b, dout.as<float>());
         CUDA_CHECK_LAUNCH();
         CUDA_CHECK(cudaDeviceSynchronize());
         const std::vector<float> got = to_host<float>(dout);
@@ -80,16 +96,16 @@ TEST(GpuWgmma, SwizzledBf16ProductMatchesHost) {
             for (int k = 0; k < K; ++k) {
               // B . T: b[c][k]; B (MN-major, [K][64]): b[k][c]
               const uint16_t bb = trans_b ? b[size_t(k) * 64 + c] : b[size_t(c) * K + k];
-              const double p = double(bf16_bits_to_float(a[size_t(r) * K + k])) * bf16_bits_to_float(bb);
+              const double p = value(a[size_t(r) * K + k]) * value(bb);
               want += p;
               mag += std::fabs(p);
             }
             const double err = std::fabs(double(got[r * 64 + c]) - passes * want) / (passes * mag);
             worst = std::isnan(err) ? 1e9 : std::max(worst, err);
           }
-        std::printf("wgmma m64n64 bf16 K=%d %s passes=%d: max rel err %.3g of sum |a b|\n", K,
+        std::printf("wgmma m64n64 %s K=%d %s passes=%d: max rel err %.3g of sum |a b|\n", f16 ? "f16" : "bf16", K,
                     trans_b ? "A.B (B MN-major)" : "A.B^T (B K-major)", passes, worst);
-        EXPECT_LT(worst, 1e-4) << "K " << K << " trans_b " << trans_b << " passes " << passes;
+        EXPECT_LT(worst, 1e-4) << (f16 ? "f16" : "bf16") << " K " << K << " trans_b " << trans_b << " passes " << passes;
       }
   }
 }

@@ -255,7 +255,9 @@ TEST(MlaDecodeCases, F16TwinIsNearerExactDequantizationThanBf16) {
   RecordProperty("f16_err", sci(e16));
   RecordProperty("bf16_err", sci(eb));
   EXPECT_GT(diff, 0.0) << "the WgmmaF16 mode changed nothing";
-  EXPECT_LT(e16, eb / 4) << "fp16 operands should be several times nearer exact than bf16 ones";
+  // The ratio is ~8 / sqrt(2) in expectation (fp16's 3 more bits; the scale's own fp16 rounding); over 120 seeds
+  // it ranged 3.6-7.4 (a read-only review), so 2 keeps the check seed-proof while a bf16 rounding would give ~1.
+  EXPECT_LT(e16, eb / 2) << "fp16 operands should be several times nearer exact than bf16 ones";
   EXPECT_LE(e16, std::ldexp(max_v, -10));
 }
 
