@@ -96,9 +96,10 @@ MlaDecodeParams params(const Case& c, const float* ql, const float* qr, const ui
 bool tensor_core_case(const Case& c) { return c.L == 512 && c.R % 16 == 0 && c.L + c.R <= 576; }
 
 // The CPU twin over the B requests, one thread per slice of requests (the twin is plain fp32 loops).
-// kernel: MlaDecodeKernel::WgmmaF16 makes the twin use that kernel's fp16 K / V values (mla_decode.h).
-void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vector<float>& out, std::vector<float>& lse,
-          MlaDecodeKernel kernel = MlaDecodeKernel::Auto) {
+// ql / qr: the query's latent and rope parts (d's pool, layout and indices are the keys). kernel:
+// MlaDecodeKernel::WgmmaF16 makes the twin use that kernel's fp16 K / V values (mla_decode.h).
+void twin(const Case& c, const Data& d, const std::vector<float>& ql, const std::vector<float>& qr,
+          std::vector<float>& out, std::vector<float>& lse, MlaDecodeKernel kernel = MlaDecodeKernel::Auto) {
   out.assign(size_t(c.B) * c.HQ() * c.L, 0.f);
   lse.assign(size_t(c.B) * c.HQ(), 0.f);
   const int n_threads = int(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
@@ -108,7 +109,7 @@ void twin(const Case& c, const Data& d, const std::vector<float>& ql, std::vecto
       for (int b = t; b < c.B; b += n_threads) {
         Case one = c;
         one.B = 1;
-        MlaDecodeParams p = params(one, ql.data() + size_t(b) * c.HQ() * c.L, d.q_rope.data() + size_t(b) * c.HQ() * c.R,
+        MlaDecodeParams p = params(one, ql.data() + size_t(b) * c.HQ() * c.L, qr.data() + size_t(b) * c.HQ() * c.R,
                                    d.pool.data(), d.layout, d.indices.data() + size_t(b) * c.topk,
                                    out.data() + size_t(b) * c.HQ() * c.L, lse.data() + size_t(b) * c.HQ());
         p.q_rope_row_stride = c.H * c.R;
@@ -180,7 +181,7 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
     for (float& x : dq.q_rope) x = round_bf16(x);
   }
   std::vector<float> out, lse;
-  twin(c, dq, dq.q_latent, out, lse);
+  twin(c, dq, dq.q_latent, dq.q_rope, out, lse);
   const auto [max_v, max_k] = max_abs_v_k(c, d);
   double q_l1 = 0;  // max over (b, h) of ||q||_1 over the L + R dims
   for (size_t bh = 0; bh < n_lse; ++bh) {
@@ -195,7 +196,7 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
   std::vector<float> out32, lse32;
   std::vector<float> out16, lse16;  // the twin of the WgmmaF16 kernel (fp16 Q, K, V), computed at its first use
   const bool check_fp32_q = tc && double(c.B) * c.HQ() * c.topk <= double(8) * 64 * 2048;
-  if (check_fp32_q) twin(c, d, d.q_latent, out32, lse32);
+  if (check_fp32_q) twin(c, d, d.q_latent, d.q_rope, out32, lse32);
 
   Buffer ql = to_device(d.q_latent, "q_latent"), qr = to_device(d.q_rope, "q_rope"), pool = to_device(d.pool, "pool"),
          idx = to_device(d.indices, "indices");
@@ -309,10 +310,10 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
         // so a bf16 rounding left somewhere (Q, rope, P, scale) fails it in most cases. Then against the fp32-Q bf16
         // twin within the bf16 kernel's bound.
         if (out16.empty()) {
-          Data d16 = d;
-          for (float& x : d16.q_latent) x = round_to_f16(x);
-          for (float& x : d16.q_rope) x = round_to_f16(x);
-          twin(c, d16, d16.q_latent, out16, lse16, MlaDecodeKernel::WgmmaF16);
+          std::vector<float> ql16 = d.q_latent, qr16 = d.q_rope;  // Q only: no copy of the pool
+          for (float& x : ql16) x = round_to_f16(x);
+          for (float& x : qr16) x = round_to_f16(x);
+          twin(c, d, ql16, qr16, out16, lse16, MlaDecodeKernel::WgmmaF16);
         }
         const GpuResult wf = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,
                                      MlaDecodeKernel::WgmmaF16, splits, 0);
@@ -502,7 +503,7 @@ TEST(GpuMlaDecodeKernelChoice, ForcedKernels) {
     mla_decode_cuda(p, nullptr);
     CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> ref(size_t(c.B) * c.HQ() * c.L), ref_lse(size_t(c.B) * c.HQ());
-    twin(c, d, d.q_latent, ref, ref_lse);
+    twin(c, d, d.q_latent, d.q_rope, ref, ref_lse);
     const std::vector<float> got = to_host<float>(out, ref.size());
     double e = 0, m = 0;
     for (size_t i = 0; i < ref.size(); ++i) {

@@ -14,6 +14,8 @@
 #include <random>
 #include <vector>
 
+#include "common/dtype.h"
+
 using namespace glm5;
 
 int main() {
@@ -33,11 +35,8 @@ int main() {
         std::memcpy(&h[size_t(r) * l.row_bytes + 512 + 4 * k], &one, 4);
       }
       for (int k = 0; k < 64; ++k) {  // the rope: bf16 in [-1, 1] (random bytes overflow fp16 in the fp16 form)
-        const float x = float(int(g() % 2001) - 1000) / 1000.f;
-        uint32_t bits;
-        std::memcpy(&bits, &x, 4);
-        const uint16_t b16 = uint16_t(bits >> 16);
-        std::memcpy(&h[size_t(r) * l.row_bytes + 528 + 2 * k], &b16, 2);
+        const uint16_t b16 = float_to_bf16_bits(float(int(g() % 2001) - 1000) / 1000.f);
+        std::memcpy(&h[size_t(r) * l.row_bytes + l.rope_offset() + 2 * k], &b16, 2);
       }
     }
     CUDA_CHECK(cudaMemcpy(pool, h.data(), h.size(), cudaMemcpyHostToDevice));
