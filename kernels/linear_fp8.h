@@ -90,10 +90,6 @@ GLM5_HD int fp8_mma_scale_exp(float amax) {
   return 14 - e < 126 ? 14 - e : 126;
 }
 
-// The float nearest to v among f16 values (round to nearest even, subnormals kept, overflow to inf):
-// what __float2half_rn does, for the CPU twin.
-float round_to_f16(float v);
-
 // True when linear_fp8_mma_cuda handles p (see above); linear_cuda uses it to dispatch.
 bool linear_fp8_mma_supported(const LinearParams& p);
 

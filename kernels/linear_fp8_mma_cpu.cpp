@@ -11,17 +11,6 @@
 
 namespace glm5 {
 
-float round_to_f16(float v) {
-  if (!std::isfinite(v)) return v;
-  const float a = std::fabs(v);
-  if (a >= 65520.f) return std::copysign(INFINITY, v);  // halfway between 65504 and 2^16 rounds to inf (even)
-  // f16 spacing: 2^(floor(log2 a) - 10) for normals (a >= 2^-14), 2^-24 for subnormals.
-  const int e = a >= 0x1p-14f ? std::ilogb(a) : -14;
-  const float ulp = std::ldexp(1.f, e - 10);
-  // a / ulp is exact (power of two) and below 2^12; nearbyint rounds half to even (FE_TONEAREST).
-  return std::copysign(std::nearbyint(a / ulp) * ulp, v);
-}
-
 void linear_fp8_mma_cpu(const LinearParams& p) {
   validate_linear_params(p, "linear_fp8_mma_cpu", false);
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_mma_cpu: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
@@ -39,7 +28,7 @@ void linear_fp8_mma_cpu(const LinearParams& p) {
       const int e = fp8_mma_scale_exp(amax);
       const float scale = std::ldexp(1.f, e);
       inv[size_t(b)] = std::ldexp(1.0, -e);
-      for (int c = c0; c < c1; ++c) xh[size_t(c)] = round_to_f16(x[c] * scale);  // fp32 product, as the GPU
+      for (int c = c0; c < c1; ++c) xh[size_t(c)] = round_f16(x[c] * scale);  // fp32 product, as the GPU
     }
     float* y = p.y + size_t(i) * p.n;
     for (int j = 0; j < p.n; ++j) {

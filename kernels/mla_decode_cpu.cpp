@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/dtype.h"  // round_f16
 #include "common/error.h"
 #include "kernels/kv_cast.h"
-#include "kernels/linear_fp8.h"  // round_to_f16
 #include "kernels/mla_decode.h"
 
 namespace glm5 {
@@ -74,12 +74,12 @@ void dequant_latent_row_f16(const uint8_t* row, const LatentLayout& l, float* ou
   for (int i = 0; i < l.latent_dim; ++i) {
     float scale;
     std::memcpy(&scale, row + l.scale_offset() + 4 * (i / l.group), 4);
-    out[i] = round_to_f16(e4m3_bits_to_float(row[i]) * round_to_f16(scale));
+    out[i] = round_f16(e4m3_bits_to_float(row[i]) * round_f16(scale));
   }
   for (int i = 0; i < l.rope_dim; ++i) {
     uint16_t b;
     std::memcpy(&b, row + l.rope_offset() + 2 * i, 2);
-    out[l.latent_dim + i] = round_to_f16(bf16_bits_to_float(b));
+    out[l.latent_dim + i] = round_f16(bf16_bits_to_float(b));
   }
 }
 

@@ -954,7 +954,8 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     // FP8 / BF16 tensor cores fed by TMA (kernels/sm90a/moe_fp8_wgmma.h), where supported and given its scratch:
     // the bucketing also writes their slot-row schedule
     const bool wgmma = p.fp8_wgmma && p.wgmma_scratch && moe_fp8_wgmma_unsupported(p).empty();
-    const MoeSlotSchedule sched = wgmma ? moe_fp8_wgmma_slot_schedule(p) : MoeSlotSchedule{};
+    const MoeFp8WgmmaPlan plan = wgmma ? moe_fp8_wgmma_checked_plan(p) : MoeFp8WgmmaPlan{};
+    const MoeSlotSchedule sched = wgmma ? moe_fp8_wgmma_slot_schedule(p, plan) : MoeSlotSchedule{};
     const size_t per_expert = sizeof(int) * (wgmma ? 4 : 2), smem = per_expert * size_t(p.E);
     require(smem <= 48 * 1024, "moe_experts_cuda: MoeExpertsParams.E = " + std::to_string(p.E) +
                                    " local experts exceed the grouping kernel's shared memory (max " +
@@ -962,7 +963,7 @@ void moe_experts_cuda(const MoeExpertsParams& p, cudaStream_t stream) {
     launch_kernel(moe_group_kernel, 1, 256, smem, stream, p, sched);
     CUDA_CHECK_LAUNCH();
     if (wgmma) {
-      moe_fp8_wgmma_experts_cuda(p, current_device_sm_count(), stream);
+      moe_fp8_wgmma_experts_cuda(p, plan, current_device_sm_count(), stream);
       launch_combine(p, stream);
       return;
     }

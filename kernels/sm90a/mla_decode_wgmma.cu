@@ -380,8 +380,9 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     load_rows(idx_cur);
     PROBE(21);  // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
+    PROBE(26);  // producer: wait for the codes
     if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
-    PROBE(22);  // producer: wait for the codes and the buffer
+    PROBE(22);  // producer: then for the buffer
     if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
 #pragma unroll
     for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)

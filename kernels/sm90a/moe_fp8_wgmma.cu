@@ -428,16 +428,7 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
   return q;
 }
 
-MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p) {
-  const MoeFp8WgmmaPlan q =
-      moe_fp8_wgmma_plan(p.B, p.k, p.E, p.num_experts_total, p.hidden, p.inter, p.wgmma_ksplit, p.w_dtype);
-  require(p.wgmma_scratch && p.wgmma_scratch_bytes >= q.scratch_bytes,
-          "moe_fp8_wgmma_slot_schedule: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +
-              " bytes, expected >= " + std::to_string(q.scratch_bytes) + " (moe_fp8_wgmma_plan)");
-  return {reinterpret_cast<int32_t*>(p.wgmma_scratch + q.sched), q.N};
-}
-
-void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {
+MoeFp8WgmmaPlan moe_fp8_wgmma_checked_plan(const MoeExpertsParams& p) {
   const std::string why = moe_fp8_wgmma_unsupported(p);
   require(why.empty(), "moe_fp8_wgmma_experts_cuda: needs " + why);
   require(p.wgmma_ksplit >= 0 && p.wgmma_ksplit <= 2, "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_ksplit = " +
@@ -448,11 +439,25 @@ void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t
               (reinterpret_cast<uintptr_t>(p.wgmma_scratch) & 127u) == 0,
           "moe_fp8_wgmma_experts_cuda: MoeExpertsParams.wgmma_scratch holds " + std::to_string(p.wgmma_scratch_bytes) +
               " bytes, expected >= " + std::to_string(q.scratch_bytes) + " (moe_fp8_wgmma_plan), 128-byte aligned");
+  return q;
+}
+
+MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q) {
+  return {reinterpret_cast<int32_t*>(p.wgmma_scratch + q.sched), q.N};
+}
+MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p) {
+  return moe_fp8_wgmma_slot_schedule(p, moe_fp8_wgmma_checked_plan(p));
+}
+
+void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream) {
   require(sms >= 1, "moe_fp8_wgmma_experts_cuda: sms = " + std::to_string(sms) + ", expected >= 1");
   if (q.N == 8) mfw::launch_all<8>(p, q, sms, stream);
   else if (q.N == 16) mfw::launch_all<16>(p, q, sms, stream);
   else if (q.N == 32) mfw::launch_all<32>(p, q, sms, stream);
   else mfw::launch_all<64>(p, q, sms, stream);
+}
+void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {
+  moe_fp8_wgmma_experts_cuda(p, moe_fp8_wgmma_checked_plan(p), sms, stream);
 }
 
 }  // namespace glm5

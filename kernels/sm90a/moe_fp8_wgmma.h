@@ -76,14 +76,22 @@ MoeFp8WgmmaPlan moe_fp8_wgmma_plan(int B, int k, int E, int num_experts_total, i
 // Zeroes a new scratch buffer (the k-split sums must start at zero; every call leaves them zero). Synchronous.
 void moe_fp8_wgmma_scratch_init(uint8_t* scratch, size_t bytes);
 
+// moe_fp8_wgmma_plan for p, checked: throws glm5::Error naming the field unless p is supported
+// (moe_fp8_wgmma_unsupported), wgmma_ksplit is 0, 1 or 2 and wgmma_scratch is 128-byte aligned with at least the
+// plan's scratch_bytes. moe_experts_cuda computes it once per call for the two functions below.
+MoeFp8WgmmaPlan moe_fp8_wgmma_checked_plan(const MoeExpertsParams& p);
+
 // Where moe_group_kernel writes the slot-row schedule these kernels read (in p.wgmma_scratch, the plan's `sched`), and
-// their token tile.
+// their token tile. The one-argument form checks the plan first.
+MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q);
 MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p);
 
 // Launches 1-4 above on `stream` for p (moe_group_kernel's buckets in p.group and its schedule at
 // moe_fp8_wgmma_slot_schedule(p) already, or launched before on the stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
 // scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by
 // moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
+// `q`: moe_fp8_wgmma_checked_plan(p) (the two-argument form computes it).
+void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream);
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);
 
 // CPU twin of the whole routed path (no shared expert), FP8 or BF16 weights: x and act quantized as the GPU does (BF16:

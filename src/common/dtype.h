@@ -45,6 +45,28 @@ GLM5_HD uint16_t float_to_bf16_bits(float f) {
 // Rounds a float to the nearest bf16 value (returned as float).
 GLM5_HD float round_bf16(float f) { return bf16_bits_to_float(float_to_bf16_bits(f)); }
 
+// float -> IEEE binary16 bits, round to nearest even (what __float2half_rn / cvt.rn.f16.f32 do): subnormals kept
+// (steps of 2^-24), |f| >= 65520 (halfway between 65504 and 2^16) to inf, NaN stays NaN (quiet).
+GLM5_HD uint16_t float_to_f16_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // >= 65520: inf
+  if (a >= 0x38800000u) {                                 // >= 2^-14: normal; rebias 127 -> 15, keep 10 bits
+    uint32_t r = a - 0x38000000u;
+    r += 0xfffu + ((r >> 13) & 1u);
+    return uint16_t(sign | uint16_t(r >> 13));
+  }
+  const uint32_t e = a >> 23;  // subnormal result k * 2^-24: k = m * 2^(e - 126), m the 24-bit significand
+  if (e < 102) return sign;    // below 2^-25: rounds to zero
+  const uint32_t m = (a & 0x7fffffu) | 0x800000u, s = 126u - e;  // s in [14, 24]
+  uint32_t k = m >> s;
+  const uint32_t rest = m & ((1u << s) - 1u), half = 1u << (s - 1);
+  if (rest > half || (rest == half && (k & 1u))) ++k;  // k == 1024 encodes 2^-14, the smallest normal
+  return uint16_t(sign | uint16_t(k));
+}
 GLM5_HD float f16_bits_to_float(uint16_t h) {
   uint32_t sign = (h >> 15) & 1u, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   float v;
@@ -56,6 +78,8 @@ GLM5_HD float f16_bits_to_float(uint16_t h) {
   }
   return sign ? -v : v;
 }
+// Rounds a float to the nearest f16 value (returned as float): the CPU twins' model of a __float2half_rn.
+GLM5_HD float round_f16(float f) { return f16_bits_to_float(float_to_f16_bits(f)); }
 
 // OCP FP8 E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa; 0x7f/0xff are NaN; max finite 448.
 GLM5_HD float e4m3_bits_to_float(uint8_t b) {

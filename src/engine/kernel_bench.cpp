@@ -417,8 +417,8 @@ std::string check_mla(cudaStream_t stream) {
     std::vector<float> ql = ql32, qr = qr32, ql16 = ql32, qr16 = qr32;
     for (float& x : ql) x = round_bf16(x);
     for (float& x : qr) x = round_bf16(x);
-    for (float& x : ql16) x = round_to_f16(x);
-    for (float& x : qr16) x = round_to_f16(x);
+    for (float& x : ql16) x = round_f16(x);
+    for (float& x : qr16) x = round_f16(x);
     double max_v = 0;
     std::vector<uint16_t> vrow(l.latent_dim + l.rope_dim);
     for (int r = 0; r < rows; ++r) {

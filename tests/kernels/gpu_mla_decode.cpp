@@ -23,11 +23,11 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "common/dtype.h"  // round_f16
 #include "common/error.h"
 #include "common/rng.h"
 #include "kernels/kv_cache.h"
 #include "kernels/kv_cast.h"
-#include "kernels/linear_fp8.h"  // round_to_f16
 #include "kernels/mla_decode.h"
 #include "kernels/sm90a/mla_decode_wgmma.h"
 #include "kernel_test_util.h"
@@ -311,8 +311,8 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
         // twin within the bf16 kernel's bound.
         if (out16.empty()) {
           std::vector<float> ql16 = d.q_latent, qr16 = d.q_rope;  // Q only: no copy of the pool
-          for (float& x : ql16) x = round_to_f16(x);
-          for (float& x : qr16) x = round_to_f16(x);
+          for (float& x : ql16) x = round_f16(x);
+          for (float& x : qr16) x = round_f16(x);
           twin(c, d, ql16, qr16, out16, lse16, MlaDecodeKernel::WgmmaF16);
         }
         const GpuResult wf = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split,

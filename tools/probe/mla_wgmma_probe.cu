@@ -107,10 +107,12 @@ int main() {
                 pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
     std::printf("  WG1 per tile: wait P %.0f | PV %.0f | (FP8) issue codes %.0f\n", pr[10] / tiles, pr[11] / tiles, pr[12] / tiles);
     // Register feed (BF16 rows): 20 issue loads, 21 wait empty, 22 latency + dequantize + store.
-    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 indices and scales, 22 wait for the codes and the buffer, 24 round-2
+    // Bulk feed (FP8 rows, produce_fp8_bulk): 21 indices and scales, 26 wait for the codes, 22 then for the buffer
+    // (S29; the two together until S28), 24 round-2
     // reads + round 1, 25 the raw-read barrier, 23 round 2's stores (until S8a, 21 was wait empty + issue).
-    std::printf("  producer per tile: [20] %.0f | [21] %.0f | [22] %.0f | [24] %.0f | [25] %.0f | [23] %.0f\n",
-                pr[20] / tiles, pr[21] / tiles, pr[22] / tiles, pr[24] / tiles, pr[25] / tiles, pr[23] / tiles);
+    std::printf("  producer per tile: [20] %.0f | [21] %.0f | [26] %.0f | [22] %.0f | [24] %.0f | [25] %.0f | [23] %.0f\n",
+                pr[20] / tiles, pr[21] / tiles, pr[26] / tiles, pr[22] / tiles, pr[24] / tiles, pr[25] / tiles,
+                pr[23] / tiles);
     {  // agreement with the mma.sync kernel (catches a variant's gross errors: races, lost rows; not a test)
       float* ref;
       const size_t n_out = size_t(B) * H * 512;
