@@ -36,14 +36,21 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-// The finite number `key` of `j`, at least `lo` (times: 0; a layer index: -1, "not a layer").
-double number(const json& j, const char* key, const std::string& where, double lo = 0) {
+// The largest time [us] a report may hold: ~31 years, the trace reader's plausibility limit
+// (chrome_trace_reader.cpp); a larger one is a corrupt report, and 1e308 would print as digits and -inf%.
+constexpr double kMaxTimeUs = 1e15;
+
+// The finite number `key` of `j`, in [lo, hi] (times: [0, kMaxTimeUs]; a layer index: lo = -1, "not a layer").
+double number(const json& j, const char* key, const std::string& where, double lo = 0, double hi = kMaxTimeUs) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number())
     throw Error(where + ": field '" + key + "' missing or not a number");
   double v = it->get<double>();
   if (!std::isfinite(v)) throw Error(where + ": field '" + key + "' is not finite");
   if (v < lo) throw Error(where + ": field '" + key + "' is below " + std::to_string(int(lo)) + " (" + fmt("%.6g", v) + ")");
+  if (v > hi)
+    throw Error(where + ": field '" + key + "' is " + fmt("%.6g", v) + ", above the plausible " + fmt("%.6g", hi) +
+                " (a corrupt report?)");
   return v;
 }
 
@@ -63,6 +70,17 @@ std::string name_field(const json& j, const char* key, const std::string& where)
     throw Error(where + ": field '" + key + "' missing or not a non-empty string" +
                 (it == j.end() ? std::string() : ", got " + json_excerpt(*it, 40)));
   return it->get<std::string>();
+}
+
+// The op name of an ops entry: a string; empty is the analysis's own name for kernels outside every op range (written
+// by `analyze` / `profile` as "", shown as "(unattributed)"), so it is accepted under that label.
+std::string op_field(const json& j, const std::string& where) {
+  auto it = j.find("op");
+  if (it == j.end() || !it->is_string())
+    throw Error(where + ": field 'op' missing or not a string" +
+                (it == j.end() ? std::string() : ", got " + json_excerpt(*it, 40)));
+  const std::string op = it->get<std::string>();
+  return op.empty() ? "(unattributed)" : op;
 }
 
 // Adds `v` under `name`; a name seen before in the same list is bad input (a report lists each once).
@@ -85,7 +103,9 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
     std::string where = who + ": runs[" + std::to_string(i) + "]";
     if (!r.is_object()) throw Error(where + ": expected an object");
     RunView v;
-    v.name = text(r, "name", "run" + std::to_string(i), where);
+    // Runs are matched by name between the two reports, so a run without one is bad input (a made-up "run0" would
+    // report the other side's run as missing: a regression verdict for a corrupt file).
+    v.name = name_field(r, "name", where);
     for (const RunView& seen : out)
       if (seen.name == v.name) throw Error(where + ": run name '" + v.name + "' is used twice in the report");
     auto st = r.find("steps");
@@ -95,9 +115,15 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
       if (!s.is_object()) throw Error(where + ".steps.samples: expected objects");
       v.step_samples.push_back(number(s, "time_us", where + ".steps.samples"));
     }
+    if (!v.step_samples.empty()) {  // a median outside its own samples' range is a corrupt report
+      const auto [lo, hi] = std::minmax_element(v.step_samples.begin(), v.step_samples.end());
+      if (v.step_median < *lo || v.step_median > *hi)
+        throw Error(where + ".steps: field 'median_us' (" + fmt("%.6g", v.step_median) + ") is outside its samples' range [" +
+                    fmt("%.6g", *lo) + ", " + fmt("%.6g", *hi) + "]");
+    }
     for (const json& o : array(r, "ops", where)) {
       if (!o.is_object()) throw Error(where + ".ops: expected objects");
-      add_unique(v.ops, name_field(o, "op", where + ".ops"), number(o, "time_us", where + ".ops"), where + ".ops");
+      add_unique(v.ops, op_field(o, where + ".ops"), number(o, "time_us", where + ".ops"), where + ".ops");
     }
     for (const json& c : array(r, "layer_ops", where)) {
       if (!c.is_object()) throw Error(where + ".layer_ops: expected objects");
@@ -251,7 +277,9 @@ DiffOptions load_diff_options(const std::string& path, DiffOptions o) {
   num("min_abs_us", o.min_abs_us, 0, 1e9);
   num("min_share", o.min_share, 0, 1);
   if (j.contains("gate")) {
-    if (!j["gate"].is_array()) throw Error("diff config '" + path + "': 'gate' must be a list");
+    // An empty list would turn the gate off (exit 0 whatever changed); the command line refuses `--gate ""` too.
+    if (!j["gate"].is_array() || j["gate"].empty())
+      throw Error("diff config '" + path + "': 'gate' must be a non-empty list of step, op, layer, kernel, appeared");
     o.gate.clear();
     for (const json& g : j["gate"]) {
       static const std::set<std::string> known = {"step", "op", "layer", "kernel", "appeared"};

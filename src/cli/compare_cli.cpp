@@ -71,6 +71,14 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& c) {
     c.contexts = parse_list<int>("--context", (*lists)[0], 0, 1 << 30);
     c.pools = parse_list<int64_t>("--pool-tokens", (*lists)[1], 1, int64_t(1) << 40);
     c.batches = parse_list<int>("--batch", (*lists)[2], 1, 4096);
+    // Each point runs the three KV paths (seconds on the GPU, more on the CPU): a sweep beyond this many points is a
+    // typo, not a plan, and would run for hours or days (bad-input review, session 29: 200,000 points).
+    constexpr size_t kMaxPoints = 1024;
+    const size_t points = c.contexts.size() * c.pools.size() * c.batches.size();
+    if (points > kMaxPoints)
+      throw CLI::ValidationError("--context x --pool-tokens x --batch", std::to_string(points) + " points (" +
+                                     std::to_string(c.contexts.size()) + " x " + std::to_string(c.pools.size()) + " x " +
+                                     std::to_string(c.batches.size()) + "), expected at most " + std::to_string(kMaxPoints));
   });
   return s;
 }

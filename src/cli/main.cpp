@@ -3,6 +3,7 @@
 // `profile` whose trace is incomplete (outputs written, saying so).
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -39,7 +40,9 @@ std::vector<int32_t> parse_id_list(const std::string& text, const std::string& w
   nlohmann::json j;
   try {
     std::string t = text;
-    if (t.find_first_of("[{\"") == std::string::npos) t = "[" + t + "]";
+    // Inline only: "1,2,3" is shorthand for [1, 2, 3]. A file must hold the JSON list itself (a file holding `5` or
+    // `1,2,3` is refused, as the README says).
+    if (inline_arg && t.find_first_of("[{\"") == std::string::npos) t = "[" + t + "]";
     j = nlohmann::json::parse(t);
   } catch (const nlohmann::json::exception&) {
     throw Error("--prompt-ids: " + what + (inline_arg ? " is neither a list of token ids like 1,2,3 nor an existing file"
@@ -131,13 +134,22 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
                 std::to_string(cfg.vocab_size) + "], got [" + shape + "]");
     require(int64_t(forced.size()) >= lg.shape[0],
             "--reference '" + reference + "': generated_ids has fewer entries than logits has rows");
+    // A NaN or inf in the expected logits would print rel_error nan and a meaningless ref_top1 with exit 0.
+    for (int64_t i = 0; i < lg.numel(); ++i) {
+      const float x = read_element_as_float(lg.dtype, lg.data, i);
+      require(std::isfinite(x), "--reference '" + reference + "': logits[" + std::to_string(i / lg.shape[1]) + ", " +
+                                    std::to_string(i % lg.shape[1]) + "] is not finite (" + std::to_string(x) +
+                                    "), expected finite logits");
+    }
   }
   require(new_tokens >= 1 && int64_t(prompt.size()) + new_tokens <= cfg.max_position_embeddings,
           "--new-tokens " + std::to_string(new_tokens) + " with a " + std::to_string(prompt.size()) +
               "-token prompt must stay within max_position_embeddings = " + std::to_string(cfg.max_position_embeddings));
-  for (int32_t t : prompt)
-    require(t < cfg.vocab_size, "--prompt-ids: token " + std::to_string(t) + " is outside the vocabulary of " +
-                                    std::to_string(cfg.vocab_size));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    require(prompt[i] < cfg.vocab_size, "--prompt-ids '" + prompt_arg + "': token id [" + std::to_string(i) + "] = " +
+                                            std::to_string(prompt[i]) + " is outside the vocabulary of " +
+                                            std::to_string(cfg.vocab_size) + " (expected ids in [0, " +
+                                            std::to_string(cfg.vocab_size) + "))");
   KvPath path = kv_dtype == "bf16" ? KvPath::Bf16 : parse_kv_path(kv_path);
   WeightOptions wo;
   wo.where = cuda ? Where::Device : Where::Host;

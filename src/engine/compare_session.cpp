@@ -66,6 +66,20 @@ std::string run_compare(const CompareOptions& c) {
   size_t total = c.contexts.size() * c.pools.size() * c.batches.size(), done = 0;
   json points = json::array();
   json device, model;
+  // The points' reports are written into a staging folder and moved to <out>/points only once compare.json and
+  // compare.md are in place, so a sweep that fails or is killed part way leaves no half sweep under points/ (bad-input
+  // review, session 29: a killed 200,000-point sweep left points/ without compare.json). A staging folder left by a
+  // killed run is removed when the next run starts; the guard removes it when this one throws.
+  const fs::path out_dir(c.base.out_dir), staging = out_dir / ".points.partial", points_dir = out_dir / "points";
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  struct RemoveStaging {
+    fs::path dir;
+    ~RemoveStaging() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } remove_staging{staging};
   for (int b : c.batches)
     for (int64_t pool : c.pools)
       for (int ctx : c.contexts) {
@@ -76,7 +90,7 @@ std::string run_compare(const CompareOptions& c) {
         o.context = ctx;
         o.pool_tokens = pool;
         o.quiet = true;
-        o.out_dir = (fs::path(c.base.out_dir) / "points" / name).string();
+        o.out_dir = (staging / name).string();
         json p = {{"name", name}, {"batch", b}, {"context", ctx}, {"pool_tokens", pool}};
         try {
           ReportInput r;
@@ -154,6 +168,14 @@ std::string run_compare(const CompareOptions& c) {
   files.stage((fs::path(c.base.out_dir) / "compare.json").string(), out.dump(2) + "\n");
   files.stage((fs::path(c.base.out_dir) / "compare.md").string(), md.str());
   files.commit();
+  // Then the points' folders replace the previous run's (a rename within one folder: the old ones are removed first,
+  // as a new sweep's points may differ from the old one's).
+  fs::remove_all(points_dir, ec);
+  if (ec) throw Error("compare: cannot replace '" + points_dir.string() + "': " + ec.message());
+  if (fs::exists(staging, ec)) {
+    fs::rename(staging, points_dir, ec);
+    if (ec) throw Error("compare: cannot move the points' reports to '" + points_dir.string() + "': " + ec.message());
+  }
   return md.str();
 }
 

@@ -206,6 +206,13 @@ TEST_F(BadInputs, OptionValues) {
        {"--pool-tokens", "empty item"}},
       {"cmp_repeat", {"compare", "--context", "128", "--pool-tokens", "4096", "--batch", "1,2,1"}, {"--batch", "lists 1 twice"}},
       {"cmp_not_int", {"compare", "--context", "1.5", "--pool-tokens", "4096", "--batch", "1"}, {"--context", "'1.5'"}},
+      // session 29: a seed above 2^64 - 1 was clamped (two seeds became one); a sweep of 200,000 points ran for days
+      {"seed_2p64", {"profile", "--seed", "18446744073709551616"}, {"--seed", "above 2^64 - 1"}},
+      {"cmp_seed_huge", {"compare", "--context", "128", "--pool-tokens", "4096", "--batch", "1", "--seed",
+                         "99999999999999999999"}, {"--seed", "above 2^64 - 1"}},
+      {"cmp_too_many_points", {"compare", "--context", "1,2,3,4,5,6,7,8,9,10,11", "--pool-tokens",
+                               "4096,4097,4098,4099,4100,4101,4102,4103,4104,4105", "--batch", "1,2,3,4,5,6,7,8,9,10"},
+       {"1100 points", "at most 1024"}},
       // session 16: these exited 1 (a failed run) although they are options out of range or contradicting
       {"context_huge", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--context", "2147483647"},
        {"--context", "max_position_embeddings"}},
@@ -254,6 +261,13 @@ TEST_F(BadInputs, DecodeInputs) {
   const std::string empty = file("p_empty.json", "[]");
   expect_failure("prompt_empty", with(empty), 1, {empty, "empty"});
   expect_failure("prompt_vocab", with("600"), 1, {"600", "vocabulary"});
+  // A file must hold the JSON list itself; the "1,2,3" shorthand is for inline ids only (session 29).
+  const std::string bare = file("p_bare.json", "5\n");
+  expect_failure("prompt_file_bare_number", with(bare), 1, {bare, "expected a JSON list", "number"});
+  const std::string csv = file("p_csv.json", "1,2,3\n");
+  expect_failure("prompt_file_csv", with(csv), 1, {csv, "not valid JSON"});
+  const std::string far = file("p_far.json", "[1, 2, 700]");
+  expect_failure("prompt_file_vocab", with(far), 1, {far, "token id [2] = 700", "vocabulary of 512"});
 
   const std::string golden = glm5::test::golden_dir();
   if (!fs::exists(golden + "/expected.safetensors")) GTEST_SKIP() << "no golden reference";
@@ -291,6 +305,20 @@ TEST_F(BadInputs, DecodeInputs) {
   expect_failure("reference_float_generated",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", float_ids}, 1,
                  {"--reference", "generated_ids has dtype F32"});
+  // A NaN among the expected logits: refused before any work, not printed as rel_error nan with exit 0 (S29).
+  {
+    glm5::test::RawTensors ok;
+    ok["prompt_ids"] = {"I64", {3}, i64({1, 2, 3})};
+    ok["generated_ids"] = {"I64", {2}, i64({7, 8})};
+    std::vector<float> lg(2 * 512, 0.25f);
+    lg[512 + 9] = std::nanf("");
+    ok["logits"] = {"F32", {2, 512}, f32(lg)};
+    const std::string nan_ref = (dir_ / "nan_logits.safetensors").string();
+    glm5::test::write_safetensors(nan_ref, ok);
+    expect_failure("reference_nan_logits",
+                   {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", nan_ref}, 1,
+                   {"--reference", "logits[1, 9] is not finite"});
+  }
   // An I64 id past 2^31 is refused, not wrapped into a valid-looking id.
   ts["generated_ids"] = {"I64", {1}, i64({(int64_t(1) << 32) + 5})};
   glm5::test::write_safetensors(float_ids, ts);

@@ -1,6 +1,11 @@
 // Crossovers of a sweep: the winning path changing along context or pool size, ties ignored.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.h"
 #include "engine/compare_session.h"
 
 using namespace glm5;
@@ -30,4 +35,40 @@ TEST(CompareCrossovers, FoundAlongContextAndPoolIgnoringTies) {
 TEST(CompareCrossovers, SkippedPointsAreLeftOut) {
   json points = json::array({point(1, 4096, 4096, "fp8", 0.2), {{"batch", 1}, {"context", 8192}, {"pool_tokens", 4096}, {"skipped", "does not fit"}}});
   EXPECT_TRUE(find_crossovers(points).empty());
+}
+
+// The points' reports move into OUT/points only when the sweep is complete (session 29: a killed sweep left points/
+// without compare.json): a stale staging folder from a killed run is cleared, the previous sweep's points are
+// replaced, and a sweep that fails leaves the earlier points/ as it was and no staging folder.
+TEST(CompareSweep, PointsAppearOnlyWithACompleteSweep) {
+  namespace fs = std::filesystem;
+  const fs::path out = fs::temp_directory_path() / ("glm5_compare_sweep_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  fs::create_directories(out / ".points.partial" / "killed-run");
+  fs::create_directories(out / "points" / "old-point");
+  std::ofstream(out / "points" / "old-point" / "report.json") << "{}";
+  CompareOptions c;
+  c.base.backend = "cpu";
+  c.base.model = "glm5-tiny";
+  c.base.steps = 1;
+  c.base.warmup = 0;
+  c.base.out_dir = out.string();
+  c.progress = false;
+  c.contexts = {8192};  // cannot fit a 64-token pool: every point skipped, the sweep fails
+  c.pools = {64};
+  c.batches = {1};
+  EXPECT_THROW(run_compare(c), Error);
+  EXPECT_FALSE(fs::exists(out / ".points.partial"));
+  EXPECT_TRUE(fs::exists(out / "points" / "old-point" / "report.json"));
+  EXPECT_FALSE(fs::exists(out / "compare.json"));
+  c.contexts = {128, 256};
+  c.pools = {4096};
+  run_compare(c);
+  EXPECT_FALSE(fs::exists(out / ".points.partial"));
+  EXPECT_FALSE(fs::exists(out / "points" / "old-point"));
+  for (const char* p : {"b1-ctx128-pool4096", "b1-ctx256-pool4096"})
+    EXPECT_TRUE(fs::exists(out / "points" / p / "report.json")) << p;
+  const json j = json::parse(std::ifstream(out / "compare.json"));
+  EXPECT_EQ(j["points"].size(), 2u);
+  fs::remove_all(out);
 }
