@@ -210,11 +210,13 @@ class EventFields {
     return v;
   }
 
- private:
+  // v as JSON, cut to 40 characters (for messages).
   static std::string short_dump(dom::element v) {
     std::string s = simdjson::minify(v);
     return s.size() > 40 ? s.substr(0, 37) + "..." : s;
   }
+
+ private:
   static std::string limit(double v) {
     char b[32];
     std::snprintf(b, sizeof b, "%g", v);
@@ -230,7 +232,11 @@ class EventSink {
   EventSink(const std::string& path, Timeline& t) : path_(path), t_(t) {}
 
   void add(dom::element element, uint64_t index) {
-    if (!element.is_object()) return;
+    // A number, string or list among the events is a corrupt trace, not an event to skip silently (a trace of
+    // only such entries read as "no kernels were recorded" with exit 0; bad-input review, session 29).
+    if (!element.is_object())
+      throw Error("trace '" + path_ + "': traceEvents[" + std::to_string(index) + "]: expected an event object, got " +
+                  EventFields::short_dump(element));
     const dom::object e(element);
     const dom::element *ph = nullptr, *cat_v = nullptr, *name_v = nullptr, *ts = nullptr, *dur = nullptr,
                        *pid_v = nullptr, *tid_v = nullptr, *args_v = nullptr;
@@ -266,6 +272,9 @@ class EventSink {
     const std::string_view cat = f.str(cat_v, "cat");
     EventArgs a;
     dom::element arg_slots[13];
+    // args that are not an object dropped every field the attribution needs (session 29: a string there turned a
+    // trace's kernels into "0 kernels per step" with exit 0).
+    if (args_v && !args_v->is_null() && !args_v->is_object()) f.fail("args", "expected an object, got " + EventFields::short_dump(*args_v));
     if (args_v && args_v->is_object()) {
       for (dom::key_value_pair kv : dom::object(*args_v)) {
         const std::string_view k = kv.key;
@@ -331,6 +340,10 @@ class EventSink {
     x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
     x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
     x.thread = device_kind ? 0 : tid;
+    // The correlation id links a kernel to its launch (and so to its step and op): one that is not a non-negative
+    // integer is a corrupt trace, not an id to drop silently.
+    if (a.correlation && !a.correlation->is_null() && !a.correlation->is_uint64() && !a.correlation->is_int64())
+      f.fail("args.correlation", "expected an integer id, got " + EventFields::short_dump(*a.correlation));
     x.correlation_id = arg<uint64_t>(a.correlation, 0);
     x.external_id = arg<uint64_t>(a.external_id, 0);
     x.grid = dim3_arg(a.grid);

@@ -117,6 +117,12 @@ TEST_F(BadInputs, AnalyzeTraces) {
       {"ph_number", R"({"ph":1,"name":"k","ts":0,"dur":1})", {"traceEvents[0].ph: expected a string"}},
       {"cat_array", R"({"ph":"X","cat":[1],"name":"k","ts":0,"dur":1})", {"traceEvents[0].cat: expected a string"}},
       {"second_event_dur", ok + R"(,{"ph":"X","cat":"kernel","name":"k","ts":0,"dur":"x"})", {"traceEvents[1].dur"}},
+      // session 29: these read as traces without kernels (or without attribution), exit 0
+      {"event_not_object", ok + R"(,1,"a")", {"traceEvents[1]: expected an event object, got 1"}},
+      {"args_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":"x"})",
+       {"traceEvents[0].args: expected an object"}},
+      {"correlation_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":{"correlation":"7"}})",
+       {"traceEvents[0].args.correlation: expected an integer id"}},
   };
   for (const Case& c : cases) {
     const std::string path = trace("t_" + c.name, c.events);
@@ -443,7 +449,7 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_md_is_new", {"diff", base, renamed, "--md", renamed}, 2, {renamed, "is the input"});
   EXPECT_EQ(slurp(base), before);
   const std::string name_int = variant("name_int", [](json& j) { j["runs"][0]["name"] = 3; });
-  expect_failure("diff_name_int", {"diff", base, name_int}, 2, {name_int, "runs[0]", "'name' must be a string"});
+  expect_failure("diff_name_int", {"diff", base, name_int}, 2, {name_int, "runs[0]", "'name' missing or not a non-empty string", "got 3"});
   const std::string kernel_null = variant("kernel_null", [](json& j) { j["runs"][0]["top_kernels"][0]["name"] = nullptr; });
   expect_failure("diff_kernel_null", {"diff", base, kernel_null}, 2, {"top_kernels", "'name' missing or not a non-empty string, got null"});
   const std::string hot_time = variant("hot_time", [](json& j) {

@@ -242,8 +242,14 @@ TEST(Diff, MalformedListsAreBadInput) {
   b["runs"][0]["top_kernels"][0].erase("name");
   expect_error(b, "field 'name' missing");
   b = good;
+  b["runs"][0]["ops"][1]["op"] = 7;
+  expect_error(b, "field 'op' missing or not a string, got 7");
+  // "" is the analysis's name for kernels outside every op range (read as "(unattributed)", session 29); two of them
+  // in one list are still a list naming an op twice.
+  b = good;
+  b["runs"][0]["ops"][0]["op"] = "";
   b["runs"][0]["ops"][1]["op"] = "";
-  expect_error(b, "field 'op' missing or not a non-empty string");
+  expect_error(b, "'(unattributed)' is listed twice");
   b = good;
   b["runs"].push_back(b["runs"][0]);
   expect_error(b, "run name 'fp8' is used twice");
