@@ -27,15 +27,16 @@ WEIGHTS=${WEIGHTS:-"bf16 fp8"}
 GRAPHS=${GRAPHS:-"0 1"}
 SKIP=${SKIP:-}
 MODEL=${MODEL:-glm5}
+POOL_MIN=${POOL_MIN:-495000}  # an H100 (80 GB) holds ~280,000 tokens beside GLM-5's FP8 weights (session 28)
 mkdir -p "$OUT/runs"
 start=$(date +%s)
 
 # Pool: every request's pages (context + warm-up + untraced + measured steps), at least the
-# 495,000-token server pool the other GLM-5 reports use (the cast path casts the whole pool).
+# 495,000-token server pool the other GLM-5 reports use (POOL_MIN; the cast path casts the whole pool).
 pool_for() {  # batch context
   # + 2: with --graph the default --graph-trace graph runs one re-capture and one attribution step more
   local need=$(( $1 * ( ($2 + WARMUP + UNTRACED + 1 + STEPS + 2 + 63) / 64 ) * 64 ))
-  (( need < 495000 )) && need=495000
+  (( need < POOL_MIN )) && need=$POOL_MIN
   echo $need
 }
 
