@@ -1,6 +1,7 @@
 #include "engine/profile_session.h"
 
 #include <algorithm>
+#include <utility>
 #include <barrier>
 #include <mutex>
 #include <optional>
@@ -411,6 +412,15 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
     model = o.weights;
   }
   ModelConfig cfg = resolve_model_config(model.empty() ? (cuda ? "glm5" : "glm5-tiny") : model);
+  // The shard sizes DecodeEngine divides by --tp, checked here as usage (exit 2) before the banner and any
+  // allocation (the engine's own check came after both, exit 1; bad-input review, session 29).
+  for (auto [n, what] : {std::pair{int64_t(cfg.num_attention_heads), "num_attention_heads"},
+                         std::pair{int64_t(cfg.intermediate_size), "intermediate_size"},
+                         std::pair{int64_t(cfg.moe_intermediate_size) * std::max(1, cfg.n_shared_experts),
+                                   "moe_intermediate_size x n_shared_experts"},
+                         std::pair{int64_t(cfg.n_routed_experts), "n_routed_experts"}})
+    require_usage(n % o.tp == 0, "--tp " + std::to_string(o.tp) + " must divide " + what + " = " + std::to_string(n) +
+                                     " of the model");
   const bool tiny = cfg.hidden_size <= 1024;
   int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
   int64_t pool = o.pool_tokens >= 0 ? o.pool_tokens : (cuda && !tiny ? 495000 : 4096);

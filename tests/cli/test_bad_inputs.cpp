@@ -224,6 +224,8 @@ TEST_F(BadInputs, OptionValues) {
        {"--context", "max_position_embeddings"}},
       {"rank_without_tp", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--rank", "3"}, {"--rank 3", "--tp"}},
       {"tp_without_rank_cpu", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--tp", "3"}, {"--tp 3", "--rank"}},
+      {"tp_not_dividing", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--tp", "3", "--rank", "0"},
+       {"--tp 3 must divide num_attention_heads = 4"}},  // session 29: exit 1 after the banner
       {"graph_on_cpu", {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--graph"}, {"--graph", "CUDA"}},
       {"dec_new_tokens_0",
        {"decode", "--weights", "synthetic", "--model", "glm5-tiny", "--prompt-ids", "1,2", "--new-tokens", "0"},
@@ -282,6 +284,9 @@ TEST_F(BadInputs, DecodeInputs) {
                  1, {"--reference", "prompt_ids", "differ"});
   expect_failure("reference_dir", {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", dir}, 1,
                  {"--reference", "is a directory"});
+  // The checkpoint's file instead of its folder: read as "config.json: not valid JSON" before session 29.
+  expect_failure("weights_file", {"decode", "--weights", golden + "/model.safetensors", "--prompt-ids", "1,2,3"}, 1,
+                 {"--weights", "model.safetensors", "not a folder", "checkpoint folder"});
   expect_failure("reference_not_st",
                  {"decode", "--weights", golden, "--prompt-ids", "1,2,3", "--reference", golden + "/config.json"}, 1,
                  {"config.json"});
