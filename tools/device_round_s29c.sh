@@ -13,7 +13,7 @@ set -u
 device_round_begin s29c
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 export POOL_MIN=280000
-device_round_step "1 8 32 128" "fp8" "1" 300 "moe.experts|attn.mla "
+device_round_step "1 8 32 128" "fp8" "1" 220 "moe.experts|attn.mla "
 export GLM5_BINARY_DIR=$BIN
 device_round_test engine_gpu_graph 70
 device_round_test engine_gpu_golden 40
