@@ -15,8 +15,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 export POOL_MIN=280000
 device_round_step "1 8 32 128" "fp8" "1" 220 "moe.experts|attn.mla "
 export GLM5_BINARY_DIR=$BIN
-device_round_test engine_gpu_graph 70
-device_round_test engine_gpu_golden 40
+# (engine_gpu_graph / engine_gpu_golden left out for device time: no engine code changed since session 28's passes)
 # S29a gave these 90 s: MatchesPerTokenAndCpu (its CPU twin at GLM-5's expert shapes) did not finish
 device_round_test kernels_gpu_moe_grouped 170 \
   --gtest_filter='GpuMoeGrouped.MatchesPerTokenAndCpu:GpuMoeGrouped.Bf16WgmmaMatchesCpuTwin' 
