@@ -314,6 +314,9 @@ class EventSink {
     // are not kept.
     const bool layer_module = cat == "python_function" && parse_layer_name(std::string(name)) >= 0;
     if (cat == "user_annotation" || cat == "gpu_user_annotation" || layer_module) {
+      // A range without its duration would be empty: a ProfilerStep#N range read as 0 us merged its step into the
+      // one before (bad-input review, session 29). Complete ("X") events carry dur in the Chrome trace format.
+      if (!dur || dur->is_null()) f.fail("dur", "missing (a range needs its duration in microseconds)");
       Range r;
       r.name = name;
       r.start_ns = start;
@@ -335,8 +338,11 @@ class EventSink {
     x.start_ns = start;
     x.end_ns = end;
     const bool device_kind = kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset;
-    // A GPU activity without its duration would count as 0 us (a missing ts is already an error).
-    if (device_kind && (!dur || dur->is_null())) f.fail("dur", "missing (a GPU activity needs its duration in microseconds)");
+    // A GPU activity without its duration would count as 0 us, a host call or op as an empty span that no launch falls
+    // inside (its kernels then lost their op); a missing ts is already an error.
+    if (!dur || dur->is_null())
+      f.fail("dur", device_kind ? "missing (a GPU activity needs its duration in microseconds)"
+                                : "missing (a host call or op needs its duration in microseconds)");
     x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
     x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
     x.thread = device_kind ? 0 : tid;

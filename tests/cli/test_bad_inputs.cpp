@@ -121,6 +121,10 @@ TEST_F(BadInputs, AnalyzeTraces) {
       {"event_not_object", ok + R"(,1,"a")", {"traceEvents[1]: expected an event object, got 1"}},
       {"args_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":"x"})",
        {"traceEvents[0].args: expected an object"}},
+      {"step_no_dur", ok + R"(,{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","ts":0})",
+       {"traceEvents[1].dur", "a range needs its duration"}},
+      {"cpu_op_no_dur", R"({"ph":"X","cat":"cpu_op","name":"aten::mm","ts":0})",
+       {"traceEvents[0].dur", "a host call or op needs its duration"}},
       {"correlation_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":{"correlation":"7"}})",
        {"traceEvents[0].args.correlation: expected an integer id"}},
   };

@@ -353,13 +353,17 @@ TEST(TraceReader, GpuActivityNeedsDurAndSaneAmounts) {
   };
   auto doc = [](const std::string& events) { return "{\"traceEvents\": [" + events + "]}"; };
   const std::string ok = tmp.write("ok.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"bytes\":1e6,\"flops\":0}") + "," +
-                                                  ev("cuda_runtime", "")));
+                                                  ev("cuda_runtime", ",\"dur\":0")));
   const Timeline t = read_chrome_trace(ok);
   ASSERT_EQ(t.activities.size(), 2u);
   for (const Activity& a : t.activities)
     if (a.kind == ActivityKind::kernel) EXPECT_DOUBLE_EQ(a.bytes, 1e6);
-  const std::string no_dur = tmp.write("no_dur.json", doc(ev("cuda_runtime", "") + "," + ev("kernel", "")));
+  const std::string no_dur = tmp.write("no_dur.json", doc(ev("cuda_runtime", ",\"dur\":1") + "," + ev("kernel", "")));
   EXPECT_NE(error_of(no_dur).find("traceEvents[1].dur: missing"), std::string::npos) << error_of(no_dur);
+  // Host calls and ops too (session 29: an op read as an empty span lost its kernels' attribution silently).
+  const std::string host_no_dur = tmp.write("host_no_dur.json", doc(ev("cuda_runtime", "")));
+  EXPECT_NE(error_of(host_no_dur).find("traceEvents[0].dur: missing (a host call or op"), std::string::npos)
+      << error_of(host_no_dur);
   const std::string null_dur = tmp.write("null_dur.json", doc(ev("gpu_memcpy", ",\"dur\":null")));
   EXPECT_NE(error_of(null_dur).find("traceEvents[0].dur: missing"), std::string::npos) << error_of(null_dur);
   for (const std::string& bad : {"-1e300", "-1", "1e300", "\"big\""}) {
