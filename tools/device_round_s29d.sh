@@ -8,6 +8,8 @@ set -u
 . tools/device_round_lib.sh
 device_round_begin s29d
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+if (( ${mib:-0} < 100000 )); then export POOL_MIN=${POOL_MIN:-280000}; echo "80 GB card: pool $POOL_MIN"; fi
 device_round_step "${STEP_BATCHES:-1 128}" "fp8" "1" "${STEP_TO:-140}" "moe.experts|attn.mla "
 device_round_test kernels_gpu_moe_grouped "${MOE_TO:-140}" \
   --gtest_filter='GpuMoeGrouped.MatchesPerTokenAndCpu:GpuMoeGrouped.Bf16WgmmaMatchesCpuTwin'
