@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 29, call S29d: what ~350 s of device time left after ten failed machine starts could hold -- issue 4's FP8
+# Session 29, call S29d: what ~350 s of device time left after repeated failed machine starts could hold -- issue 4's FP8
 # rows (graphs on, the three KV paths per run) at the batches in STEP_BATCHES (default "1 128"), then the MoE tests
 # S29a cut short (MatchesPerTokenAndCpu: its CPU twin at GLM-5's expert shapes; the wgmma plan is now computed once per
 # call). Any GPU: on an H100 set POOL_MIN=280000 (the 495,000-token pool does not fit 80 GB).
