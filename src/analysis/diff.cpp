@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/input_file.h"
+#include "trace/chrome_trace.h"
 #include "common/json_excerpt.h"
 
 namespace glm5 {
@@ -36,9 +37,9 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-// The largest time [us] a report may hold: ~31 years, the trace reader's plausibility limit
-// (chrome_trace_reader.cpp); a larger one is a corrupt report, and 1e308 would print as digits and -inf%.
-constexpr double kMaxTimeUs = 1e15;
+// The largest time [us] a report may hold, the trace reader's plausibility limit: a larger one is a corrupt report
+// (1e308 printed as digits and -inf%).
+constexpr double kMaxTimeUs = kMaxPlausibleDurationUs;
 
 // The finite number `key` of `j`, in [lo, hi] (times: [0, kMaxTimeUs]; a layer index: lo = -1, "not a layer").
 double number(const json& j, const char* key, const std::string& where, double lo = 0, double hi = kMaxTimeUs) {

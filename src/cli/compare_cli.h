@@ -2,8 +2,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <string>
+#include <system_error>
 
 #include "engine/compare_session.h"
 
@@ -15,10 +17,9 @@ inline const CLI::Validator kNonNegativeInteger(
       if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
         return "expected a non-negative integer, got '" + s + "'";
       // Above 2^64 - 1 the parse would clamp, so different seeds would silently become one (bad-input review, S29).
-      const std::string max = "18446744073709551615";
-      const std::string digits = s.substr(std::min(s.find_first_not_of('0'), s.size()));
-      if (digits.size() > max.size() || (digits.size() == max.size() && digits > max))
-        return "'" + s + "' is above 2^64 - 1 = " + max;
+      uint64_t v = 0;
+      if (std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc::result_out_of_range)
+        return "'" + s + "' is above 2^64 - 1 = 18446744073709551615";
       return std::string();
     },
     "", "non-negative integer");

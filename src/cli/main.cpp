@@ -109,12 +109,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
   require(kv_dtype == "bf16" || kv_dtype == "fp8", "--kv-dtype must be bf16 or fp8, got '" + kv_dtype + "'");
   require(!(weights_dir == "synthetic" && model.empty()),
           "--weights synthetic needs --model (glm5, glm5-tiny, deepseek-v3 or a config.json)");
-  if (weights_dir != "synthetic") {  // a .safetensors file here read as "config.json: not valid JSON" (session 29)
-    std::error_code ec;
-    require(std::filesystem::is_directory(weights_dir, ec),
-            "--weights '" + weights_dir + "': " + (std::filesystem::exists(weights_dir, ec) ? "not a folder" : "no such folder") +
-                " (expected 'synthetic' or a checkpoint folder with config.json and *.safetensors)");
-  }
+  if (weights_dir != "synthetic") require_checkpoint_folder(weights_dir);
   // The reference is opened before any work so a wrong file fails at once.
   SafetensorsFile ref;
   std::vector<int32_t> forced;  // the reference's generated ids, teacher-forced below

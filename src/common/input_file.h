@@ -10,4 +10,9 @@ namespace glm5 {
 // expected there ("a trace", "a diff config"), for the message "'PATH': not a regular file (WHAT expected)".
 void require_regular_file(const std::string& path, const std::string& what);
 
+// Throws glm5::Error unless `weights` (a --weights argument other than "synthetic") names an existing folder:
+// "--weights 'PATH': no such checkpoint folder (...)" or "...: not a folder (...)" (a .safetensors file given there
+// was read as config.json). profile and decode check it before reading the config.
+void require_checkpoint_folder(const std::string& weights);
+
 }  // namespace glm5

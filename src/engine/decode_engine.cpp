@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "common/error.h"
 #include "kernels/attn_prologue.h"
@@ -214,6 +216,16 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
   return bytes;
 }
 
+std::string tp_shard_error(const ModelConfig& c, int tp) {
+  for (auto [n, what] : {std::pair{int64_t(c.num_attention_heads), "num_attention_heads"},
+                         std::pair{int64_t(c.intermediate_size), "intermediate_size"},
+                         std::pair{int64_t(c.moe_intermediate_size) * std::max(1, c.n_shared_experts),
+                                   "moe_intermediate_size x n_shared_experts"},
+                         std::pair{int64_t(c.n_routed_experts), "n_routed_experts"}})
+    if (n % tp != 0) return "--tp " + std::to_string(tp) + " must divide " + what + " = " + std::to_string(n);
+  return "";
+}
+
 DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const EngineOptions& opt, OpTracer& tracer)
     : cfg_(cfg), w_(weights), opt_(opt), tracer_(&tracer) {
   cuda_ = opt.backend == Backend::Cuda;
@@ -253,16 +265,13 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     tp_ = opt.comm->size();
     rank_ = opt.comm->rank();
   }
-  auto divisible = [&](int n, const char* what) {
-    require(n % tp_ == 0, "--tp " + std::to_string(tp_) + " must divide " + what + " = " + std::to_string(n));
-    return n / tp_;
-  };
-  heads_ = divisible(c.num_attention_heads, "num_attention_heads");
+  const std::string shard_error = tp_shard_error(c, tp_);
+  require(shard_error.empty(), shard_error);
+  heads_ = c.num_attention_heads / tp_;
   const int h0 = rank_ * heads_;
-  const int dense_inter = divisible(c.intermediate_size, "intermediate_size");
-  const int shared_inter = divisible(c.moe_intermediate_size * std::max(1, c.n_shared_experts),
-                                     "moe_intermediate_size x n_shared_experts");
-  const int local_experts = c.n_routed_experts > 0 ? divisible(c.n_routed_experts, "n_routed_experts") : 0;
+  const int dense_inter = c.intermediate_size / tp_;
+  const int shared_inter = c.moe_intermediate_size * std::max(1, c.n_shared_experts) / tp_;
+  const int local_experts = c.n_routed_experts / tp_;
   // Resolve every layer's tensors (this rank's shard of them) once.
   layers_.resize(c.num_hidden_layers);
   for (int l = 0; l < c.num_hidden_layers; ++l) {

@@ -221,6 +221,11 @@ struct EngineOptions {
   bool l2_prefetch_join = false;
 };
 
+// Why `tp` tensor/expert-parallel ranks cannot shard `c` ("--tp N must divide num_attention_heads = H"; the
+// dimensions DecodeEngine divides: heads, the dense MLP's and the shared experts' intermediate size, the routed
+// experts), or "" when they can. DecodeEngine throws it; profile checks it first as a usage error.
+std::string tp_shard_error(const ModelConfig& c, int tp);
+
 class DecodeEngine {
  public:
   // `weights` must live on the backend's side (Host/F32 or BF16 for CPU, Device/BF16 for CUDA) and

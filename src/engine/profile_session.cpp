@@ -1,7 +1,6 @@
 #include "engine/profile_session.h"
 
 #include <algorithm>
-#include <utility>
 #include <barrier>
 #include <mutex>
 #include <optional>
@@ -15,6 +14,7 @@
 
 #include "common/buffer.h"
 #include "common/error.h"
+#include "common/input_file.h"
 #include "common/rng.h"
 #include "engine/comm.h"
 #include "engine/decode_engine.h"
@@ -404,23 +404,14 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   // synthetic weights fall back to the backend's default model.
   std::string model = o.model;
   if (model.empty() && o.weights != "synthetic") {
-    std::error_code ec;
-    require(std::filesystem::exists(o.weights, ec),
-            "--weights '" + o.weights + "': no such checkpoint folder (expected 'synthetic' or a folder with config.json)");
-    require(std::filesystem::is_directory(o.weights, ec),
-            "--weights '" + o.weights + "': not a folder (expected 'synthetic' or a checkpoint folder with config.json)");
+    require_checkpoint_folder(o.weights);
     model = o.weights;
   }
   ModelConfig cfg = resolve_model_config(model.empty() ? (cuda ? "glm5" : "glm5-tiny") : model);
   // The shard sizes DecodeEngine divides by --tp, checked here as usage (exit 2) before the banner and any
   // allocation (the engine's own check came after both, exit 1; bad-input review, session 29).
-  for (auto [n, what] : {std::pair{int64_t(cfg.num_attention_heads), "num_attention_heads"},
-                         std::pair{int64_t(cfg.intermediate_size), "intermediate_size"},
-                         std::pair{int64_t(cfg.moe_intermediate_size) * std::max(1, cfg.n_shared_experts),
-                                   "moe_intermediate_size x n_shared_experts"},
-                         std::pair{int64_t(cfg.n_routed_experts), "n_routed_experts"}})
-    require_usage(n % o.tp == 0, "--tp " + std::to_string(o.tp) + " must divide " + what + " = " + std::to_string(n) +
-                                     " of the model");
+  const std::string shard_error = tp_shard_error(cfg, o.tp);
+  require_usage(shard_error.empty(), shard_error);
   const bool tiny = cfg.hidden_size <= 1024;
   int context = o.context >= 0 ? o.context : (cuda && !tiny ? 32768 : 256);
   int64_t pool = o.pool_tokens >= 0 ? o.pool_tokens : (cuda && !tiny ? 495000 : 4096);

@@ -34,4 +34,8 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank = 0
 // index and field, and the byte offset where reading failed.
 Timeline read_chrome_trace(const std::string& path);
 
+// The longest plausible duration [us] in a trace or a report (~31 years): read_chrome_trace refuses a longer `dur`,
+// the diff's report reader a longer time.
+inline constexpr double kMaxPlausibleDurationUs = 1e15;
+
 }  // namespace glm5

@@ -167,7 +167,7 @@ bool kind_of(std::string_view cat, ActivityKind& kind) {
 // Plausibility limits [us]. A duration over 1e15 us (31 years) is corrupt. Timestamps may be absolute
 // (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15 today), so they get a
 // wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
-constexpr double kMaxDurUs = 1e15;
+constexpr double kMaxDurUs = kMaxPlausibleDurationUs;
 constexpr double kMaxTsUs = 4e15;
 constexpr int64_t kMaxBaseNs = 4'000'000'000'000'000'000;
 
@@ -313,10 +313,19 @@ class EventSink {
     // record_function "layer.N", so that kernels launched inside it land on that layer. Other Python spans
     // are not kept.
     const bool layer_module = cat == "python_function" && parse_layer_name(std::string(name)) >= 0;
-    if (cat == "user_annotation" || cat == "gpu_user_annotation" || layer_module) {
-      // A range without its duration would be empty: a ProfilerStep#N range read as 0 us merged its step into the
-      // one before (bad-input review, session 29). Complete ("X") events carry dur in the Chrome trace format.
-      if (!dur || dur->is_null()) f.fail("dur", "missing (a range needs its duration in microseconds)");
+    const bool is_range = cat == "user_annotation" || cat == "gpu_user_annotation" || layer_module;
+    ActivityKind kind = ActivityKind::kernel;
+    if (!is_range && !kind_of(cat, kind)) return;
+    const bool device_kind =
+        !is_range && (kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset);
+    // Every kept event needs its duration (complete "X" events carry dur in the Chrome trace format): a GPU activity
+    // would count as 0 us, a host call or op would be an empty span no launch falls inside (its kernels lost their op),
+    // a ProfilerStep#N range read as 0 us merged its step into the one before (bad-input review, session 29).
+    if (!dur || dur->is_null())
+      f.fail("dur", std::string("missing (") +
+                        (is_range ? "a range" : device_kind ? "a GPU activity" : "a host call or op") +
+                        " needs its duration in microseconds)");
+    if (is_range) {
       Range r;
       r.name = name;
       r.start_ns = start;
@@ -330,19 +339,11 @@ class EventSink {
       t_.ranges.push_back(std::move(r));
       return;
     }
-    ActivityKind kind;
-    if (!kind_of(cat, kind)) return;
     Activity x;
     x.kind = kind;
     x.name = name;
     x.start_ns = start;
     x.end_ns = end;
-    const bool device_kind = kind == ActivityKind::kernel || kind == ActivityKind::memcpy || kind == ActivityKind::memset;
-    // A GPU activity without its duration would count as 0 us, a host call or op as an empty span that no launch falls
-    // inside (its kernels then lost their op); a missing ts is already an error.
-    if (!dur || dur->is_null())
-      f.fail("dur", device_kind ? "missing (a GPU activity needs its duration in microseconds)"
-                                : "missing (a host call or op needs its duration in microseconds)");
     x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
     x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
     x.thread = device_kind ? 0 : tid;
