@@ -456,9 +456,6 @@ void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, const MoeFp8WgmmaPlan
   else if (q.N == 32) mfw::launch_all<32>(p, q, sms, stream);
   else mfw::launch_all<64>(p, q, sms, stream);
 }
-void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream) {
-  moe_fp8_wgmma_experts_cuda(p, moe_fp8_wgmma_checked_plan(p), sms, stream);
-}
 
 }  // namespace glm5
 

@@ -90,9 +90,8 @@ MoeSlotSchedule moe_fp8_wgmma_slot_schedule(const MoeExpertsParams& p);
 // moe_fp8_wgmma_slot_schedule(p) already, or launched before on the stream), on `sms` persistent CTAs; the caller then launches the combine. Needs p.wgmma_scratch of at least the plan's
 // scratch_bytes (for these B, k, experts, shapes, w_dtype and wgmma_ksplit), zeroed once by
 // moe_fp8_wgmma_scratch_init. Throws glm5::Error when unsupported (naming why) or on a launch failure.
-// `q`: moe_fp8_wgmma_checked_plan(p) (the two-argument form computes it).
+// `q`: moe_fp8_wgmma_checked_plan(p).
 void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, const MoeFp8WgmmaPlan& q, int sms, cudaStream_t stream);
-void moe_fp8_wgmma_experts_cuda(const MoeExpertsParams& p, int sms, cudaStream_t stream);
 
 // CPU twin of the whole routed path (no shared expert), FP8 or BF16 weights: x and act quantized as the GPU does (BF16:
 // rounded to bf16, scales 1), each 128-column block's
