@@ -32,17 +32,6 @@ __device__ __forceinline__ void bulk_copy_g2s(void* dst, const void* src, unsign
                "l"(src), "r"(bytes), "r"(smem_u32(bar))
                : "memory");
 }
-// The same copy multicast (sm_90a) to the CTAs of this thread-block cluster whose ranks are set in `cta_mask`: the
-// bytes land at dst's CTA-relative offset in each of them, and each one's mbarrier at bar's offset gets the
-// complete_tx (PTX ISA, cp.async.bulk ".multicast::cluster"). dst, src, bytes as above.
-__device__ __forceinline__ void bulk_copy_g2s_multicast(void* dst, const void* src, unsigned bytes, uint64_t* bar,
-                                                        uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::
-          "r"(smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar)), "h"(cta_mask)
-      : "memory");
-}
 // Makes this thread's generic-proxy writes to shared memory (st.shared) visible to the async proxy (TMA bulk
 // stores, wgmma's operand reads); follow with a barrier before the async operation is issued.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
@@ -74,26 +63,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 // the phase complete).
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-// One arrival on the mbarrier at bar's CTA-relative offset in CTA `rank` of this cluster (this CTA's own rank
-// included), with release semantics at cluster scope: this thread's earlier memory operations are visible to a thread
-// of that CTA whose mbar_wait_cluster sees the phase complete (PTX ISA, mbarrier.arrive .shared::cluster).
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-}
-// mbar_wait with acquire semantics at cluster scope: pairs with mbar_arrive_cluster from other CTAs.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
 }
 // Spins until the phase of parity `parity` has completed (acquire semantics).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {

@@ -94,11 +94,6 @@ struct MlaDecodeParams {
   // exact dequantization); true the bf16 form (Wgmma: the cast paths' bf16 K / V values, so the three KV paths give
   // identical bits; EngineOptions::mla_fp8_bf16_operands). BF16 rows always take the bf16 form. Ignored by the twin.
   bool fp8_bf16_operands = false;
-  // The wgmma kernel's FP8 code multicast (mla_decode_wgmma_multicast): the CTAs of a request's head blocks (s_q H >
-  // 64) grouped into thread-block clusters of this many, each CTA copying 1 / multicast of every tile's codes into all
-  // of them. 0 = auto (2 where it applies), 1 = off, 2 or 4 = forced (refused where the kernel has no such form).
-  // The same results every way (the same bytes reach every CTA). Ignored by the other kernels and the twin.
-  int multicast = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

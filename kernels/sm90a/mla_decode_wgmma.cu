@@ -86,9 +86,8 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed),
-                                                    // rawfree[2] (FP8, code multicast: kMc > 1)
-  static constexpr int end = bars + 10 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed)
+  static constexpr int end = bars + 8 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -337,27 +336,22 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
   const int lane = wt & 31;
   return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
 }
+// Tried, not kept (session 30, commit 4ed5ead, call S30a on an H100): where a request has several head blocks (128
+// query heads, or 64 x s_q 2), the two CTAs of a head-block pair as one thread-block cluster, each copying half of a
+// tile's rows into both CTAs (cp.async.bulk .multicast::cluster; a buffer refilled once all 8 WG1 warps of the pair
+// arrived on a cluster-scope mbarrier). Same bits (GPU test), but slower: B 128 x 128 heads 258.7 against 226.5 us,
+// B 64 x 256 heads 253.7 against 222.9; per tile WG1's issue phase 3.4k against 1.65k cycles (now waiting for the
+// partner's P . V: the pair runs in lockstep) and the producers' wait for the codes 6.2k against 3.0k (both WGs).
 // Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
 // has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
 // issue took 1.8-2.0k instead of 1.3-1.5k cycles per tile, and the kernel was 2-5% slower.
-// kMc > 1 (code multicast, see mla_decode_wgmma_kernel): every warp announces its 16 rows' bytes on this CTA's
-// rawfull (they land here whichever CTA copies them), but only the warps of this CTA's share (issue_warp_mine)
-// copy them, to all kMc CTAs of the cluster at once.
-template <int kMc>
-__device__ __forceinline__ bool issue_warp_mine(int wt) {
-  return kMc == 1 || uint32_t((wt >> 5) / (kIssueWarps / kMc)) == cluster_rank();
-}
-template <int kMc>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
                                                 uint64_t* rawfull, int wt) {
   const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
-  if (index < 0 || !issue_warp_mine<kMc>(wt)) return;
-  uint8_t* dst = kv_s + buf * kOpBytes + kRawOff + t * kL;
-  if constexpr (kMc == 1) bulk_copy_g2s(dst, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
-  else bulk_copy_g2s_multicast(dst, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf], uint16_t((1u << kMc) - 1u));
+  if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
 template <bool kF16>
@@ -593,20 +587,11 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
 // merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
 // kF16 (FP8 rows only): Q, K and P as fp16 operands (MlaDecodeKernel::WgmmaF16).
-// kMc > 1 (FP8 rows, no cluster merge; MlaDecodeParams::multicast): the kMc CTAs of a thread-block cluster along x are
-// head blocks of the same request and chunk, so they read the same rows; each copies the codes of 64 / kMc rows of a
-// tile into all kMc CTAs at once (cp.async.bulk multicast), so a CTA's copy engine issues 64 / kMc copies per tile
-// instead of 64 and each row crosses L2 -> SM once per cluster. A buffer's codes may then be overwritten only when
-// every CTA's WG1 has finished its P . V of the tile before: each WG1 warp arrives on rawfree[buf] of every CTA of the
-// cluster (4 kMc arrivals), and the copying warps wait for it. Why: the phase probe (S29a) has the producers waiting
-// ~1.4-1.9k of each ~6.5k-cycle tile for the codes to land, and the copy engine takes ~20 cycles per copy (S8b).
-template <bool kFp8, bool kSplit, bool kMerge, bool kF16, int kMc = 1>
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
   static_assert(kFp8 || !kF16, "fp16 operands are dequantized from FP8 rows");
-  static_assert(kMc == 1 || ((kMc == 2 || kMc == 4) && kFp8 && !kMerge),
-                "code multicast: 2 or 4 CTAs per cluster, FP8 rows, not with the split-K cluster merge");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -619,7 +604,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + 2;
   uint64_t* rawfull = full + 4;
   uint64_t* full_lo = full + 6;
-  uint64_t* rawfree = full + 8;  // kMc > 1
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -635,14 +619,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&rawfull[1], kIssueWarps);
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
-    if constexpr (kMc > 1) {
-      mbar_init(&rawfree[0], kIssueWarps * kMc);
-      mbar_init(&rawfree[1], kIssueWarps * kMc);
-    }
     mbar_init_fence();
   }
   __syncthreads();  // barriers initialized
-  if constexpr (kMc > 1) cluster_sync();  // ... in every CTA of the cluster before the first multicast copy signals them
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
@@ -655,7 +634,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
   if (kFp8 && wg == 1) {  // the first two tiles' copies
     for (int tile = 0; tile < 2 && tile < n; ++tile)
-      issue_fp8_codes<kMc>(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
+      issue_fp8_codes(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
     if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
   }
   PROBE_T0;
@@ -811,12 +790,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
-        if constexpr (kMc > 1) {  // ... once every CTA of the cluster is done with them (rawfree)
-          if (lane == 0)
-            for (int r = 0; r < kMc; ++r) mbar_arrive_cluster(&rawfree[buf], uint32_t(r));
-          if (issue_warp_mine<kMc>(tid - 128)) mbar_wait_cluster(&rawfree[buf], (i >> 1) & 1);
-        }
-        issue_fp8_codes<kMc>(p, next_index, i + 2, kv_s, rawfull, tid - 128);
+        issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
         next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes
       }
@@ -834,12 +808,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
 }
 
-template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false, int kMc = 1>
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kF16, kMc>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kF16>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
   launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
-                        dim3(kMc, 1, kMerge ? S : 1), p, chunk);
+                        dim3(1, 1, kMerge ? S : 1), p, chunk);
 }
 
 }  // namespace mla_wg
@@ -862,20 +836,6 @@ std::string mla_decode_wgmma_unsupported(const MlaDecodeParams& p) {
 
 bool mla_decode_wgmma_supported(const MlaDecodeParams& p) { return mla_decode_wgmma_unsupported(p).empty(); }
 
-int mla_decode_wgmma_multicast(const MlaDecodeParams& p, int S, bool f16_operands) {
-  if (p.multicast == 1) return 1;
-  const int blocks = (p.H * p.s_q + mla_wg::kHeads - 1) / mla_wg::kHeads;
-  auto fits = [&](int c) { return p.layout.fp8 && f16_operands && !mla_decode_wgmma_merges_in_cluster(S) && blocks % c == 0; };
-  if (p.multicast == 0) return fits(2) ? 2 : 1;
-  require(p.multicast == 2 || p.multicast == 4,
-          "mla_decode_cuda: MlaDecodeParams.multicast = " + std::to_string(p.multicast) + ", expected 0 (auto), 1, 2 or 4");
-  require(fits(p.multicast), "mla_decode_cuda: MlaDecodeParams.multicast = " + std::to_string(p.multicast) +
-                                 " needs FP8 rows with fp16 operands, no split-K cluster merge (S = " + std::to_string(S) +
-                                 ") and a multiple of " + std::to_string(p.multicast) + " head blocks of 64 (s_q H = " +
-                                 std::to_string(p.H * p.s_q) + ")");
-  return p.multicast;
-}
-
 int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   const int tiles = (topk + kMlaWgmmaTile - 1) / kMlaWgmmaTile;
   int S = std::max(1, std::min(S_cap, tiles));
@@ -897,14 +857,7 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, bool f1
                                         " < " + std::to_string(p.topk) + ")");
   require(!f16_operands || p.layout.fp8, "mla_decode_wgmma_launch: fp16 operands need FP8 rows (BF16 rows are bf16)");
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);
-  const int mc = mla_decode_wgmma_multicast(p, S, f16_operands);
-  if (mc == 2) {
-    if (S > 1) mla_wg::launch<true, true, false, true, 2>(p, S, chunk, stream);
-    else mla_wg::launch<true, false, false, true, 2>(p, S, chunk, stream);
-  } else if (mc == 4) {
-    if (S > 1) mla_wg::launch<true, true, false, true, 4>(p, S, chunk, stream);
-    else mla_wg::launch<true, false, false, true, 4>(p, S, chunk, stream);
-  } else if (p.layout.fp8 && f16_operands) {
+  if (p.layout.fp8 && f16_operands) {
     if (merge) mla_wg::launch<true, true, true, true>(p, S, chunk, stream);
     else if (S > 1) mla_wg::launch<true, true, false, true>(p, S, chunk, stream);
     else mla_wg::launch<true, false, false, true>(p, S, chunk, stream);

@@ -33,16 +33,10 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
 constexpr int kMlaWgmmaClusterMergeMax = 2;
 inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
 
-// CTAs per thread-block cluster that share each tile's FP8 code copies (cp.async.bulk multicast; the kernel's kMc) for
-// a launch of p with S splits: MlaDecodeParams::multicast 1 gives 1; 2 or 4 give themselves where the kernel has that
-// form -- FP8 rows, fp16 operands, no split-K cluster merge, and ceil(s_q H / 64) head blocks a multiple of it -- and
-// throw glm5::Error naming what is missing otherwise; 0 (auto) gives 2 where 2 fits, else 1.
-int mla_decode_wgmma_multicast(const MlaDecodeParams& p, int S, bool f16_operands);
-
 // Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
 // [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
 // kMlaWgmmaTile when S > 1). S == 1, or S = 2 (kMlaWgmmaClusterMergeMax; merged in the kernel): out and lse;
-// (CTAs in clusters of mla_decode_wgmma_multicast(p, S, f16_operands) along x), larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
+// larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
 // combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
 // fp32 accumulation and softmax; f16_operands (FP8 rows only, MlaDecodeKernel::WgmmaF16): Q, P and the dequantized
 // K / V rounded to fp16 instead (its contract in mla_decode.h). Throws glm5::Error for f16_operands with BF16 rows.

@@ -274,16 +274,6 @@ TEST(MlaDecodeCases, RejectsBadParams) {
   p.kv = in.pool.data();
   p.layout.row_bytes = 128;
   EXPECT_THROW(mla_decode_cpu(p), Error);
-  p.layout = in.layout;
-  // MlaDecodeParams::multicast: 0 (auto), 1, 2 or 4 CTAs per cluster; the twin ignores a valid value.
-  for (int mc : {0, 1, 2, 4}) {
-    p.multicast = mc;
-    EXPECT_NO_THROW(mla_decode_cpu(p)) << mc;
-  }
-  for (int mc : {-1, 3, 8}) {
-    p.multicast = mc;
-    EXPECT_THROW(mla_decode_cpu(p), Error) << mc;
-  }
 }
 
 // The L2 prefetch rider (MlaDecodeParams::l2_prefetch): validated (16-byte aligned, bytes a positive multiple of 16)

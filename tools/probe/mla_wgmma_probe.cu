@@ -20,8 +20,6 @@ using namespace glm5;
 
 int main() {
   const bool f16 = std::getenv("GLM5_PROBE_F16") != nullptr;  // the fp16-operand form (MlaDecodeKernel::WgmmaF16)
-  // MlaDecodeParams::multicast (the fp16 form's code multicast: 0 auto, 1 off, 2, 4)
-  const int multicast = std::getenv("GLM5_PROBE_MC") ? std::atoi(std::getenv("GLM5_PROBE_MC")) : 0;
   std::printf("operands: %s\n", f16 ? "fp16" : "bf16");
   const LatentLayout l = make_latent_layout(512, 64, true);
   const int rows = 495000, topk = 2048;
@@ -78,7 +76,6 @@ int main() {
     p.scale = 0.04f;
     p.workspace = ws;
     p.workspace_bytes = wsb;
-    p.multicast = multicast;
     int chunk = topk;
     const int S = mla_decode_wgmma_splits(mla_decode_num_splits(B, H, topk), topk, &chunk);
     cudaEvent_t e0, e1;
@@ -102,8 +99,7 @@ int main() {
     unsigned long long pr[32];
     CUDA_CHECK(cudaMemcpyFromSymbol(pr, mla_wg::g_probe, sizeof(pr)));
     const double ctas = double((H + 63) / 64) * B * S, tiles = double((H + 63) / 64) * B * topk / 64;
-    std::printf("B=%d H=%d S=%d chunk=%d multicast %d: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
-                mla_decode_wgmma_multicast(p, S, f16),
+    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
                 1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
                 int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
