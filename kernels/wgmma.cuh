@@ -132,6 +132,60 @@ __device__ __forceinline__ void m64n64_bf16_ss_tb(float (&d)[32], const uint8_t*
   }
 }
 
+// The asm of one m64n128k16 with element type TYPE and its 64 fp32 accumulators d0[32], d1[32] (d0: columns 0..63,
+// d1: 64..127, each laid out as an m64n64 tile's).
+#define GLM5_WGMMA_M64N128K16_SS(TYPE)                                                                                  \
+  asm volatile(                                                                                                         \
+      "{\n"                                                                                                             \
+      ".reg .pred p;\n"                                                                                                 \
+      "setp.ne.b32 p, %66, 0;\n"                                                                                        \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32" TYPE " "                                                            \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                               \
+      "%64, %65, p, 1, 1, 0, %67;\n"                                                                                    \
+      "}\n"                                                                                                             \
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]),         \
+        "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]),   \
+        "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), \
+        "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), \
+        "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]),         \
+        "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]),   \
+        "+f"(d1[16]), "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), "+f"(d1[23]), \
+        "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31])  \
+      : "l"(da), "l"(db), "r"(int(accumulate)), "n"(kTransB ? 1 : 0))
+
+// D[64 x 128] (+)= A[64 x 16] . B, fp32 D in d0 (columns 0..63) and d1 (64..127), each laid out as m64n64's, operands
+// from shared memory. kTransB true (the MLA's O = P . V): B is [16 x 128] MN-major, two 64-column panels whose
+// distance is the descriptor's leading byte offset (desc_sw128(b, panel stride)); false: B [128 x 16] K-major.
+// One instruction instead of two m64n64k16: A is read once instead of twice. (m64n256k16's 128 accumulators do not
+// fit a 512-thread kernel's 128 registers per thread at compile time: ptxas refuses it.) kF16 as above.
+template <bool kTransB, bool kF16 = false>
+__device__ __forceinline__ void m64n128k16_ss(float (&d0)[32], float (&d1)[32], uint64_t da, uint64_t db,
+                                              bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kF16) GLM5_WGMMA_M64N128K16_SS(".f16.f16");
+  else GLM5_WGMMA_M64N128K16_SS(".bf16.bf16");
+#else
+  (void)d0, (void)d1, (void)da, (void)db, (void)accumulate;
+  __trap();  // wgmma needs sm_90a code (CUDA_ARCHITECTURES 90a-real)
+#endif
+}
+
+// D[64 x 128] (+)= A[64 x K] . B[K x 128] with A K-major (as m64n64_bf16_ss) and B MN-major: element (k, n) at
+// sw128_offset(k, n, K), i.e. two panels of K rows x 64 columns, K x 128 bytes apart (the leading byte offset).
+// k-step s starts 2048 B (16 rows) further into each panel. kF16: fp16 operands.
+template <bool kF16 = false>
+__device__ __forceinline__ void m64n128_ss_tb(float (&d0)[32], float (&d1)[32], const uint8_t* a, const uint8_t* b,
+                                              int K, bool accumulate) {
+  for (int k = 0; k < K; k += 16) {
+    const uint32_t off_a = uint32_t((k / 64) * 64 * 128 + ((k % 64) / 16) * 32);
+    m64n128k16_ss<true, kF16>(d0, d1, desc_sw128(a + off_a), desc_sw128(b + uint32_t(k) * 128, uint32_t(K) * 128),
+                              accumulate || k > 0);
+  }
+}
+
 // Tells the compiler that wgmma may write the accumulator registers up to this point: wgmma.mma_async
 // writes them asynchronously, after the asm statement that names them, so reads must not be hoisted above
 // wait() and earlier writes must not sink below the next issue (CUTLASS's warpgroup_fence_operand idea).

@@ -449,19 +449,33 @@ __device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1
     }
 }
 
-// O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows x 4 value panels of
-// 64 dims (V = panels panel0.. of the K tile read as MN-major B), one commit group; the caller waits.
+// O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows, each two m64n128k16
+// over 2 x 2 value panels of 64 dims (V = panels panel0.. of the K tile read as MN-major B; dv: the K tile's
+// descriptor with the panel stride as its leading byte offset), one commit group; the caller waits.
+// Session 30: two m64n128k16 per k-step instead of four m64n64k16 (each of which re-reads P's 64 x 16 slice: 16 KB
+// of P reads per warpgroup and tile instead of 32, 8 instructions instead of 16; m64n256k16's 128 accumulators do
+// not fit the 512-thread kernel's 128 registers at compile time). GLM5_MLA_PV_N64 (probe builds only) restores the
+// four-instruction form for an A/B.
 template <bool kF16>
-__device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dk, int panel0) {
+__device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dv, int panel0) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);  // the rescale's multiplies stay before the fence
   wgmma::fence();
+#ifdef GLM5_MLA_PV_N64
 #pragma unroll
   for (int ks = 0; ks < kTile / 16; ++ks)
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       wgmma::m64n64k16_bf16_ss<true, kF16>(o[j], dp + uint64_t((32 * ks) >> 4),
-                                     dk + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+                                     dv + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+#else
+#pragma unroll
+  for (int ks = 0; ks < kTile / 16; ++ks)
+#pragma unroll
+    for (int j = 0; j < 4; j += 2)
+      wgmma::m64n128k16_ss<true, kF16>(o[j], o[j + 1], dp + uint64_t((32 * ks) >> 4),
+                                       dv + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+#endif
   wgmma::commit();
 }
 
@@ -650,6 +664,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 32; ++i) o[j][i] = 0.f;
   const uint64_t dq = wgmma::desc_sw128(q_s), dp = wgmma::desc_sw128(p_s);
   const uint64_t dk0 = wgmma::desc_sw128(kv_s), dk1 = wgmma::desc_sw128(kv_s + kOpBytes);
+  // V's descriptors (issue_pv): the same tiles, the 64-dim panels kPanelBytes apart as the MN-major B's leading offset
+  const uint64_t dv0 = wgmma::desc_sw128(kv_s, kPanelBytes), dv1 = wgmma::desc_sw128(kv_s + kOpBytes, kPanelBytes);
 
   if (wg == 0) {
     wgmma::setmaxnreg_inc<192>();
@@ -728,7 +744,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
       wgmma::bar_sync(kBarPWritten, 128);  // every WG0 warp's P rows are stored before WG0's own wgmma reads them
-      issue_pv<kF16>(o, dp, dk, 0);
+      issue_pv<kF16>(o, dp, buf ? dv1 : dv0, 0);
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
       wgmma::wait<0>();
@@ -776,13 +792,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::setmaxnreg_inc<160>();
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
-      const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
       scale_rows(o, a0, a1);
-      issue_pv<kF16>(o, dp, dk, 4);
+      issue_pv<kF16>(o, dp, buf ? dv1 : dv0, 4);
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
