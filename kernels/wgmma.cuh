@@ -173,6 +173,45 @@ __device__ __forceinline__ void m64n128k16_ss(float (&d0)[32], float (&d1)[32], 
 #endif
 }
 
+// The asm of m64n128k16 with A from four 32-bit registers (see m64n128k16_rs).
+#define GLM5_WGMMA_M64N128K16_RS(TYPE)                                                                                  \
+  asm volatile(                                                                                                         \
+      "{\n"                                                                                                             \
+      ".reg .pred p;\n"                                                                                                 \
+      "setp.ne.b32 p, %69, 0;\n"                                                                                        \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32" TYPE " "                                                            \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                         \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                                \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                                \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "                               \
+      "{%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"                                                                      \
+      "}\n"                                                                                                             \
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]),         \
+        "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]),   \
+        "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), \
+        "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), \
+        "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]),         \
+        "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]),   \
+        "+f"(d1[16]), "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), "+f"(d1[23]), \
+        "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31])  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(accumulate)), "n"(kTransB ? 1 : 0))
+
+// The same with A from registers (PTX's "register A" form): a[4] is this thread's A fragment of the 64 x 16 slice as
+// four 16-bit pairs -- rows r = 16 w + l / 4 and r + 8, columns 2 (l % 4) + {0, 1} and + 8: a[0] (r, c), a[1] (r + 8, c),
+// a[2] (r, c + 8), a[3] (r + 8, c + 8) -- which is how an m64nN fp32 accumulator holds columns 16 s .. 16 s + 15
+// (registers 8 s .. 8 s + 7, acc_row / acc_col): the MLA's P goes from the softmax straight into P . V.
+template <bool kTransB, bool kF16 = false>
+__device__ __forceinline__ void m64n128k16_rs(float (&d0)[32], float (&d1)[32], const uint32_t (&a)[4], uint64_t db,
+                                              bool accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  if constexpr (kF16) GLM5_WGMMA_M64N128K16_RS(".f16.f16");
+  else GLM5_WGMMA_M64N128K16_RS(".bf16.bf16");
+#else
+  (void)d0, (void)d1, (void)a, (void)db, (void)accumulate;
+  __trap();  // wgmma needs sm_90a code (CUDA_ARCHITECTURES 90a-real)
+#endif
+}
+
 // D[64 x 128] (+)= A[64 x K] . B[K x 128] with A K-major (as m64n64_bf16_ss) and B MN-major: element (k, n) at
 // sw128_offset(k, n, K), i.e. two panels of K rows x 64 columns, K x 128 bytes apart (the leading byte offset).
 // k-step s starts 2048 B (16 rows) further into each panel. kF16: fp16 operands.

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Session 30, call S30c: P . V as two m64n128k16 per k-step instead of four m64n64k16 (P's slice read once per 128
 # value dims instead of per 64). 1. kernels_gpu_wgmma (the new m64n128 MN-major test) and the MLA GPU tests; 2. the
-# phase probe, fp16 form, A/B against the m64n64 form (mla_wgmma_probe_n64, -DGLM5_MLA_PV_N64) in A B A B order;
+# phase probe, fp16 form, against the m64n64 form (mla_wgmma_probe_n64, -DGLM5_MLA_PV_N64) and against WG0's P . V with
+# P from registers (mla_wgmma_probe_rs, -DGLM5_MLA_WG0_PV_RS), in A B C A B C order;
 # 3. `glm5prof bench kernels --only mla --reps 20` and FlashMLA's sparse FP8 decode from its public source beside it.
 # Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_wgmma kernels_gpu_mla_decode mla_wgmma_probe
-#        mla_wgmma_probe_n64; tools/flashmla_prepare.sh /work/.mirror/deepseek-ai+FlashMLA/repo
+#        mla_wgmma_probe_n64 mla_wgmma_probe_rs; tools/flashmla_prepare.sh /work/.mirror/deepseek-ai+FlashMLA/repo
 #        /work/.mirror/NVIDIA+cutlass/repo; run `bash THIS` with carry [".device"]
 set -u
 . tools/device_round_lib.sh
@@ -14,12 +15,12 @@ device_round_test kernels_gpu_wgmma 60
 grep -E "^wgmma m64n128" $W/kernels_gpu_wgmma.log | head -8
 device_round_test kernels_gpu_mla_decode 200 --gtest_filter='Shapes/*:GpuMlaDecodeKernelChoice*'
 for r in 1 2; do
-  for v in "" _n64; do
+  for v in "" _n64 _rs; do
     GLM5_PROBE_F16=1 timeout 40 $BIN/mla_wgmma_probe$v > $W/probe$v-$r.txt 2>&1; echo "probe$v round $r rc=$?"
   done
 done
-for r in 1 2; do for v in "" _n64; do echo "== probe$v round $r (fp16 operands; '' = m64n128 P . V)"
-  grep -E 'B=|WG0|WG1|producer|check' $W/probe$v-$r.txt | head -20; done; done
+for r in 1 2; do for v in "" _n64 _rs; do echo "== probe$v round $r (fp16 operands; '' = m64n128 P . V)"
+  grep -E 'B=|check' $W/probe$v-$r.txt | head -8; done; done
 device_round_bench_mla 170
 OUT=$W/flashmla FLASHMLA_BUDGET_S=200 FLASHMLA_BENCH_S=70 FLASHMLA_BENCH_ARGS="--batches 1,64,128 --reps 20" \
   timeout 210 bash tools/device_flashmla.sh > $W/flashmla_run.txt 2>&1; echo "flashmla rc=$?"

@@ -479,6 +479,25 @@ __device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_
   wgmma::commit();
 }
 
+// WG0's O[:, 0 .. 256) += P . V with P from its registers (pw[q]: the softmax's columns 8 q + 2 (lane % 4) + {0, 1} of
+// rows r0 and r0 + 8 as 16-bit pairs, the words it also stores for WG1), so WG0 neither reads P back from shared
+// memory nor waits for its four warps' P stores (kBarPWritten). Otherwise as issue_pv. GLM5_MLA_WG0_PV_RS (session
+// 30, probe builds first).
+template <bool kF16>
+__device__ __forceinline__ void issue_pv_rs(float (&o)[4][32], const uint32_t (&pw)[8][2], uint64_t dv) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < kTile / 16; ++ks) {
+    const uint32_t a[4] = {pw[2 * ks][0], pw[2 * ks][1], pw[2 * ks + 1][0], pw[2 * ks + 1][1]};
+#pragma unroll
+    for (int j = 0; j < 4; j += 2)
+      wgmma::m64n128k16_rs<true, kF16>(o[j], o[j + 1], a, dv + uint64_t((j * kPanelBytes + 2048 * ks) >> 4), true);
+  }
+  wgmma::commit();
+}
+
 // Writes rows r0 = 16 w + lane / 4 and r0 + 8 of this warpgroup's O half (value dims [256 g, 256 g + 256))
 // times inv0 / inv1, to out (unsplit) or the workspace (split).
 template <bool kSplit>
@@ -730,12 +749,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       PROBE(3);  // WG0: softmax + O rescale
       if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
       PROBE(4);  // WG0: wait for S_free
+      uint32_t pw[8][2];  // P as 16-bit pairs: rows r0 / r0 + 8, columns 8 q + 2 (lane % 4) + {0, 1}
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
         const int c = 8 * q + 2 * (lane & 3);
-        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = pack2<kF16>(s[4 * q], s[4 * q + 1]);
-        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) =
-            pack2<kF16>(s[4 * q + 2], s[4 * q + 3]);
+        pw[q][0] = pack2<kF16>(s[4 * q], s[4 * q + 1]);
+        pw[q][1] = pack2<kF16>(s[4 * q + 2], s[4 * q + 3]);
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = pw[q][0];
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) = pw[q][1];
       }
       if ((lane & 3) == 0) {
         alpha_s[r0] = a0;
@@ -743,8 +764,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
+#ifdef GLM5_MLA_WG0_PV_RS
+      issue_pv_rs<kF16>(o, pw, buf ? dv1 : dv0);
+#else
       wgmma::bar_sync(kBarPWritten, 128);  // every WG0 warp's P rows are stored before WG0's own wgmma reads them
       issue_pv<kF16>(o, dp, buf ? dv1 : dv0, 0);
+#endif
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
       wgmma::wait<0>();
