@@ -80,10 +80,35 @@ std::string run_compare(const CompareOptions& c) {
       fs::remove_all(dir, e);
     }
   } remove_staging{staging};
+  auto point_name = [](int b, int ctx, int64_t pool) {
+    std::string name = "b";  // (appended: GCC 12's -Wrestrict misfires on "b" + std::to_string(b) in a lambda)
+    name += std::to_string(b);
+    name += "-ctx" + std::to_string(ctx);
+    name += "-pool" + std::to_string(pool);
+    return name;
+  };
+  // Pre-flight: every point's options checked as usage before the first point runs (ProfileOptions::validate_only),
+  // so a value no point can take (--context beyond max_position_embeddings) is one usage error (exit 2) naming the
+  // point, not minutes of sweep ending in "every point skipped" (bad-input review, session 29). What only a run can
+  // tell (the pool does not fit the GPU) still skips that point and the sweep goes on.
   for (int b : c.batches)
     for (int64_t pool : c.pools)
       for (int ctx : c.contexts) {
-        const std::string name = "b" + std::to_string(b) + "-ctx" + std::to_string(ctx) + "-pool" + std::to_string(pool);
+        ProfileOptions o = c.base;
+        o.batch = b;
+        o.context = ctx;
+        o.pool_tokens = pool;
+        o.validate_only = true;
+        try {
+          run_profile(o);
+        } catch (const UsageError& e) {
+          throw UsageError("compare: point " + point_name(b, ctx, pool) + ": " + e.what());
+        }
+      }
+  for (int b : c.batches)
+    for (int64_t pool : c.pools)
+      for (int ctx : c.contexts) {
+        const std::string name = point_name(b, ctx, pool);
         progress(bar, done, total, name);
         ProfileOptions o = c.base;
         o.batch = b;

@@ -462,6 +462,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   wo.where = cuda ? Where::Device : Where::Host;
   wo.matrix_dtype = cuda ? DType::BF16 : DType::F32;
   require_usage(o.weights_dtype == "bf16" || o.weights_dtype == "fp8", "--weights-dtype must be bf16 or fp8, got '" + o.weights_dtype + "'");
+  if (o.validate_only) return {};  // ProfileOptions::validate_only: the usage checks above are all there is
   wo.fp8_linear = o.weights_dtype == "fp8";
   EngineOptions eo;
   eo.backend = cuda ? Backend::Cuda : Backend::Cpu;

@@ -88,6 +88,10 @@ struct ProfileOptions {
   // uses GPU R modulo the GPUs it sees (CUDA_VISIBLE_DEVICES narrows that).
   std::string nccl_id_file;
   bool quiet = false;
+  // Check the options as usage (the same checks and UsageError messages as a run) and return "" before any
+  // allocation, model weights or output: compare's pre-flight of every point of its sweep (so --context beyond
+  // max_position_embeddings is exit 2 before the first point runs, not "every point skipped" after the sweep).
+  bool validate_only = false;
 };
 
 // Runs the profile and writes the outputs. Returns a one-paragraph summary for the terminal.

@@ -475,10 +475,21 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_negative_time", {"diff", base, negative}, 2, {negative, "'time_us' is below 0"});
   expect_failure("diff_nan_threshold", {"diff", base, base, "--threshold", "nan"}, 2, {"--threshold", "finite"});
   expect_failure("bench_only_bogus", {"bench", "kernels", "--only", "bogus"}, 2, {"--only", "bogus"});
+  // A context beyond max_position_embeddings (glm5-tiny: 4096) is a usage error found before any point runs (the
+  // pre-flight), naming the point and the limit; nothing is written. (Until session 30: exit 1, "every point of the
+  // sweep was skipped", after running the sweep.)
+  expect_failure("compare_context_past_model",
+                 {"compare", "--backend", "cpu", "--model", "glm5-tiny", "--context", "128,5000", "--pool-tokens",
+                  "4096", "--batch", "1", "--out", (dir_ / "cmp_out").string()},
+                 2, {"point b1-ctx5000-pool4096", "max_position_embeddings = 4096"});
+  EXPECT_FALSE(fs::exists(dir_ / "cmp_out" / "compare.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "cmp_out" / "points"));
+  // What only a run can tell (a 64-token pool cannot hold the request) skips the point; a sweep of only such points
+  // is an error (exit 1) naming the first reason, with nothing written.
   expect_failure("compare_all_skipped",
-                 {"compare", "--backend", "cpu", "--model", "glm5-tiny", "--context", "5000", "--pool-tokens", "4096",
+                 {"compare", "--backend", "cpu", "--model", "glm5-tiny", "--context", "1000", "--pool-tokens", "64",
                   "--batch", "1", "--out", (dir_ / "cmp_out").string()},
-                 1, {"every point of the sweep was skipped", "--context"});
+                 1, {"every point of the sweep was skipped", "cannot hold"});
   EXPECT_FALSE(fs::exists(dir_ / "cmp_out" / "compare.json"));
   // Gzip traces are diffed as analyze reads them (they used to be "not valid JSON").
   const std::string gz = std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz";
