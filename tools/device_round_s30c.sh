@@ -3,7 +3,8 @@
 # value dims instead of per 64). 1. kernels_gpu_wgmma (the new m64n128 MN-major test) and the MLA GPU tests; 2. the
 # phase probe, fp16 form, against the m64n64 form (mla_wgmma_probe_n64, -DGLM5_MLA_PV_N64) and against WG0's P . V with
 # P from registers (mla_wgmma_probe_rs, -DGLM5_MLA_WG0_PV_RS), in A B C A B C order;
-# 3. `glm5prof bench kernels --only mla --reps 20` and FlashMLA's sparse FP8 decode from its public source beside it.
+# 3. `glm5prof bench kernels --only mla --reps 20` and FlashMLA's sparse FP8 decode from its public source beside it
+# (left out with S30_TESTS_ONLY=1: steps 1 and 2 alone, any sm_90 GPU, glm5prof need not be packed).
 # Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_wgmma kernels_gpu_mla_decode mla_wgmma_probe
 #        mla_wgmma_probe_n64 mla_wgmma_probe_rs; tools/flashmla_prepare.sh /work/.mirror/deepseek-ai+FlashMLA/repo
 #        /work/.mirror/NVIDIA+cutlass/repo; run `bash THIS` with carry [".device"]
@@ -21,6 +22,7 @@ for r in 1 2; do
 done
 for r in 1 2; do for v in "" _n64 _rs; do echo "== probe$v round $r (fp16 operands; '' = m64n128 P . V)"
   grep -E 'B=|check' $W/probe$v-$r.txt | head -8; done; done
+if [[ ${S30_TESTS_ONLY:-0} == 1 ]]; then device_round_pack; exit 0; fi
 device_round_bench_mla 170
 OUT=$W/flashmla FLASHMLA_BUDGET_S=200 FLASHMLA_BENCH_S=70 FLASHMLA_BENCH_ARGS="--batches 1,64,128 --reps 20" \
   timeout 210 bash tools/device_flashmla.sh > $W/flashmla_run.txt 2>&1; echo "flashmla rc=$?"

@@ -81,27 +81,32 @@ __global__ void __launch_bounds__(128) wgmma_n128_kernel(const uint16_t* a, cons
       out[wgmma::acc_row(i, threadIdx.x) * 128 + 64 * j + wgmma::acc_col(i, threadIdx.x)] = d[j][i];
 }
 
-TEST(GpuWgmma, SwizzledBf16AndF16ProductsMatchHost) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+// The wgmma code is built for sm_90a only: fails the test on any other GPU.
+void expect_sm90() {
   int dev = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
   ASSERT_TRUE(major == 9 && minor == 0) << "wgmma code is built for sm_90a; this GPU is sm_" << major << minor;
+}
+
+// A 16-bit operand word from x (bf16, or fp16 rounded by cuda_fp16's conversion) and the value a word holds.
+uint16_t operand_word(float x, bool f16) { return f16 ? __half_as_ushort(__float2half_rn(x)) : float_to_bf16_bits(x); }
+double operand_value(uint16_t w, bool f16) {
+  return f16 ? double(__half2float(__ushort_as_half(w))) : double(bf16_bits_to_float(w));
+}
+
+TEST(GpuWgmma, SwizzledBf16AndF16ProductsMatchHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  ASSERT_NO_FATAL_FAILURE(expect_sm90());
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int f16 = 0; f16 < 2; ++f16)
   for (int K : {64, 576, 768}) {  // 768: 2 x 96 KB + 1 KB, within the 227 KB a block may have
     // 16-bit words and their values: bf16, or (f16) fp16 rounded on the host by cuda_fp16's conversions.
     std::vector<uint16_t> a(size_t(64) * K), b(size_t(64) * K);
-    auto word = [&](float x) -> uint16_t {
-      if (!f16) return float_to_bf16_bits(x);
-      const __half h = __float2half_rn(x);
-      return __half_as_ushort(h);
-    };
-    auto value = [&](uint16_t w) -> double {
-      return f16 ? double(__half2float(__ushort_as_half(w))) : double(bf16_bits_to_float(w));
-    };
+    auto word = [&](float x) { return operand_word(x, f16); };
+    auto value = [&](uint16_t w) { return operand_value(w, f16); };
     for (size_t i = 0; i < a.size(); ++i) a[i] = word(rng_normal(seed, 1 + K, i));
     for (size_t i = 0; i < b.size(); ++i) b[i] = word(rng_normal(seed, 2 + K, i));
     auto kernel = f16 ? wgmma_gemm_kernel<true> : wgmma_gemm_kernel<false>;
@@ -142,23 +147,14 @@ TEST(GpuWgmma, SwizzledBf16AndF16ProductsMatchHost) {
 // columns 64..127 and fails by order 1).
 TEST(GpuWgmma, N128MnMajorBMatchesHost) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
-  int dev = 0, major = 0, minor = 0;
-  CUDA_CHECK(cudaGetDevice(&dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  ASSERT_TRUE(major == 9 && minor == 0) << "wgmma code is built for sm_90a; this GPU is sm_" << major << minor;
+  ASSERT_NO_FATAL_FAILURE(expect_sm90());
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   for (int f16 = 0; f16 < 2; ++f16)
     for (int K : {64, 128}) {
       std::vector<uint16_t> a(size_t(64) * K), b(size_t(K) * 128);
-      auto word = [&](float x) -> uint16_t {
-        if (!f16) return float_to_bf16_bits(x);
-        return __half_as_ushort(__float2half_rn(x));
-      };
-      auto value = [&](uint16_t w) -> double {
-        return f16 ? double(__half2float(__ushort_as_half(w))) : double(bf16_bits_to_float(w));
-      };
+      auto word = [&](float x) { return operand_word(x, f16); };
+      auto value = [&](uint16_t w) { return operand_value(w, f16); };
       for (size_t i = 0; i < a.size(); ++i) a[i] = word(rng_normal(seed, 11 + K, i));
       for (size_t i = 0; i < b.size(); ++i) b[i] = word(rng_normal(seed, 12 + K, i));
       auto kernel = f16 ? wgmma_n128_kernel<true> : wgmma_n128_kernel<false>;
