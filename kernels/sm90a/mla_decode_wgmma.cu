@@ -449,42 +449,50 @@ __device__ __forceinline__ void scale_rows(float (&o)[4][32], float a0, float a1
     }
 }
 
-// O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows, each two m64n128k16
-// over 2 x 2 value panels of 64 dims (V = panels panel0.. of the K tile read as MN-major B; dv: the K tile's
-// descriptor with the panel stride as its leading byte offset), one commit group; the caller waits.
-// Session 30: two m64n128k16 per k-step instead of four m64n64k16 (each of which re-reads P's 64 x 16 slice: 16 KB
-// of P reads per warpgroup and tile instead of 32, 8 instructions instead of 16; m64n256k16's 128 accumulators do
-// not fit the 512-thread kernel's 128 registers at compile time). GLM5_MLA_PV_N64 (probe builds only) restores the
-// four-instruction form for an A/B.
+// A K tile's descriptor (desc_sw128: leading byte offset 16 B, unused by one-panel operands) with the panel stride as
+// its leading byte offset instead: V as an MN-major B wider than one 64-dim panel (the m64n128 forms below).
+__device__ __forceinline__ uint64_t pv_desc(uint64_t dk) {
+  return (dk & ~(uint64_t(0x3FFF) << 16)) | (uint64_t(kPanelBytes >> 4) << 16);
+}
+
+// O[:, 64 panel0 .. 64 panel0 + 256) += P . V over the tile's 64 rows: 4 k-steps of 16 rows x 4 value panels of
+// 64 dims, one m64n64k16 each (V = panels panel0.. of the K tile read as MN-major B), one commit group; the caller
+// waits. GLM5_MLA_PV_N128 (session 30, probe builds; not yet measured on a GPU: no device came after it was written):
+// two m64n128k16 per k-step instead (P's 64 x 16 slice read once per 128 value dims: 16 KB of P reads per warpgroup
+// and tile instead of 32, 8 instructions instead of 16; m64n256k16's 128 accumulators do not fit the 512-thread
+// kernel's 128 registers at compile time, ptxas C7602). Its building block is tested on its own
+// (GpuWgmma.N128MnMajorBMatchesHost).
 template <bool kF16>
-__device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dv, int panel0) {
+__device__ __forceinline__ void issue_pv(float (&o)[4][32], uint64_t dp, uint64_t dk, int panel0) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);  // the rescale's multiplies stay before the fence
   wgmma::fence();
-#ifdef GLM5_MLA_PV_N64
-#pragma unroll
-  for (int ks = 0; ks < kTile / 16; ++ks)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      wgmma::m64n64k16_bf16_ss<true, kF16>(o[j], dp + uint64_t((32 * ks) >> 4),
-                                     dv + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
-#else
+#ifdef GLM5_MLA_PV_N128
+  const uint64_t dv = pv_desc(dk);
 #pragma unroll
   for (int ks = 0; ks < kTile / 16; ++ks)
 #pragma unroll
     for (int j = 0; j < 4; j += 2)
       wgmma::m64n128k16_ss<true, kF16>(o[j], o[j + 1], dp + uint64_t((32 * ks) >> 4),
                                        dv + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
+#else
+#pragma unroll
+  for (int ks = 0; ks < kTile / 16; ++ks)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      wgmma::m64n64k16_bf16_ss<true, kF16>(o[j], dp + uint64_t((32 * ks) >> 4),
+                                     dk + uint64_t(((panel0 + j) * kPanelBytes + 2048 * ks) >> 4), true);
 #endif
   wgmma::commit();
 }
 
 // WG0's O[:, 0 .. 256) += P . V with P from its registers (pw[q]: the softmax's columns 8 q + 2 (lane % 4) + {0, 1} of
 // rows r0 and r0 + 8 as 16-bit pairs, the words it also stores for WG1), so WG0 neither reads P back from shared
-// memory nor waits for its four warps' P stores (kBarPWritten). Otherwise as issue_pv. GLM5_MLA_WG0_PV_RS (session
-// 30, probe builds first).
+// memory nor waits for its four warps' P stores (kBarPWritten). Otherwise as issue_pv's m64n128 form.
+// GLM5_MLA_WG0_PV_RS (session 30, probe builds; not yet measured on a GPU).
 template <bool kF16>
-__device__ __forceinline__ void issue_pv_rs(float (&o)[4][32], const uint32_t (&pw)[8][2], uint64_t dv) {
+__device__ __forceinline__ void issue_pv_rs(float (&o)[4][32], const uint32_t (&pw)[8][2], uint64_t dk) {
+  const uint64_t dv = pv_desc(dk);
 #pragma unroll
   for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
   wgmma::fence();
@@ -683,8 +691,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = 0; i < 32; ++i) o[j][i] = 0.f;
   const uint64_t dq = wgmma::desc_sw128(q_s), dp = wgmma::desc_sw128(p_s);
   const uint64_t dk0 = wgmma::desc_sw128(kv_s), dk1 = wgmma::desc_sw128(kv_s + kOpBytes);
-  // V's descriptors (issue_pv): the same tiles, the 64-dim panels kPanelBytes apart as the MN-major B's leading offset
-  const uint64_t dv0 = wgmma::desc_sw128(kv_s, kPanelBytes), dv1 = wgmma::desc_sw128(kv_s + kOpBytes, kPanelBytes);
 
   if (wg == 0) {
     wgmma::setmaxnreg_inc<192>();
@@ -749,6 +755,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       PROBE(3);  // WG0: softmax + O rescale
       if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
       PROBE(4);  // WG0: wait for S_free
+#ifdef GLM5_MLA_WG0_PV_RS
       uint32_t pw[8][2];  // P as 16-bit pairs: rows r0 / r0 + 8, columns 8 q + 2 (lane % 4) + {0, 1}
 #pragma unroll
       for (int q = 0; q < 8; ++q) {
@@ -758,6 +765,15 @@ __global__ void __launch_bounds__(kThreads, 1)
         *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = pw[q][0];
         *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) = pw[q][1];
       }
+#else
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const int c = 8 * q + 2 * (lane & 3);
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0, c, kHeads)) = pack2<kF16>(s[4 * q], s[4 * q + 1]);
+        *reinterpret_cast<uint32_t*>(p_s + wgmma::sw128_offset(r0 + 8, c, kHeads)) =
+            pack2<kF16>(s[4 * q + 2], s[4 * q + 3]);
+      }
+#endif
       if ((lane & 3) == 0) {
         alpha_s[r0] = a0;
         alpha_s[r0 + 8] = a1;
@@ -765,10 +781,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::fence_proxy_async();
       wgmma::bar_arrive(kBarSReady, 256);
 #ifdef GLM5_MLA_WG0_PV_RS
-      issue_pv_rs<kF16>(o, pw, buf ? dv1 : dv0);
+      issue_pv_rs<kF16>(o, pw, dk);
 #else
       wgmma::bar_sync(kBarPWritten, 128);  // every WG0 warp's P rows are stored before WG0's own wgmma reads them
-      issue_pv<kF16>(o, dp, buf ? dv1 : dv0, 0);
+      issue_pv<kF16>(o, dp, dk, 0);
 #endif
       // Waiting here (not after the next tile's Q . K^T) keeps the softmax's writes of s out of an open
       // wgmma stage: ptxas otherwise serializes every wgmma (C7515). WG1's P . V still overlaps.
@@ -817,12 +833,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::setmaxnreg_inc<160>();
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
+      const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
       scale_rows(o, a0, a1);
-      issue_pv<kF16>(o, dp, buf ? dv1 : dv0, 4);
+      issue_pv<kF16>(o, dp, dk, 4);
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
