@@ -6,7 +6,9 @@
 # -DGLM5_MLA_WG0_PV_RS), in A B C A B C order (each probe also checks its output against the mma.sync kernel);
 # 3. `glm5prof bench kernels --only mla --reps 20` and FlashMLA's sparse FP8 decode from its public source beside it
 # (left out with S30_TESTS_ONLY=1: steps 1 and 2 alone, any sm_90 GPU, glm5prof need not be packed).
-# Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_wgmma kernels_gpu_mla_decode mla_wgmma_probe
+# Usage: tools/probe/build.sh build-lead; tools/probe/build.sh build-lead mla_wgmma_probe_n128 -DGLM5_MLA_PV_N128;
+#        tools/probe/build.sh build-lead mla_wgmma_probe_rs -DGLM5_MLA_WG0_PV_RS;
+#        tools/device_pack.sh build-lead glm5prof kernels_gpu_wgmma kernels_gpu_mla_decode mla_wgmma_probe
 #        mla_wgmma_probe_n128 mla_wgmma_probe_rs; tools/flashmla_prepare.sh /work/.mirror/deepseek-ai+FlashMLA/repo
 #        /work/.mirror/NVIDIA+cutlass/repo; run `bash THIS` with carry [".device"]
 set -u
