@@ -755,7 +755,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       PROBE(3);  // WG0: softmax + O rescale
       if (i > 0) wgmma::bar_sync(kBarSFree, 256);  // WG1 is done reading P and alpha of tile i - 1
       PROBE(4);  // WG0: wait for S_free
-#ifdef GLM5_MLA_WG0_PV_RS
+#ifdef GLM5_MLA_WG0_PV_RS  // (one loop for both forms changed the library's machine code: kept apart until measured)
       uint32_t pw[8][2];  // P as 16-bit pairs: rows r0 / r0 + 8, columns 8 q + 2 (lane % 4) + {0, 1}
 #pragma unroll
       for (int q = 0; q < 8; ++q) {

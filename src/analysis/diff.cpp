@@ -10,8 +10,8 @@
 
 #include "common/error.h"
 #include "common/input_file.h"
-#include "trace/chrome_trace.h"
 #include "common/json_excerpt.h"
+#include "trace/chrome_trace.h"  // kMaxPlausibleDurationUs
 
 namespace glm5 {
 
@@ -37,12 +37,10 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-// The largest time [us] a report may hold, the trace reader's plausibility limit: a larger one is a corrupt report
-// (1e308 printed as digits and -inf%).
-constexpr double kMaxTimeUs = kMaxPlausibleDurationUs;
-
-// The finite number `key` of `j`, in [lo, hi] (times: [0, kMaxTimeUs]; a layer index: lo = -1, "not a layer").
-double number(const json& j, const char* key, const std::string& where, double lo = 0, double hi = kMaxTimeUs) {
+// The finite number `key` of `j`, in [lo, hi] (times: [0, kMaxPlausibleDurationUs], the trace reader's limit: a larger
+// time is a corrupt report, 1e308 printed as digits and -inf%; a layer index: lo = -1, "not a layer").
+double number(const json& j, const char* key, const std::string& where, double lo = 0,
+              double hi = kMaxPlausibleDurationUs) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number())
     throw Error(where + ": field '" + key + "' missing or not a number");

@@ -91,13 +91,17 @@ std::string run_compare(const CompareOptions& c) {
   // so a value no point can take (--context beyond max_position_embeddings) is one usage error (exit 2) naming the
   // point, not minutes of sweep ending in "every point skipped" (bad-input review, session 29). What only a run can
   // tell (the pool does not fit the GPU) still skips that point and the sweep goes on.
+  auto point_options = [&c](int b, int ctx, int64_t pool) {
+    ProfileOptions o = c.base;
+    o.batch = b;
+    o.context = ctx;
+    o.pool_tokens = pool;
+    return o;
+  };
   for (int b : c.batches)
     for (int64_t pool : c.pools)
       for (int ctx : c.contexts) {
-        ProfileOptions o = c.base;
-        o.batch = b;
-        o.context = ctx;
-        o.pool_tokens = pool;
+        ProfileOptions o = point_options(b, ctx, pool);
         o.validate_only = true;
         try {
           run_profile(o);
@@ -110,10 +114,7 @@ std::string run_compare(const CompareOptions& c) {
       for (int ctx : c.contexts) {
         const std::string name = point_name(b, ctx, pool);
         progress(bar, done, total, name);
-        ProfileOptions o = c.base;
-        o.batch = b;
-        o.context = ctx;
-        o.pool_tokens = pool;
+        ProfileOptions o = point_options(b, ctx, pool);
         o.quiet = true;
         o.out_dir = (staging / name).string();
         json p = {{"name", name}, {"batch", b}, {"context", ctx}, {"pool_tokens", pool}};

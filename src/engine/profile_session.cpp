@@ -390,7 +390,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   require_usage(o.warmup >= 0 && o.warmup <= 1000, "--warmup must be in [0, 1000], got " + std::to_string(o.warmup));
   require_usage(o.share_mlp == "auto" || o.share_mlp == "on" || o.share_mlp == "off",
           "--share-mlp must be auto, on or off, got '" + o.share_mlp + "'");
-  check_output_dir(o.out_dir);
+  if (!o.validate_only) check_output_dir(o.out_dir);  // (a pre-flight writes nothing; its caller checks its own --out)
 
   const bool cuda = resolve_backend(o.backend) == Backend::Cuda;
   require_usage(o.tp >= 1 && o.tp <= 64, "--tp must be in [1, 64], got " + std::to_string(o.tp));

@@ -89,8 +89,9 @@ struct ProfileOptions {
   std::string nccl_id_file;
   bool quiet = false;
   // Check the options as usage (the same checks and UsageError messages as a run) and return "" before any
-  // allocation, model weights or output: compare's pre-flight of every point of its sweep (so --context beyond
-  // max_position_embeddings is exit 2 before the first point runs, not "every point skipped" after the sweep).
+  // allocation, model weights or output (out_dir is not probed either: the caller checks its own): compare's
+  // pre-flight of every point of its sweep (so --context beyond max_position_embeddings is exit 2 before the first
+  // point runs, not "every point skipped" after the sweep).
   bool validate_only = false;
 };
 

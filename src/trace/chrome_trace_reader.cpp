@@ -164,10 +164,9 @@ bool kind_of(std::string_view cat, ActivityKind& kind) {
   return true;
 }
 
-// Plausibility limits [us]. A duration over 1e15 us (31 years) is corrupt. Timestamps may be absolute
-// (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15 today), so they get a
-// wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
-constexpr double kMaxDurUs = kMaxPlausibleDurationUs;
+// Plausibility limits [us]. A duration over kMaxPlausibleDurationUs (1e15 us, 31 years; chrome_trace.h) is
+// corrupt. Timestamps may be absolute (Kineto before baseTimeNanoseconds: microseconds since the epoch, ~1.7e15
+// today), so they get a wider bound that still keeps base + ts * 1e3 inside int64 nanoseconds (9.2e18).
 constexpr double kMaxTsUs = 4e15;
 constexpr int64_t kMaxBaseNs = 4'000'000'000'000'000'000;
 
@@ -305,7 +304,8 @@ class EventSink {
     }
     const std::string_view name = f.str(name_v, "name");
     const double zero = 0.0;
-    const double ts_us = f.micros(ts, "ts", kMaxTsUs, nullptr), dur_us = f.micros(dur, "dur", kMaxDurUs, &zero);
+    const double ts_us = f.micros(ts, "ts", kMaxTsUs, nullptr);
+    const double dur_us = f.micros(dur, "dur", kMaxPlausibleDurationUs, &zero);
     const int64_t start = std::llround(ts_us * 1e3), end = start + std::llround(dur_us * 1e3);
     const int64_t pid = pid_v ? as_int(*pid_v) : 0, tid = tid_v ? as_int(*tid_v) : 0;
     // torch.profiler(with_modules=True) draws each module call as a python_function span: a layer's span
