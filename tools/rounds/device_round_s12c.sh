@@ -4,7 +4,7 @@
 # GPU tests (kernels_gpu_moe_grouped: the fused norm's bits; engine_gpu_fused_norm: engine logits on = off bit for bit;
 # engine_gpu_fp8_weights), then the batch-1 decode step (FP8 weights, graphs) A/B in one call: --fuse-norm on, off, on.
 #   tools/device_pack.sh build-lead glm5prof kernels_gpu_moe_grouped engine_gpu_fused_norm engine_gpu_fp8_weights
-#   run `bash tools/device_round_s12c.sh` with carry [".device"]
+#   run `bash tools/rounds/device_round_s12c.sh` with carry [".device"]
 set -u
 . tools/device_round_lib.sh
 device_round_begin ${1:-s12c}

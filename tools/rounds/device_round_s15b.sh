@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 15, call S15b: the tensor-core absorb kernels with every warp busy at batch 8 and 32 (NG warps per m-tile) and the
 # next 64 k's activation loads in flight during the current products (kernels/mla_absorb.cu). Same steps as S15a
-# (tools/device_round_s15a.sh), the decode step in the order A B A (A: --absorb-tc on, B: off).
+# (tools/rounds/device_round_s15a.sh), the decode step in the order A B A (A: --absorb-tc on, B: off).
 # Usage: tools/device_pack.sh build-lead glm5prof kernels_gpu_mla_absorb; run `bash THIS`, carry [".device"]
-# (S15_TAG names the output folder: tools/device_round_s15c.sh runs this body as s15c.)
+# (S15_TAG names the output folder: tools/rounds/device_round_s15c.sh runs this body as s15c.)
 set -u
 . tools/device_round_lib.sh
 device_round_begin ${S15_TAG:-s15b}

@@ -3,7 +3,7 @@
 #   h1: every GPU test binary (tools/device_tests.sh, 3 at a time), then bench kernels --only mla,cast,indexer
 #   h2: bench kernels --only linear,absorb,moe, then the decode-step benchmark (tools/decode_step_bench.sh):
 #       batch 1 FP8 and BF16 weights, graph off and on; batch 8 / 32 / 128 FP8 with graphs.
-# Pack first: tools/device_pack.sh build-lead <all *_gpu_* tests> glm5prof. Usage: bash tools/device_round_h.sh h1|h2
+# Pack first: tools/device_pack.sh build-lead <all *_gpu_* tests> glm5prof. Usage: bash tools/rounds/device_round_h.sh h1|h2
 set -u
 T0=$(date +%s); el() { echo "[+$(( $(date +%s) - T0 ))s]"; }
 tar xJf .device/pack.tar.xz -C .device

@@ -3,7 +3,7 @@
 # (tools/device_tests.sh; kernels_gpu_moe_grouped only its PairDownMatchesPerTokenBitwise test: its first test alone
 # needs its whole limit), then compute-sanitizer memcheck / synccheck / racecheck on GpuKvCast's correctness tests
 # (the TMA bulk cast kernel).
-#   tools/device_pack.sh build-lead glm5prof <every *_gpu_* executable>; run `bash tools/device_round_s12f.sh` with carry [".device"]
+#   tools/device_pack.sh build-lead glm5prof <every *_gpu_* executable>; run `bash tools/rounds/device_round_s12f.sh` with carry [".device"]
 set -u
 tar xJf .device/pack.tar.xz -C .device
 export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared" GLM5_BINARY_DIR=$PWD/.device/bin
