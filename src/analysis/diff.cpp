@@ -114,12 +114,18 @@ std::vector<RunView> read_runs(const json& report, const std::string& who) {
       if (!s.is_object()) throw Error(where + ".steps.samples: expected objects");
       v.step_samples.push_back(number(s, "time_us", where + ".steps.samples"));
     }
-    if (!v.step_samples.empty()) {  // a median outside its own samples' range is a corrupt report
+    // No step sample (an empty trace, or samples dropped from a report) leaves nothing to compare, and the per-step
+    // kernel times below would divide by a made-up step count (bad-input review, session 31: an empty new trace
+    // passed the gate as a -100% "improvement").
+    if (v.step_samples.empty())
+      throw Error(where + ".steps: no step samples (the trace has no kernels or step markers?): nothing to compare");
+    {  // a median outside its own samples' range is a corrupt report
       const auto [lo, hi] = std::minmax_element(v.step_samples.begin(), v.step_samples.end());
       if (v.step_median < *lo || v.step_median > *hi)
         throw Error(where + ".steps: field 'median_us' (" + fmt("%.6g", v.step_median) + ") is outside its samples' range [" +
                     fmt("%.6g", *lo) + ", " + fmt("%.6g", *hi) + "]");
     }
+    if (!(v.step_median > 0)) throw Error(where + ".steps: the step median is 0 us: nothing to compare");
     for (const json& o : array(r, "ops", where)) {
       if (!o.is_object()) throw Error(where + ".ops: expected objects");
       add_unique(v.ops, op_field(o, where + ".ops"), number(o, "time_us", where + ".ops"), where + ".ops");
@@ -320,6 +326,10 @@ DiffResult diff_reports(const json& base_j, const json& now_j, const DiffOptions
                                                                          : "no run name matches: new '" + now[0].name +
                                                                                "', base '" + base[0].name + "'") +
                 ")");
+  for (auto [b, n] : pairs)  // a new side whose kernels were not recorded must not pass as every kernel "gone"
+    if (!b->kernels.empty() && n->kernels.empty())
+      throw Error(now_name + ": run '" + n->name + "' has no kernel records while its base run has " +
+                  std::to_string(b->kernels.size()) + " (was the trace recorded without CUDA activity?)");
   for (auto [b, n] : pairs) {
     MetricDiff s{n->name, "step", "step median", b->step_median, n->step_median, pct(b->step_median, n->step_median),
                  -1, gated(o, "step"), ""};

@@ -54,13 +54,9 @@ int run_diff_cli(const DiffCliArgs& a) {
     for (const std::string* p : {&a.md_out, &a.json_out, &a.junit_out}) {
       if (p->empty()) continue;
       check_output_dir(std::filesystem::path(*p).parent_path().empty() ? "." : std::filesystem::path(*p).parent_path().string());
-      // An output naming an input would overwrite the base (or new) report it was compared with.
-      for (const std::string* in : {&a.base, &a.now, &a.config}) {
-        std::error_code ec;
-        if (!in->empty() && std::filesystem::equivalent(*p, *in, ec))
-          throw Error("output '" + *p + "' is the input '" + *in + "': choose another --md / --json / --junit path");
-      }
     }
+    // An output naming an input would overwrite the base (or new) report it was compared with.
+    require_outputs_not_inputs({a.md_out, a.json_out, a.junit_out}, {a.base, a.now, a.config}, "--md / --json / --junit path");
     DiffResult d = diff_reports(load_report_or_trace(a.base), load_report_or_trace(a.now), o, a.base, a.now);
     const std::string md = diff_to_markdown(d, o);
     AtomicOutputs files;  // every requested output or none

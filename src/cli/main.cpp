@@ -192,6 +192,7 @@ int run_decode(const std::string& weights_dir, const std::string& model, const s
 
 int run_analyze(const std::string& trace, const std::string& out_dir) {
   check_output_dir(out_dir);
+  require_outputs_not_inputs({out_dir + "/report.json", out_dir + "/report.md"}, {trace}, "--out folder");
   Timeline t = read_chrome_trace(trace);
   Peaks peaks;  // unknown for a foreign trace: percentages are left at 0
   ReportInput in = report_of_trace(t, trace, peaks);

@@ -20,6 +20,13 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// An output could not be written (trace/atomic_file.h: a folder missing or not writable, a full disk, a target that
+// cannot be replaced, an output naming an input). Never a property of one sweep point: compare stops on it instead of
+// recording the point as skipped (bad-input review, session 31: a full disk gave exit 0 with every point "skipped").
+struct OutputError : Error {
+  using Error::Error;
+};
+
 // Throws glm5::Error(message) unless `condition` holds. Use for host-side preconditions.
 inline void require(bool condition, const std::string& message) {
   if (!condition) throw Error(message);

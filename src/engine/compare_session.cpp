@@ -62,6 +62,10 @@ std::string run_compare(const CompareOptions& c) {
           "compare: --context, --pool-tokens and --batch each need at least one value");
   check_output_dir(c.base.out_dir);
   namespace fs = std::filesystem;
+  if (!c.base.model.empty())
+    require_outputs_not_inputs({(fs::path(c.base.out_dir) / "compare.json").string(),
+                                (fs::path(c.base.out_dir) / "compare.md").string()},
+                               {c.base.model, (fs::path(c.base.model) / "config.json").string()}, "--out folder");
   const bool bar = c.progress && isatty(STDERR_FILENO);
   size_t total = c.contexts.size() * c.pools.size() * c.batches.size(), done = 0;
   json points = json::array();
@@ -143,6 +147,8 @@ std::string run_compare(const CompareOptions& c) {
           p["paths"] = paths;
           p["winner"] = winner;
           p["margin"] = best > 0 && second > 0 ? second / best - 1 : 0.0;  // runner-up slower by this fraction
+        } catch (const OutputError&) {
+          throw;  // a full disk or an unwritable folder fails the sweep (no outputs), it does not skip the point
         } catch (const std::exception& e) {
           p["skipped"] = e.what();  // e.g. the pool cannot hold batch x context: the sweep goes on
         }

@@ -408,6 +408,13 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
     model = o.weights;
   }
   ModelConfig cfg = resolve_model_config(model.empty() ? (cuda ? "glm5" : "glm5-tiny") : model);
+  // --model config.json (or a checkpoint's) inside --out under an output's name would be replaced by the report.
+  if (!o.validate_only && !model.empty()) {
+    namespace fs = std::filesystem;
+    const fs::path out(o.out_dir);
+    require_outputs_not_inputs({(out / "trace.json").string(), (out / "report.json").string(), (out / "report.md").string()},
+                               {model, (fs::path(model) / "config.json").string()}, "--out folder");
+  }
   // The shard sizes DecodeEngine divides by --tp, checked here as usage (exit 2) before the banner and any
   // allocation (the engine's own check came after both, exit 1; bad-input review, session 29).
   const std::string shard_error = tp_shard_error(cfg, o.tp);

@@ -24,25 +24,35 @@ std::string parent_of(const std::string& path) {
 
 void require_writable_dir(const std::string& dir) {
   std::error_code ec;
-  if (!fs::exists(dir, ec)) throw Error("output folder '" + dir + "' does not exist");
-  if (!fs::is_directory(dir, ec)) throw Error("output folder '" + dir + "' is not a folder");
+  if (!fs::exists(dir, ec)) throw OutputError("output folder '" + dir + "' does not exist");
+  if (!fs::is_directory(dir, ec)) throw OutputError("output folder '" + dir + "' is not a folder");
   if (access(dir.c_str(), W_OK | X_OK) != 0)
-    throw Error("output folder '" + dir + "' is not writable: " + std::strerror(errno));
+    throw OutputError("output folder '" + dir + "' is not writable: " + std::strerror(errno));
+}
+
+void require_outputs_not_inputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs,
+                                const std::string& hint) {
+  for (const std::string& out : outputs)
+    for (const std::string& in : inputs) {
+      std::error_code ec;  // (equivalent() is false with an error when either path does not exist)
+      if (!out.empty() && !in.empty() && fs::equivalent(out, in, ec))
+        throw OutputError("output '" + out + "' is the input '" + in + "': choose another " + hint);
+    }
 }
 
 void check_output_dir(const std::string& dir) {
   std::error_code ec;
   fs::path p = fs::absolute(fs::path(dir), ec);
-  if (ec) throw Error("output folder '" + dir + "': " + ec.message());
+  if (ec) throw OutputError("output folder '" + dir + "': " + ec.message());
   // The folder itself, or the nearest existing ancestor it would be created in, must be writable.
   while (!fs::exists(p, ec)) {
-    if (!p.has_parent_path() || p.parent_path() == p) throw Error("output folder '" + dir + "' cannot be created");
+    if (!p.has_parent_path() || p.parent_path() == p) throw OutputError("output folder '" + dir + "' cannot be created");
     p = p.parent_path();
   }
   require_writable_dir(p.string());
   const fs::path target = fs::absolute(fs::path(dir), ec);
   if (p != target && !fs::is_directory(p, ec))
-    throw Error("output folder '" + dir + "' cannot be created under '" + p.string() + "'");
+    throw OutputError("output folder '" + dir + "' cannot be created under '" + p.string() + "'");
   // Probe the missing levels: create them now and remove them again, so a path the OS refuses (/proc/x, a name
   // longer than NAME_MAX) fails here, before the run, not when the outputs are written after it (bad-input
   // review, session 16). A failed run still leaves no folder behind.
@@ -58,13 +68,13 @@ void check_output_dir(const std::string& dir) {
     made.push_back(*it);
   }
   for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(*it, ec);
-  if (!why.empty()) throw Error("output folder '" + dir + "' cannot be created: " + why);
+  if (!why.empty()) throw OutputError("output folder '" + dir + "' cannot be created: " + why);
 }
 
 void create_output_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw Error("cannot create output folder '" + dir + "': " + ec.message());
+  if (ec) throw OutputError("cannot create output folder '" + dir + "': " + ec.message());
   require_writable_dir(dir);
 }
 
@@ -83,27 +93,27 @@ void AtomicOutputs::stage(const std::string& user_path, const std::string& conte
   fs::path link = given;
   for (int hops = 0; !ec && fs::is_symlink(fs::symlink_status(link, ec)); ++hops) {
     const fs::path to = fs::read_symlink(link, ec);
-    if (hops == 40 || ec) throw Error("cannot write '" + user_path + "': its symbolic link cannot be resolved");
+    if (hops == 40 || ec) throw OutputError("cannot write '" + user_path + "': its symbolic link cannot be resolved");
     link = to.is_absolute() ? to : link.parent_path() / to;
   }
   const std::string path = link == given ? user_path : link.lexically_normal().string();
   const std::string dir = parent_of(path);
   require_writable_dir(dir);
   const fs::file_status st = fs::status(path, ec);
-  if (fs::is_directory(st)) throw Error("cannot write '" + user_path + "': it is a folder");
+  if (fs::is_directory(st)) throw OutputError("cannot write '" + user_path + "': it is a folder");
   // A device, FIFO or socket is refused: the rename would replace it by a regular file (run as root, --md
   // /dev/null replaced the machine's /dev/null; bad-input review, session 18), and writing into it directly is not
   // atomic and can block (a FIFO without a reader).
   if (fs::exists(st) && !fs::is_regular_file(st))
-    throw Error("cannot write '" + user_path + "': not a regular file (a device, FIFO or socket); outputs are written "
+    throw OutputError("cannot write '" + user_path + "': not a regular file (a device, FIFO or socket); outputs are written "
                 "to a temp file beside their target and renamed over it");
   const fs::path canon = fs::weakly_canonical(fs::absolute(path, ec), ec);
   for (const auto& [tmp, staged] : staged_)
     if (fs::weakly_canonical(fs::absolute(staged, ec), ec) == canon)
-      throw Error("cannot write '" + user_path + "': it is named twice among this run's outputs");
+      throw OutputError("cannot write '" + user_path + "': it is named twice among this run's outputs");
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
   FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw Error("cannot write '" + path + "': " + std::strerror(errno));
+  if (!f) throw OutputError("cannot write '" + path + "': " + std::strerror(errno));
   staged_.emplace_back(tmp, path);  // removed by the destructor unless committed
   errno = 0;
   const size_t n = std::fwrite(content.data(), 1, content.size(), f);
@@ -111,7 +121,7 @@ void AtomicOutputs::stage(const std::string& user_path, const std::string& conte
   const int write_errno = errno;
   const bool closed = std::fclose(f) == 0;
   if (n != content.size() || !flushed || !closed)
-    throw Error("cannot write '" + path + "': " + std::strerror(write_errno ? write_errno : EIO));
+    throw OutputError("cannot write '" + path + "': " + std::strerror(write_errno ? write_errno : EIO));
 }
 
 void AtomicOutputs::commit() {
@@ -139,7 +149,7 @@ void AtomicOutputs::commit() {
       const int e = errno;
       if (!backup.empty()) std::remove(backup.c_str());
       roll_back();
-      throw Error("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
+      throw OutputError("cannot write '" + path + "' (rename of the temp file failed): " + std::strerror(e));
     }
     done.push_back({path, backup});
     staged_[i].first.clear();

@@ -1,5 +1,6 @@
 // Atomic file output shared by every writer: the content goes to a temp file in the same folder,
-// then rename() replaces the target, so readers never see a half-written report.
+// then rename() replaces the target, so readers never see a half-written report. Every error below is a
+// glm5::OutputError (common/error.h) naming the path.
 #pragma once
 #include <string>
 #include <utility>
@@ -38,6 +39,11 @@ void require_writable_dir(const std::string& dir);
 // Checks, without creating anything, that `dir` exists and is writable or can be created (its nearest
 // existing ancestor is a writable folder). Throws glm5::Error naming the folder otherwise.
 void check_output_dir(const std::string& dir);
+// Throws glm5::Error when one of `outputs` names the same file as one of `inputs` -- the same path, or another name
+// of it (a hard link, a symbolic link, ./x against x) -- since writing that output would replace an input the run
+// reads: "output 'O' is the input 'I': choose another <hint>". Paths that are empty or do not exist yet are skipped.
+void require_outputs_not_inputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs,
+                                const std::string& hint);
 // Creates `dir` (and parents) if needed; throws glm5::Error naming it on failure.
 void create_output_dir(const std::string& dir);
 

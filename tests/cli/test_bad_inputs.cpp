@@ -3,11 +3,13 @@
 // exit with the documented status (README: 1 for a failed run / bad input file, 2 for bad usage),
 // print exactly one line on stderr holding the expected key words, and leave --out without files.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -501,6 +503,69 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_outputs_all_or_none", {"diff", base, base, "--md", md, "--json", json_dir}, 2,
                  {json_dir, "is a folder"});
   EXPECT_FALSE(fs::exists(md));
+}
+
+// Outputs over inputs, traces that recorded nothing, and a full disk during a sweep (bad-input attack, session 31):
+// analyze --out holding its own input trace, and profile --model naming a report.json in --out, replaced the input
+// with the report (exit 0); diff passed the gate on an empty new trace ("-100%, improvement") and on a new report
+// without kernel records; compare recorded a full disk as a skipped point and exited 0.
+TEST_F(BadInputs, OutputsOverInputsEmptyTracesAndFullDisks) {
+  const std::string ok = R"({"ph":"X","cat":"kernel","name":"k","ts":1,"dur":1,"pid":0,"tid":0})";
+  const std::string io = folder("io");
+  const std::string own = file("io/report.json", "{\"traceEvents\": [" + ok + "]}");
+  const std::string before = slurp(own);
+  const Result a = run({"analyze", own, "--out", io});
+  EXPECT_EQ(a.status, 1) << a.err;
+  EXPECT_NE(a.err.find("is the input"), std::string::npos) << a.err;
+  EXPECT_EQ(slurp(own), before) << "analyze replaced its input trace";
+  if (fs::exists(glm5::test::golden_dir() + "/config.json")) {
+    const std::string cfg_dir = folder("io_cfg");
+    fs::copy_file(config("io_cfg_src", [](json&) {}), fs::path(cfg_dir) / "report.json");
+    const std::string cfg = (fs::path(cfg_dir) / "report.json").string(), cfg_before = slurp(cfg);
+    const Result p = run({"profile", "--backend", "cpu", "--model", cfg, "--steps", "1", "--out", cfg_dir});
+    EXPECT_EQ(p.status, 1) << p.err;
+    EXPECT_NE(p.err.find("is the input"), std::string::npos) << p.err;
+    EXPECT_EQ(slurp(cfg), cfg_before) << "profile replaced its --model config";
+  }
+
+  const fs::path base_dir = dir_ / "empty_base";
+  const Result b = run({"analyze", std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz", "--out",
+                        base_dir.string()});
+  ASSERT_EQ(b.status, 0) << b.err;
+  const std::string base = (base_dir / "report.json").string();
+  const json report = json::parse(slurp(base));
+  const std::string empty = trace("t_nothing", "");
+  expect_failure("diff_empty_new_trace", {"diff", base, empty}, 2, {empty, "no step samples"});
+  json no_samples = report;
+  no_samples["runs"][0]["steps"]["samples"] = json::array();  // median_us kept
+  const std::string ns = file("no_samples.json", no_samples.dump());
+  expect_failure("diff_no_samples", {"diff", base, ns}, 2, {ns, "runs[0].steps", "no step samples"});
+  json no_kernels = report;
+  no_kernels["runs"][0]["top_kernels"] = json::array();
+  no_kernels["runs"][0]["kernels_distinct"] = 0;
+  const std::string nk = file("no_kernels.json", no_kernels.dump());
+  expect_failure("diff_no_kernels", {"diff", base, nk}, 2, {nk, "no kernel records"});
+
+  // A full disk (here: a 64 KiB file-size limit, which the child inherits, SIGXFSZ ignored) fails the sweep with the
+  // write's error and leaves no outputs; it is not a skipped point.
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 64 * 1024;
+  const fs::path cmp = dir_ / "cmp_full";
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const Result c = run({"compare", "--backend", "cpu", "--model", "glm5-tiny", "--steps", "1", "--warmup", "0",
+                        "--context", "16,32", "--pool-tokens", "64", "--batch", "1", "--out", cmp.string()});
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_EQ(c.status, 1) << c.err;
+  EXPECT_NE(c.err.find("cannot write"), std::string::npos) << c.err;
+  EXPECT_EQ(c.err.find("skipped"), std::string::npos) << c.err;
+  EXPECT_EQ(std::count(c.err.begin(), c.err.end(), '\n'), 1) << c.err;
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(cmp, ec))
+    EXPECT_TRUE(e.is_directory()) << "left behind: " << e.path();
 }
 
 }  // namespace
