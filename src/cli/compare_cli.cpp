@@ -1,4 +1,5 @@
 #include "cli/compare_cli.h"
+#include "cli/cli_checks.h"
 
 #include <algorithm>
 #include <array>
@@ -53,7 +54,7 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& c) {
   s->add_option("--context", (*lists)[0], "context lengths, e.g. 4096,32768,131072")->required();
   s->add_option("--pool-tokens", (*lists)[1], "KV pool capacities, e.g. 131072,495000")->required();
   s->add_option("--batch", (*lists)[2], "batch sizes, e.g. 1,32")->required();
-  s->add_option("--model", c.base.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json");
+  s->add_option("--model", c.base.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json")->check(non_empty());
   s->add_option("--weights", c.base.weights, "synthetic | checkpoint folder")->capture_default_str();
   s->add_option("--weights-dtype", c.base.weights_dtype, "bf16 | fp8 (block-scaled FP8 projections and experts)")
       ->capture_default_str()

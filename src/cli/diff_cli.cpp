@@ -5,6 +5,7 @@
 #include <string>
 #include <filesystem>
 
+#include "cli/cli_checks.h"
 #include "analysis/diff.h"
 #include "common/error.h"
 #include "report/diff_input.h"
@@ -36,10 +37,10 @@ CLI::App* add_diff_subcommand(CLI::App& app, DiffCliArgs& a) {
   d->add_option("--gate", a.gate, "metric groups that gate the exit status: step, op, layer, kernel, appeared (default step,appeared)")
       ->delimiter(',')
       ->check(CLI::IsMember({"step", "op", "layer", "kernel", "appeared"}));
-  d->add_option("--config", a.config, "JSON file with threshold_pct, alpha, min_abs_us, min_share, gate");
-  d->add_option("--md", a.md_out, "also write the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)");
-  d->add_option("--json", a.json_out, "also write the JSON result here");
-  d->add_option("--junit", a.junit_out, "also write JUnit XML here (one test case per gated metric)");
+  d->add_option("--config", a.config, "JSON file with threshold_pct, alpha, min_abs_us, min_share, gate")->check(non_empty());
+  d->add_option("--md", a.md_out, "also write the Markdown summary here (e.g. $GITHUB_STEP_SUMMARY)")->check(non_empty());
+  d->add_option("--json", a.json_out, "also write the JSON result here")->check(non_empty());
+  d->add_option("--junit", a.junit_out, "also write JUnit XML here (one test case per gated metric)")->check(non_empty());
   return d;
 }
 

@@ -15,6 +15,7 @@
 
 #include "common/json_excerpt.h"
 #include "cli/bench.h"
+#include "cli/cli_checks.h"
 #include "cli/compare_cli.h"
 #include "cli/diff_cli.h"
 #include "common/buffer.h"
@@ -218,7 +219,8 @@ int main(int argc, char** argv) {
   ProfileOptions po;
   std::string kv_path = "all", kv_dtype = "fp8";
   CLI::App* prof = app.add_subcommand("profile", "profile decode steps over the KV paths (the default command)");
-  prof->add_option("--model", po.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json (default: glm5 on a GPU, glm5-tiny on CPU)");
+  prof->add_option("--model", po.model, "glm5 | glm5-tiny | deepseek-v3 | PATH/config.json (default: glm5 on a GPU, glm5-tiny on CPU)")
+      ->check(non_empty());
   prof->add_option("--weights", po.weights, "synthetic | checkpoint folder")->capture_default_str();
   prof->add_option("--weights-dtype", po.weights_dtype,
                    "bf16 | fp8: fp8 stores the projections and experts as e4m3 with 128x128 block scales (GLM-5-FP8 layout)")
@@ -230,7 +232,7 @@ int main(int argc, char** argv) {
   prof->add_option("--batch", po.batch, "requests per step")->capture_default_str()->check(CLI::Range(1, 4096));
   prof->add_option("--context", po.context, "tokens already cached per request (default 32768 on GPU, 256 on CPU)")
       ->check(CLI::Range(0, std::numeric_limits<int>::max()));
-  prof->add_option("--pool-tokens", po.pool_tokens, "KV pool capacity per layer (default 495000 on GPU, 4096 on CPU)")
+  prof->add_option("--pool-tokens", po.pool_tokens, "KV pool capacity per layer in tokens, rounded up to whole 64-token pages (default 495000 on GPU, 4096 on CPU)")
       ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
   prof->add_option("--steps", po.steps, "measured decode steps")->capture_default_str()->check(CLI::Range(1, 1000));
   prof->add_option("--warmup", po.warmup, "untraced steps first")->capture_default_str()->check(CLI::Range(0, 1000));
@@ -472,7 +474,7 @@ int main(int argc, char** argv) {
   int new_tokens = 8;
   CLI::App* dec = app.add_subcommand("decode", "greedy decode of a prompt: prints the tokens and a logits hash");
   dec->add_option("--weights", weights_dir, "checkpoint folder (or 'synthetic' with --model)")->required();
-  dec->add_option("--model", model, "config (default: the checkpoint's config.json)");
+  dec->add_option("--model", model, "config (default: the checkpoint's config.json)")->check(non_empty());
   dec->add_option("--prompt-ids", prompt, "token ids: 1,2,3 or a JSON list file")
       ->required()
       ->check(CLI::Validator(

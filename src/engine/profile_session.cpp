@@ -459,6 +459,9 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   // Bounded so the byte counts below cannot overflow (2^40 tokens is ~1 PB of latent cache).
   require_usage(pool <= (int64_t(1) << 40), "--pool-tokens " + std::to_string(pool) +
                                           " is absurd: at most 2^40 = 1099511627776 tokens per layer");
+  // The pool holds whole 64-token pages (KvPool): the report states the capacity that runs (--pool-tokens 65 ran and
+  // cast 128 rows while its report said 65; bad-input attack, session 31).
+  pool = (pool + 63) / 64 * 64;
   std::vector<KvPath> paths = o.paths;
   if (paths.empty()) paths = o.kv_fp8 ? std::vector<KvPath>{KvPath::Cast, KvPath::GatherCast, KvPath::Fp8}
                                       : std::vector<KvPath>{KvPath::Bf16};

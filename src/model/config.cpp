@@ -299,6 +299,10 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   if (c.n_routed_experts % c.n_group != 0)
     r.fail("n_group", "must divide n_routed_experts (" + std::to_string(c.n_routed_experts) + "), got " +
                           std::to_string(c.n_group));
+  // A group's score is the sum of its two best experts (DeepSeek-V3's noaux_tc routing), so a group holds >= 2.
+  else if (c.n_group > 1 && c.n_routed_experts / c.n_group < 2)
+    r.fail("n_group", "must leave at least 2 experts per group (n_routed_experts = " + std::to_string(c.n_routed_experts) +
+                          "), got " + std::to_string(c.n_group));
   if (c.topk_group > c.n_group)
     r.fail("topk_group", "must be at most n_group (" + std::to_string(c.n_group) + "), got " +
                              std::to_string(c.topk_group));

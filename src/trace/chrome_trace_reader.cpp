@@ -884,9 +884,15 @@ Timeline read_chrome_trace(const std::string& path) {
       t.devices.push_back(p);
     }
   }
+  // Our own block: wrong types are a corrupt trace, not defaults (bad-input attack, session 31: "glm5prof": "x" and
+  // "complete": "yes" were read as a complete trace without the block).
+  if (doc.contains("glm5prof") && !doc["glm5prof"].is_null() && !doc["glm5prof"].is_object())
+    throw Error("trace '" + path + "': field 'glm5prof' must be an object, got " + doc["glm5prof"].type_name());
   if (doc.contains("glm5prof") && doc["glm5prof"].is_object()) {
     const json& g = doc["glm5prof"];
-    t.complete = g.contains("complete") && g["complete"].is_boolean() ? g["complete"].get<bool>() : true;
+    if (g.contains("complete") && !g["complete"].is_boolean())
+      throw Error("trace '" + path + "': field 'glm5prof.complete' must be true or false, got " + g["complete"].dump());
+    t.complete = g.contains("complete") ? g["complete"].get<bool>() : true;
     t.records_dropped = arg<uint64_t>(g, "records_dropped", 0);
     t.kernels_launched = arg<uint64_t>(g, "kernels_launched", 0);
     t.kernels_recorded = arg<uint64_t>(g, "kernels_recorded", 0);
@@ -907,6 +913,13 @@ Timeline read_chrome_trace(const std::string& path) {
           throw Error(where + ": each entry needs a string 'name'");
         RunWindow rw{w["name"].get<std::string>(), num("start_us"), num("end_us")};
         if (rw.end_ns < rw.start_ns) throw Error(where + ": run '" + rw.name + "' ends before it starts");
+        // Runs are told apart by name (diff matches them so) and own their kernels by time: a repeated name or
+        // windows that overlap is a corrupt trace (bad-input attack, session 31: analyze reported two runs 'cast').
+        for (const RunWindow& seen : t.runs) {
+          if (seen.name == rw.name) throw Error(where + ": run name '" + rw.name + "' is used twice");
+          if (rw.start_ns < seen.end_ns && seen.start_ns < rw.end_ns)
+            throw Error(where + ": the windows of runs '" + seen.name + "' and '" + rw.name + "' overlap");
+        }
         t.runs.push_back(std::move(rw));
       }
     }
@@ -926,9 +939,19 @@ Timeline read_chrome_trace(const std::string& path) {
   for (size_t i = 0; i < t.activities.size(); ++i)
     if (t.activities[i].kind == ActivityKind::cpu_op)
       ops_by_thread[t.activities[i].thread].push_back({t.activities[i].start_ns, t.activities[i].end_ns, i});
+  // One torch.profiler step range per step number and thread: two ranges named ProfilerStep#5 would be read as one
+  // step spanning both (bad-input attack, session 31: a 3x step time, no warning). (Our own traces repeat step.N
+  // once per run, told apart by the run windows.)
+  std::map<std::pair<int64_t, int>, const Range*> step_seen;
   for (size_t i = 0; i < t.ranges.size(); ++i)
-    if (t.ranges[i].kind == RangeKind::user_annotation && parse_step_name(t.ranges[i].name) >= 0)
-      steps_by_thread[t.ranges[i].thread].push_back({t.ranges[i].start_ns, t.ranges[i].end_ns, i});
+    if (t.ranges[i].kind == RangeKind::user_annotation && parse_step_name(t.ranges[i].name) >= 0) {
+      const Range& r = t.ranges[i];
+      const auto [it, fresh] = step_seen.emplace(std::make_pair(r.thread, parse_step_name(r.name)), &r);
+      if (!fresh && r.name.rfind("ProfilerStep#", 0) == 0)
+        throw Error("trace '" + path + "': step range '" + r.name + "' appears twice on thread " +
+                    std::to_string(r.thread) + " (steps must be distinct ranges)");
+      steps_by_thread[r.thread].push_back({r.start_ns, r.end_ns, i});
+    }
   // Layers: only ranges whose own name is a layer (not ones that inherited it by nesting, e.g. a ProfilerStep that
   // began inside a layer span), and the OUTERMOST of them: with_modules numbers each class on its own, so a
   // "Qwen2MoeSparseMoeBlock_0" inside "Qwen2MoeDecoderLayer_3" must not move its kernels to layer 0.

@@ -136,6 +136,22 @@ TEST_F(BadInputs, AnalyzeTraces) {
     keys.push_back(path);
     expect_failure("analyze_" + c.name, {"analyze", path}, 1, keys);
   }
+  // Session 31 (bad-input attack): a repeated torch step, our block's wrong types, repeated or overlapping runs.
+  const std::string step5 = R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#5","ts":0,"dur":10,"pid":0,"tid":1})";
+  const std::string twice = trace("t_step_twice", ok + "," + step5 + "," +
+                                                      R"({"ph":"X","cat":"user_annotation","name":"ProfilerStep#5","ts":20,"dur":10,"pid":0,"tid":1})");
+  expect_failure("analyze_step_twice", {"analyze", twice}, 1, {twice, "'ProfilerStep#5' appears twice"});
+  const std::string events = "\"traceEvents\": [" + ok + "]";
+  const std::string block_str = file("t_block_str.json", "{" + events + R"(, "glm5prof": "x"})");
+  expect_failure("analyze_block_string", {"analyze", block_str}, 1, {block_str, "'glm5prof' must be an object"});
+  const std::string complete_str = file("t_complete_str.json", "{" + events + R"(, "glm5prof": {"complete": "yes"}})");
+  expect_failure("analyze_complete_string", {"analyze", complete_str}, 1, {complete_str, "'glm5prof.complete'"});
+  const std::string runs_twice = file("t_runs_twice.json", "{" + events + R"(, "glm5prof": {"runs": [
+      {"name": "cast", "start_us": 0, "end_us": 2}, {"name": "cast", "start_us": 2, "end_us": 5}]}})");
+  expect_failure("analyze_runs_twice", {"analyze", runs_twice}, 1, {runs_twice, "run name 'cast' is used twice"});
+  const std::string runs_overlap = file("t_runs_overlap.json", "{" + events + R"(, "glm5prof": {"runs": [
+      {"name": "cast", "start_us": 0, "end_us": 3}, {"name": "fp8", "start_us": 2, "end_us": 5}]}})");
+  expect_failure("analyze_runs_overlap", {"analyze", runs_overlap}, 1, {runs_overlap, "'cast' and 'fp8' overlap"});
   const std::string base = file("t_base.json", R"({"baseTimeNanoseconds":"x","traceEvents":[]})");
   expect_failure("analyze_base", {"analyze", base}, 1, {base, "baseTimeNanoseconds"});
   const std::string dir = folder("a_folder");
@@ -545,6 +561,17 @@ TEST_F(BadInputs, OutputsOverInputsEmptyTracesAndFullDisks) {
   no_kernels["runs"][0]["kernels_distinct"] = 0;
   const std::string nk = file("no_kernels.json", no_kernels.dump());
   expect_failure("diff_no_kernels", {"diff", base, nk}, 2, {nk, "no kernel records"});
+
+  // An empty value is refused, not read as "not given" (an unset $VAR in CI wrote nothing without a word).
+  expect_failure("diff_json_empty", {"diff", base, base, "--json", ""}, 2, {"--json", "needs a non-empty value"});
+  expect_failure("profile_model_empty", {"profile", "--backend", "cpu", "--model", ""}, 2,
+                 {"--model", "needs a non-empty value"});
+  // The pool runs in whole 64-token pages, and the report says so (it said 65 while 128 rows were cast).
+  const fs::path pool_out = dir_ / "pool65";
+  const Result p65 = run({"profile", "--backend", "cpu", "--model", "glm5-tiny", "--steps", "1", "--warmup", "0",
+                          "--context", "16", "--pool-tokens", "65", "--kv-path", "cast", "--out", pool_out.string()});
+  ASSERT_EQ(p65.status, 0) << p65.err;
+  EXPECT_EQ(json::parse(slurp((pool_out / "report.json").string()))["run_spec"]["pool_tokens"], 128);
 
   // A full disk (here: a 64 KiB file-size limit, which the child inherits, SIGXFSZ ignored) fails the sweep with the
   // write's error and leaves no outputs; it is not a skipped point.

@@ -238,6 +238,9 @@ TEST(ModelConfigErrors, Catalogue) {
                "config.json: key 'rope_parameters.factor' is missing (expected a positive number)");
   expect_error([](J& j) { j["n_routed_experts"] = 6; j["n_group"] = 4; },
                "config.json: key 'n_group' must divide n_routed_experts (6), got 4");
+  // Session 31 (bad-input attack): this config passed validation and failed at run time in the router's own check.
+  expect_error([](J& j) { j["n_group"] = 8; j["topk_group"] = 8; },
+               "config.json: key 'n_group' must leave at least 2 experts per group (n_routed_experts = 8), got 8");
   expect_error([](J& j) { j["topk_group"] = 2; }, "config.json: key 'topk_group' must be at most n_group (1), got 2");
   expect_error([](J& j) { j["num_experts_per_tok"] = 9; },
                "config.json: key 'num_experts_per_tok' is 9 but only 8 experts are selectable (n_routed_experts / "
