@@ -13,27 +13,15 @@
 
 namespace glm5 {
 
-namespace {
-// CLI::Range lets NaN through (every comparison with it is false): numbers must also be finite.
-const CLI::Validator kFinite(
-    [](std::string& s) {
-      try {
-        return std::isfinite(std::stod(s)) ? std::string() : "must be a finite number, got " + s;
-      } catch (const std::exception&) {
-        return "must be a number, got " + s;
-      }
-    },
-    "FINITE");
-}  // namespace
 
 CLI::App* add_diff_subcommand(CLI::App& app, DiffCliArgs& a) {
   CLI::App* d = app.add_subcommand("diff", "regression report between two report.json files (or two traces); "
                                            "exit 0 no regression, 1 regression, 2 bad input");
   d->add_option("base", a.base, "baseline report.json or trace")->required();
   d->add_option("new", a.now, "new report.json or trace")->required();
-  d->add_option("--threshold", a.threshold_pct, "smallest relative change that counts [%] (default 3)")->check(kFinite & CLI::Range(0.0, 1000.0));
-  d->add_option("--alpha", a.alpha, "one-sided Mann-Whitney significance for step samples (default 0.05)")->check(kFinite & CLI::Range(1e-9, 1.0));
-  d->add_option("--min-abs-us", a.min_abs_us, "smallest absolute change per step that counts [us] (default 1)")->check(kFinite & CLI::Range(0.0, 1e9));
+  d->add_option("--threshold", a.threshold_pct, "smallest relative change that counts [%] (default 3)")->check(number_in(0, 1000, false, "[0, 1000]"));
+  d->add_option("--alpha", a.alpha, "one-sided Mann-Whitney significance for step samples (default 0.05)")->check(number_in(0, 1, true, "(0, 1]"));
+  d->add_option("--min-abs-us", a.min_abs_us, "smallest absolute change per step that counts [us] (default 1)")->check(number_in(0, 1e9, false, "[0, 1e9]"));
   d->add_option("--gate", a.gate, "metric groups that gate the exit status: step, op, layer, kernel, appeared (default step,appeared)")
       ->delimiter(',')
       ->check(CLI::IsMember({"step", "op", "layer", "kernel", "appeared"}));

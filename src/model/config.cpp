@@ -95,12 +95,12 @@ class Reader {
   }
   int positive_int_value(const char* key) const {
     long long v;
-    if (!as_int(at(key), &v) || v <= 0 || v > 2000000000) bad(key, "a positive integer");
+    if (!as_int(at(key), &v) || v <= 0 || v > 2000000000) bad(key, "a positive integer (at most 2000000000)");
     return int(v);
   }
   int nonneg_int_value(const char* key) const {
     long long v;
-    if (!as_int(at(key), &v) || v < 0 || v > 2000000000) bad(key, "a non-negative integer");
+    if (!as_int(at(key), &v) || v < 0 || v > 2000000000) bad(key, "a non-negative integer (at most 2000000000)");
     return int(v);
   }
   double positive_number_value(const char* key) const {

@@ -491,7 +491,11 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_future_schema", {"diff", base, future}, 2, {future, "glm5prof.report/999"});
   const std::string negative = variant("negative", [](json& j) { j["runs"][0]["ops"][0]["time_us"] = -1e300; });
   expect_failure("diff_negative_time", {"diff", base, negative}, 2, {negative, "'time_us' is below 0"});
-  expect_failure("diff_nan_threshold", {"diff", base, base, "--threshold", "nan"}, 2, {"--threshold", "finite"});
+  expect_failure("diff_nan_threshold", {"diff", base, base, "--threshold", "nan"}, 2,
+                 {"--threshold", "must be a number in [0, 1000], got nan"});
+  // The open end of --alpha's range, said as such (CLI::Range printed "not in range 0.000000 to 1.000000").
+  expect_failure("diff_alpha_zero", {"diff", base, base, "--alpha", "0"}, 2, {"--alpha", "must be a number in (0, 1], got 0"});
+  expect_failure("diff_alpha_junk", {"diff", base, base, "--alpha", "0.05x"}, 2, {"--alpha", "got '0.05x'"});
   expect_failure("bench_only_bogus", {"bench", "kernels", "--only", "bogus"}, 2, {"--only", "bogus"});
   // A context beyond max_position_embeddings (glm5-tiny: 4096) is a usage error found before any point runs (the
   // pre-flight), naming the point and the limit; nothing is written. (Until session 30: exit 1, "every point of the

@@ -224,10 +224,10 @@ TEST(ModelConfigErrors, Catalogue) {
   expect_error([](J& j) { j.erase("kv_lora_rank"); },
                "config.json: key 'kv_lora_rank' is missing (expected a positive integer)");
   expect_error([](J& j) { j["hidden_size"] = "abc"; },
-               "config.json: key 'hidden_size' must be a positive integer, got \"abc\"");
-  expect_error([](J& j) { j["hidden_size"] = 0; }, "config.json: key 'hidden_size' must be a positive integer, got 0");
+               "config.json: key 'hidden_size' must be a positive integer (at most 2000000000), got \"abc\"");
+  expect_error([](J& j) { j["hidden_size"] = 0; }, "config.json: key 'hidden_size' must be a positive integer (at most 2000000000), got 0");
   expect_error([](J& j) { j["num_attention_heads"] = 4.5; },
-               "config.json: key 'num_attention_heads' must be a positive integer, got 4.5");
+               "config.json: key 'num_attention_heads' must be a positive integer (at most 2000000000), got 4.5");
   expect_error([](J& j) { j["rms_norm_eps"] = "1e-5"; },
                "config.json: key 'rms_norm_eps' must be a positive number, got \"1e-5\"");
   expect_error([](J& j) { j["norm_topk_prob"] = 1; }, "config.json: key 'norm_topk_prob' must be true or false, got 1");
