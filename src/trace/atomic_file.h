@@ -18,7 +18,10 @@ void write_file_atomic(const std::string& path, const std::string& content);
 // were staged, so a full disk or a bad target (a folder, a path named twice) fails the run with no new file. If a
 // rename fails part way (the checks passed, so rarely), the targets renamed so far are put back as they were
 // (the old file restored from a hard link taken before its rename, a new one removed).
-// The destructor removes staged files that were not committed. Errors: glm5::Error naming the target.
+// The destructor removes staged files that were not committed. Where the file system allows (O_TMPFILE: ext4, xfs,
+// btrfs, tmpfs) a staged file has no name until commit(), so a run killed while it writes (SIGTERM, SIGKILL, a
+// crash) leaves nothing behind; elsewhere it is named <target>.tmp.<pid> while it is written.
+// Errors: glm5::OutputError naming the target.
 class AtomicOutputs {
  public:
   AtomicOutputs() = default;
@@ -29,7 +32,12 @@ class AtomicOutputs {
   void commit();
 
  private:
-  std::vector<std::pair<std::string, std::string>> staged_;  // (temp file, target)
+  struct Staged {
+    std::string tmp;   // the temp file's name (named once commit() links an unnamed one; empty once renamed)
+    std::string path;  // the target
+    int fd = -1;       // an unnamed (O_TMPFILE) file's descriptor until commit() names it
+  };
+  std::vector<Staged> staged_;
 };
 
 // Throws glm5::Error unless `dir` exists, is a folder and is writable (checked by creating and
