@@ -356,8 +356,11 @@ TEST(TraceReader, GpuActivityNeedsDurAndSaneAmounts) {
                                                   ev("cuda_runtime", ",\"dur\":0")));
   const Timeline t = read_chrome_trace(ok);
   ASSERT_EQ(t.activities.size(), 2u);
-  for (const Activity& a : t.activities)
-    if (a.kind == ActivityKind::kernel) EXPECT_DOUBLE_EQ(a.bytes, 1e6);
+  for (const Activity& a : t.activities) {
+    if (a.kind == ActivityKind::kernel) {
+      EXPECT_DOUBLE_EQ(a.bytes, 1e6);
+    }
+  }
   const std::string no_dur = tmp.write("no_dur.json", doc(ev("cuda_runtime", ",\"dur\":1") + "," + ev("kernel", "")));
   EXPECT_NE(error_of(no_dur).find("traceEvents[1].dur: missing"), std::string::npos) << error_of(no_dur);
   // Host calls and ops too (session 29: an op read as an empty span lost its kernels' attribution silently).
@@ -366,7 +369,7 @@ TEST(TraceReader, GpuActivityNeedsDurAndSaneAmounts) {
       << error_of(host_no_dur);
   const std::string null_dur = tmp.write("null_dur.json", doc(ev("gpu_memcpy", ",\"dur\":null")));
   EXPECT_NE(error_of(null_dur).find("traceEvents[0].dur: missing"), std::string::npos) << error_of(null_dur);
-  for (const std::string& bad : {"-1e300", "-1", "1e300", "\"big\""}) {
+  for (const std::string bad : {"-1e300", "-1", "1e300", "\"big\""}) {
     const std::string p = tmp.write("bytes.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"bytes\":" + bad + "}")));
     EXPECT_NE(error_of(p).find("traceEvents[0].args.bytes"), std::string::npos) << bad << ": " << error_of(p);
     const std::string q = tmp.write("flops.json", doc(ev("kernel", ",\"dur\":2,\"args\":{\"flops\":" + bad + "}")));
