@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/json_excerpt.h"
 #include "common/input_file.h"
 #include "report/report.h"
 #include "trace/chrome_trace.h"
@@ -31,8 +32,13 @@ nlohmann::json load_report_or_trace(const std::string& path) {
   f.clear();
   f.seekg(0);
   if (gzip) return trace_as_report(path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw Error("'" + path + "' is not valid JSON (a report.json or a Chrome/Kineto trace expected)");
+  nlohmann::json j;
+  try {  // the parser's message names the byte and what it found (bad-input attack, session 31: diff named no place)
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("'" + path + "' is not valid JSON (" + json_error_text(e) +
+                "; a report.json or a Chrome/Kineto trace expected)");
+  }
   if (j.is_object() && j.contains("schema_version") && j["schema_version"].is_string() &&
       j["schema_version"].get<std::string>().rfind("glm5prof.report/", 0) == 0) {
     const std::string v = j["schema_version"].get<std::string>();
