@@ -344,6 +344,15 @@ class EventSink {
     x.name = name;
     x.start_ns = start;
     x.end_ns = end;
+    // A device activity's device and stream place it on the timeline (and in the idle / overlap analysis); a value
+    // that is not an integer is a corrupt trace, not the pid / tid to fall back on (bad-input attack, session 31),
+    // and a kernel needs its name (null passed as an unnamed kernel, a number did not).
+    if (device_kind) {
+      for (const auto& [v, key] : {std::pair{a.device, "args.device"}, std::pair{a.stream, "args.stream"}})
+        if (v && !v->is_null() && !v->is_int64() && !v->is_uint64())
+          f.fail(key, "expected an integer, got " + EventFields::short_dump(*v));
+      if (name.empty()) f.fail("name", "missing (a device activity needs its name)");
+    }
     x.device = device_kind ? arg<int>(a.device, static_cast<int>(pid)) : -1;
     x.stream = device_kind ? arg<int64_t>(a.stream, tid) : -1;
     x.thread = device_kind ? 0 : tid;
@@ -893,6 +902,10 @@ Timeline read_chrome_trace(const std::string& path) {
     if (g.contains("complete") && !g["complete"].is_boolean())
       throw Error("trace '" + path + "': field 'glm5prof.complete' must be true or false, got " + g["complete"].dump());
     t.complete = g.contains("complete") ? g["complete"].get<bool>() : true;
+    for (const char* key : {"records_dropped", "kernels_launched", "kernels_recorded"})  // counts decide completeness
+      if (g.contains(key) && !g[key].is_number_unsigned())
+        throw Error("trace '" + path + "': field 'glm5prof." + key + "' must be a non-negative integer, got " +
+                    json_excerpt(g[key]));
     t.records_dropped = arg<uint64_t>(g, "records_dropped", 0);
     t.kernels_launched = arg<uint64_t>(g, "kernels_launched", 0);
     t.kernels_recorded = arg<uint64_t>(g, "kernels_recorded", 0);

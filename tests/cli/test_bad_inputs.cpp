@@ -152,6 +152,14 @@ TEST_F(BadInputs, AnalyzeTraces) {
   const std::string runs_overlap = file("t_runs_overlap.json", "{" + events + R"(, "glm5prof": {"runs": [
       {"name": "cast", "start_us": 0, "end_us": 3}, {"name": "fp8", "start_us": 2, "end_us": 5}]}})");
   expect_failure("analyze_runs_overlap", {"analyze", runs_overlap}, 1, {runs_overlap, "'cast' and 'fp8' overlap"});
+  const std::string dev_str = trace("t_device_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":{"device":"x"}})");
+  expect_failure("analyze_device_string", {"analyze", dev_str}, 1, {dev_str, "traceEvents[0].args.device: expected an integer"});
+  const std::string stream_str = trace("t_stream_string", R"({"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,"args":{"stream":"s"}})");
+  expect_failure("analyze_stream_string", {"analyze", stream_str}, 1, {stream_str, "traceEvents[0].args.stream: expected an integer"});
+  const std::string name_null = trace("t_kernel_name_null", R"({"ph":"X","cat":"kernel","name":null,"ts":0,"dur":5})");
+  expect_failure("analyze_kernel_name_null", {"analyze", name_null}, 1, {name_null, "traceEvents[0].name: missing"});
+  const std::string launched = file("t_launched.json", "{" + events + R"(, "glm5prof": {"kernels_launched": -5}})");
+  expect_failure("analyze_launched_negative", {"analyze", launched}, 1, {launched, "'glm5prof.kernels_launched' must be a non-negative integer, got -5"});
   const std::string base = file("t_base.json", R"({"baseTimeNanoseconds":"x","traceEvents":[]})");
   expect_failure("analyze_base", {"analyze", base}, 1, {base, "baseTimeNanoseconds"});
   const std::string dir = folder("a_folder");

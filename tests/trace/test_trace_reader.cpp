@@ -324,15 +324,25 @@ TEST(TraceReader, OutOfRangeIntegerArgsAreAbsent) {
            ",\"dur\":1,\"args\":{\"layer\":" + layer + ",\"op\":\"attn.mla\",\"step\":0}}";
   };
   const std::string path = tmp.write(
-      "t.json", "{\"glm5prof\": {\"kernels_launched\": -5, \"records_dropped\": 1.5}, \"traceEvents\": [" +
+      "t.json", "{\"traceEvents\": [" +
                     kernel("4294967298", 1) + "," + kernel("1.5", 3) + "," + kernel("-2147483649", 5) + "," +
                     kernel("18446744073709551615", 7) + "," + kernel("2", 9) + "," + kernel("3.0", 11) + "]}");
   const Timeline t = read_chrome_trace(path);
   std::vector<int> layers;
   for (const Activity& a : t.activities) layers.push_back(a.layer);
   EXPECT_EQ(layers, (std::vector<int>{-1, -1, -1, -1, 2, 3}));
-  EXPECT_EQ(t.kernels_launched, 0u);
-  EXPECT_EQ(t.records_dropped, 0u);
+  // The glm5prof block's counts decide whether the trace is complete: a count that is not a non-negative integer
+  // is a corrupt trace (until session 31 it read as 0, "no count", which skipped the completeness check).
+  for (const char* bad : {"\"kernels_launched\": -5", "\"records_dropped\": 1.5", "\"kernels_recorded\": \"9\""}) {
+    const std::string p = tmp.write("counts.json", std::string("{\"glm5prof\": {") + bad + "}, \"traceEvents\": [" +
+                                                       kernel("2", 1) + "]}");
+    try {
+      read_chrome_trace(p);
+      ADD_FAILURE() << bad << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("must be a non-negative integer"), std::string::npos) << e.what();
+    }
+  }
   // Metadata that claims more kernels than the file holds: incomplete, and said so.
   const std::string cut = tmp.write("cut.json", "{\"glm5prof\": {\"complete\": true, \"kernels_launched\": 9, "
                                                 "\"kernels_recorded\": 9}, \"traceEvents\": [" + kernel("2", 1) + "]}");
