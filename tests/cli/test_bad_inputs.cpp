@@ -573,6 +573,10 @@ TEST_F(BadInputs, OutputsOverInputsEmptyTracesAndFullDisks) {
   no_kernels["runs"][0]["kernels_distinct"] = 0;
   const std::string nk = file("no_kernels.json", no_kernels.dump());
   expect_failure("diff_no_kernels", {"diff", base, nk}, 2, {nk, "no kernel records"});
+  no_kernels["runs"][0]["source"] = "host-clock";  // CUPTI unavailable: no kernel records by design, still compared
+  const Result hc = run({"diff", base, file("no_kernels_host_clock.json", no_kernels.dump())});
+  EXPECT_TRUE(hc.status == 0 || hc.status == 1) << hc.status << ": " << hc.err;
+  EXPECT_NE(hc.out.find("step"), std::string::npos) << hc.out;
 
   // An empty value is refused, not read as "not given" (an unset $VAR in CI wrote nothing without a word).
   expect_failure("diff_json_empty", {"diff", base, base, "--json", ""}, 2, {"--json", "needs a non-empty value"});
