@@ -40,19 +40,19 @@ class AtomicOutputs {
   std::vector<Staged> staged_;
 };
 
-// Throws glm5::Error unless `dir` exists, is a folder and is writable (checked by creating and
+// Throws glm5::OutputError unless `dir` exists, is a folder and is writable (checked by creating and
 // removing a probe file). Call before a long run so a bad --out fails in the first second.
 void require_writable_dir(const std::string& dir);
 
 // Checks, without creating anything, that `dir` exists and is writable or can be created (its nearest
-// existing ancestor is a writable folder). Throws glm5::Error naming the folder otherwise.
+// existing ancestor is a writable folder). Throws glm5::OutputError naming the folder otherwise.
 void check_output_dir(const std::string& dir);
-// Throws glm5::Error when one of `outputs` names the same file as one of `inputs` -- the same path, or another name
+// Throws glm5::OutputError when one of `outputs` names the same file as one of `inputs` -- the same path, or another name
 // of it (a hard link, a symbolic link, ./x against x) -- since writing that output would replace an input the run
 // reads: "output 'O' is the input 'I': choose another <hint>". Paths that are empty or do not exist yet are skipped.
 void require_outputs_not_inputs(const std::vector<std::string>& outputs, const std::vector<std::string>& inputs,
                                 const std::string& hint);
-// Creates `dir` (and parents) if needed; throws glm5::Error naming it on failure.
+// Creates `dir` (and parents) if needed; throws glm5::OutputError naming it on failure.
 void create_output_dir(const std::string& dir);
 
 }  // namespace glm5
