@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "model/config.h"
 #include "report/report.h"
 #include "trace/atomic_file.h"
 
@@ -65,7 +66,7 @@ std::string run_compare(const CompareOptions& c) {
   if (!c.base.model.empty())
     require_outputs_not_inputs({(fs::path(c.base.out_dir) / "compare.json").string(),
                                 (fs::path(c.base.out_dir) / "compare.md").string()},
-                               {c.base.model, (fs::path(c.base.model) / "config.json").string()}, "--out folder");
+                               model_config_inputs(c.base.model), "--out folder");
   const bool bar = c.progress && isatty(STDERR_FILENO);
   size_t total = c.contexts.size() * c.pools.size() * c.batches.size(), done = 0;
   json points = json::array();

@@ -413,7 +413,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
     namespace fs = std::filesystem;
     const fs::path out(o.out_dir);
     require_outputs_not_inputs({(out / "trace.json").string(), (out / "report.json").string(), (out / "report.md").string()},
-                               {model, (fs::path(model) / "config.json").string()}, "--out folder");
+                               model_config_inputs(model), "--out folder");
   }
   // The shard sizes DecodeEngine divides by --tp, checked here as usage (exit 2) before the banner and any
   // allocation (the engine's own check came after both, exit 1; bad-input review, session 29).

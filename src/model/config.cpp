@@ -352,6 +352,10 @@ ModelConfig builtin_model_config(const std::string& name) {
   return c;
 }
 
+std::vector<std::string> model_config_inputs(const std::string& name_or_path) {
+  return {name_or_path, (std::filesystem::path(name_or_path) / "config.json").string()};
+}
+
 ModelConfig resolve_model_config(const std::string& name_or_path) {
   if (!builtin_name(name_or_path).empty()) return builtin_model_config(name_or_path);
   std::error_code ec;

@@ -86,4 +86,8 @@ ModelConfig builtin_model_config(const std::string& name);
 // `name_or_path`: a built-in name, or a path to a config.json / checkpoint directory.
 ModelConfig resolve_model_config(const std::string& name_or_path);
 
+// The files a `--model` value may be read from: the value itself (a config.json) and <value>/config.json (a
+// checkpoint directory). Outputs must not land on either (require_outputs_not_inputs, trace/atomic_file.h).
+std::vector<std::string> model_config_inputs(const std::string& name_or_path);
+
 }  // namespace glm5

@@ -30,6 +30,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 
@@ -955,11 +956,11 @@ Timeline read_chrome_trace(const std::string& path) {
   // One torch.profiler step range per step number and thread: two ranges named ProfilerStep#5 would be read as one
   // step spanning both (bad-input attack, session 31: a 3x step time, no warning). (Our own traces repeat step.N
   // once per run, told apart by the run windows.)
-  std::map<std::pair<int64_t, int>, const Range*> step_seen;
+  std::set<std::pair<int64_t, int>> step_seen;  // (thread, step number)
   for (size_t i = 0; i < t.ranges.size(); ++i)
     if (t.ranges[i].kind == RangeKind::user_annotation && parse_step_name(t.ranges[i].name) >= 0) {
       const Range& r = t.ranges[i];
-      const auto [it, fresh] = step_seen.emplace(std::make_pair(r.thread, parse_step_name(r.name)), &r);
+      const bool fresh = step_seen.emplace(r.thread, parse_step_name(r.name)).second;
       if (!fresh && r.name.rfind("ProfilerStep#", 0) == 0)
         throw Error("trace '" + path + "': step range '" + r.name + "' appears twice on thread " +
                     std::to_string(r.thread) + " (steps must be distinct ranges)");
