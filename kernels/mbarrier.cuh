@@ -64,6 +64,28 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
+// One arrival on the mbarrier at bar's CTA-relative offset in CTA `rank` of this thread-block cluster (this CTA's own
+// rank included), with release semantics at cluster scope: this thread's earlier memory operations (and the completion
+// of the wgmma it waited for) are visible to a thread of that CTA whose mbar_wait_cluster sees the phase complete
+// (PTX ISA, mbarrier.arrive .release.cluster .shared::cluster).
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+// mbar_wait with acquire semantics at cluster scope: pairs with mbar_arrive_cluster and with st.async's complete_tx
+// (st_async_v4 / st_async_b32, kernels/cluster.cuh) from other CTAs of the cluster.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
 // Spins until the phase of parity `parity` has completed (acquire semantics).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
   asm volatile(

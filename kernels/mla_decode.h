@@ -94,6 +94,12 @@ struct MlaDecodeParams {
   // exact dequantization); true the bf16 form (Wgmma: the cast paths' bf16 K / V values, so the three KV paths give
   // identical bits; EngineOptions::mla_fp8_bf16_operands). BF16 rows always take the bf16 form. Ignored by the twin.
   bool fp8_bf16_operands = false;
+  // The wgmma kernel's crossover (mla_decode_wgmma_crossover; sm90a/mla_decode_wgmma.cu): where a request has an even
+  // number of 64-head blocks (s_q H = 128, 256 ...), the CTAs of each head-block pair run as a thread-block cluster,
+  // each producing half of every K tile into both. 0 = auto (off: not yet measured faster), 1 = off, 2 = on (refused
+  // where the kernel has no such form). The same results either way (the same values reach every CTA). Ignored by the
+  // other kernels and the twin.
+  int crossover = 0;
 };
 // FP8 rows are dequantized exactly as kv_cast does (round_bf16(e4m3 * scale), rope bf16), so the
 // `fp8`, `cast` and `gather-cast` paths feed attention identical K/V values; the CPU twin's outputs

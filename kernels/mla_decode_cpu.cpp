@@ -20,6 +20,8 @@ void validate_mla_decode_params(const MlaDecodeParams& p) {
                                                     std::to_string(p.H) + ", topk = " + std::to_string(p.topk) +
                                                     ", expected all >= 0");
   require(p.s_q >= 1, "mla_decode: s_q = " + std::to_string(p.s_q) + ", expected >= 1 query tokens per request");
+  require(p.crossover >= 0 && p.crossover <= 2,
+          "mla_decode: crossover = " + std::to_string(p.crossover) + ", expected 0 (auto), 1 (off) or 2 (on)");
   if (p.B == 0 || p.H == 0) return;
   require(p.q_latent && p.q_rope && p.out, "mla_decode: q_latent, q_rope and out must be non-null");
   require(p.topk == 0 || (p.kv && p.indices), "mla_decode: kv and indices must be non-null when topk > 0");

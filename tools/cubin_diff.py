@@ -4,6 +4,8 @@ section, and the sections that carry a kernel's resources (.nv.info.<kernel>: re
 layout; .nv.constant0.<kernel>; .nv.shared.<kernel>: its static shared-memory size). A refactor of device code
 whose cubins compare equal is proven not to change what runs on the GPU, without a GPU.
 Usage: tools/cubin_diff.py DIR_A DIR_B   (the same *.cubin names in both; tools/cubin_diff.sh makes them)
+CUBIN_DIFF_RENAME_B="REGEX=>REPLACEMENT" renames B's sections first (a kernel that only gained a template parameter:
+"ELb0EEEvNS=>EEEvNS"); then B's kernels with no match in A are listed as NEW, not as differences.
 Exit 0 when every section is equal, 1 when any differs or a cubin is missing, 2 on bad input."""
 import os
 import re
@@ -50,6 +52,17 @@ def main():
         except ValueError as e:
             print(f'cubin_diff: {e}', file=sys.stderr)
             return 2
+        rename = os.environ.get('CUBIN_DIFF_RENAME_B', '')
+        if rename:
+            if '=>' not in rename:
+                print('cubin_diff: CUBIN_DIFF_RENAME_B must read REGEX=>REPLACEMENT', file=sys.stderr)
+                return 2
+            pat, repl = rename.split('=>', 1)
+            sb = {re.sub(pat, repl, k): v for k, v in sb.items()}
+            for k in sorted(set(sb) - set(sa)):
+                if k.startswith('.text.'):
+                    print(f'NEW {f} {k}')
+            sb = {k: v for k, v in sb.items() if k in sa}
         for k in sorted(set(sa) | set(sb)):
             kernels += k.startswith('.text.')
             if sa.get(k) != sb.get(k):

@@ -86,8 +86,9 @@ struct Smem {
   static constexpr int alpha = p + kPanelBytes;     // [64] fp32 per-row rescale of O for this tile
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
-  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed)
-  static constexpr int end = bars + 8 * 8;
+  static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed),
+                                                    // xfull_lo[2], xfull[2] (crossover: the partner CTA's rows)
+  static constexpr int end = bars + 12 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -304,18 +305,48 @@ static_assert(kRowB % 16 == 0 && kRopeOffB % 16 == 0, "cp.async.bulk and the rop
 static_assert(kRowsPerWarp == 8 && kL == 512, "the lane -> (row, chunk) map below is written for 8 rows x 32 chunks");
 static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: both are 64-row swizzled operands");
 
+// Crossover (kCross; MlaDecodeParams::crossover, mla_decode_wgmma_crossover): where a request has an even number of
+// 64-head blocks (s_q H = 128, 256 ...), the two CTAs of a head-block pair (blockIdx.x 2k, 2k + 1) run as one
+// thread-block cluster and share the tile's production: CTA xr (its rank) copies, dequantizes and stores only rows
+// [32 xr, 32 xr + 32) of every tile, into its own K buffer and, by st.async, into its partner's (the idea FlashMLA's
+// public write-up calls crossover, docs/20250929-hopper-fp8-sparse-deep-dive.md; written here from that description).
+// Per CTA that halves the code copies, scale / rope loads, dequantization and its shared-memory stores' issue, the
+// producers' share of a tile (~6.3k cycles against the consumers' ~4.3k at 128 heads, S29a); the cost is the pair's
+// coupling (a buffer is refilled once both CTAs' consumers are done with it) and the remote stores.
+//   Codes: this CTA's 32 rows land in its own rows' place of panels 4..7 (cross_code_offset: row 32 xr + 8 u + k at
+//     panel 4 + u, bytes [4096 xr + 512 k, + 512)), so the partner's stores (the other 32 rows) never touch them and
+//     round 2's in-place overwrite stays a matter of this CTA's producers (kBarRawRead).
+//   Barriers: empty[buf] counts one arrival per consumer warp of both CTAs (16; the waits at cluster scope);
+//     xfull_lo[buf] / xfull[buf] take the partner's bytes (its round-1 panels; its round-2 panels, rope and bias),
+//     announced by this CTA's producer thread 0 once the buffer is free (then the partner's bytes for the previous
+//     use of the buffer have all landed); the consumers wait for them beside full_lo / full. The last two tiles'
+//     empty arrivals are left out (no producer waits for them), so no CTA signals a partner that may have exited.
+constexpr int kXLoBytes = kTile / 2 * kLoDims * 2;                  // the partner's round 1: 32 rows x 256 dims
+constexpr int kXHiBytes = kTile / 2 * ((kL - kLoDims) * 2 + kR * 2 + 4);  // round 2 + rope + bias
+__device__ __forceinline__ int cross_code_offset(int xr, int k) {
+  return kRawOff + (k / 8) * kPanelBytes + xr * (kPanelBytes / 2) + (k % 8) * kL;
+}
+static_assert(kPanelBytes / 2 == 8 * kL && kTile / 2 == 32, "a CTA's 8 code rows fill its half of one panel");
+
 // Dequantizes 16 codes (one uint4) with `scale` and stores them as output chunks 2 k, 2 k + 1 of row t, the odd
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
 // kF16: to fp16 (dequant16_f16, the scale rounded to fp16) instead.
-template <bool kF16>
-__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
+// kCross (crossover, below): the same two chunks also to the partner CTA's buffer, whose shared::cluster address is
+// peer_dst, by st.async completing its barrier peer_bar.
+template <bool kF16, bool kCross = false>
+__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd,
+                                            uint32_t peer_dst = 0, uint32_t peer_bar = 0) {
   uint4 v[2];
   if constexpr (kF16) dequant16_f16(c, __float2half2_rn(scale), v);
   else dequant16_bf16(c, scale, v);
   const uint4 lo = v[0], hi = v[1];
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
+  if constexpr (kCross) {
+    st_async_v4(peer_dst + tile_chunk_offset(t, 2 * k + odd), odd ? hi : lo, peer_bar);
+    st_async_v4(peer_dst + tile_chunk_offset(t, 2 * k + 1 - odd), odd ? lo : hi, peer_bar);
+  }
 }
 
 // FP8 rows: WG1 issues each tile's code copies into K buffer tile % 2, warp w (0..3) lanes 0..15 the tile rows
@@ -332,8 +363,13 @@ __device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c,
 // per warp, not per row (rawfull counts kIssueWarps arrivals). `index`: this lane's row index (-1: none), loaded
 // one tile ahead (issue_index).
 constexpr int kIssueWarps = 4, kIssueRows = kTile / kIssueWarps;  // 16 rows per WG1 warp
-__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt) {
+// kCross (crossover, at produce_fp8_bulk): only this CTA's half of the tile, rows 32 xr + 8 w + lane (lane < 8) of
+// warp w; xr = this CTA's rank in its pair.
+template <bool kCross = false>
+__device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end, int tile, int wt, int xr = 0) {
   const int lane = wt & 31;
+  if constexpr (kCross)
+    return row_index(ind, j0, j_end, tile, kTile / 2 * xr + kIssueRows / 2 * (wt >> 5) + lane, lane < kIssueRows / 2);
   return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
 }
 // Tried, not kept (session 30, commit 4ed5ead, call S30a on an H100): where a request has several head blocks (128
@@ -345,32 +381,46 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
 // Into panels 4..7's place of buffer tile % 2, after WG1's P . V of tile tile - 2 (the last reader of those panels)
 // has completed. S8c also tried one 16-byte cp.async per lane per row (the LSU path, not the copy engine): WG1's
 // issue took 1.8-2.0k instead of 1.3-1.5k cycles per tile, and the kernel was 2-5% slower.
+// kCross: this CTA's 32 rows (issue_index<true>), at cross_code_offset.
+template <bool kCross = false>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
-                                                uint64_t* rawfull, int wt) {
+                                                uint64_t* rawfull, int wt, int xr = 0) {
   const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
-  if (index >= 0) bulk_copy_g2s(kv_s + buf * kOpBytes + kRawOff + t * kL, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
+  uint8_t* dst = kCross ? kv_s + buf * kOpBytes + cross_code_offset(xr, kIssueRows / 2 * (wt >> 5) + lane)
+                        : kv_s + buf * kOpBytes + kRawOff + t * kL;
+  if (index >= 0) bulk_copy_g2s(dst, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
-template <bool kF16>
+// kCross (crossover, above): this CTA's rows only (one per lane: r = xr), also stored into the partner's buffer;
+// xfull_lo / xfull are this CTA's barriers for the partner's bytes.
+template <bool kF16, bool kCross = false>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
-                                                 uint64_t* rawfull, uint64_t* full_lo, int pt) {
+                                                 uint64_t* rawfull, uint64_t* full_lo, uint64_t* xfull_lo,
+                                                 uint64_t* xfull, int pt) {
   const int pw = pt >> 5, lane = pt & 31;
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   auto index_of = [&](int tile) { return tile_row_index(ind, j0, j_end, n, pw, lane, tile); };
   const int u = lane >> 3, q = lane & 7, odd = (q >> 2) & 1;
-  // This lane's two rows pw + 8 (u + 4 r) of a tile: index, fp32 scales and rope chunk q (from the lanes' index
-  // window idx_lanes).
-  int idx[2];
-  float4 sc[2];
-  uint4 rope[2];
+  constexpr int kRows = kCross ? 1 : 2;  // rows per lane
+  const int xr = kCross ? int(cluster_rank()) : 0, peer = xr ^ 1;
+  const uint32_t peer_kv = kCross ? dsmem_addr(kv_s, peer) : 0;
+  // This lane's rows pw + 8 (u + 4 r) of a tile, r < kRows (crossover: r = xr): index, fp32 scales and rope chunk q
+  // (from the lanes' index window idx_lanes), and where its codes are.
+  auto row_of = [&](int r) { return pw + kProducerWarps * (u + 4 * (kCross ? xr : r)); };
+  auto codes_of = [&](const uint8_t* d, int r) {
+    return kCross ? d + cross_code_offset(xr, pw + kProducerWarps * u) : d + kRawOff + row_of(r) * kL;
+  };
+  int idx[kRows];
+  float4 sc[kRows];
+  uint4 rope[kRows];
   auto load_rows = [&](int idx_lanes) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * r);
+    for (int r = 0; r < kRows; ++r) {
+      idx[r] = __shfl_sync(0xffffffffu, idx_lanes, u + 4 * (kCross ? xr : r));
       const uint8_t* row = p.kv + int64_t(idx[r] < 0 ? 0 : idx[r]) * kRowB;
       sc[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const float4*>(row + kL)) : make_float4(0.f, 0.f, 0.f, 0.f);
       rope[r] = idx[r] >= 0 ? __ldg(reinterpret_cast<const uint4*>(row + kRopeOffB) + q) : make_uint4(0, 0, 0, 0);
@@ -387,46 +437,66 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     PROBE(21);  // producer: indices, scales and rope issued
     mbar_wait(&rawfull[buf], (i >> 1) & 1);  // the codes have landed
     PROBE(26);  // producer: wait for the codes
-    if (i >= 2) mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);  // and WG0's P . V of tile i - 2 is done with panels 0..3
+    // and WG0's P . V of tile i - 2 is done with panels 0..3 (crossover: in both CTAs of the pair)
+    if (i >= 2) {
+      if constexpr (kCross) mbar_wait_cluster(&empty[buf], ((i >> 1) - 1) & 1);
+      else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
+    }
     PROBE(22);  // producer: then for the buffer
-    if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    // Crossover: the partner's copy of this buffer and its barriers for this CTA's bytes.
+    const uint32_t peer_dst = peer_kv + buf * kOpBytes;
+    const uint32_t peer_xlo = kCross ? dsmem_addr(&xfull_lo[buf], peer) : 0, peer_xhi = kCross ? dsmem_addr(&xfull[buf], peer) : 0;
+    if constexpr (kCross) {
+      if (pt == 0) {  // the partner's bytes of tile i into this buffer (the previous ones have all landed)
+        mbar_expect_tx(&xfull_lo[buf], kXLoBytes);
+        mbar_expect_tx(&xfull[buf], kXHiBytes);
+      }
+      if (lane >= 4 * xr && lane < 4 * xr + 4) {  // lanes holding this CTA's rows pw + 8 lane
+        const int t = pw + kProducerWarps * lane;
+        const float bv = idx_cur >= 0 ? 0.f : -INFINITY;
+        bias_s[buf * kTile + t] = bv;
+        st_async_b32(peer_kv + uint32_t(Smem::bias - Smem::kv) + 4 * (buf * kTile + t), __float_as_uint(bv), peer_xhi);
+      }
+    } else {
+      if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
+    }
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
-      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(pw + kProducerWarps * (u + 4 * r), kL / 8 + q)) =
+    for (int r = 0; r < kRows; ++r)  // the rope: chunk q of the row's panel-8 line (zeros for invalid rows)
+      *reinterpret_cast<uint4*>(dst + tile_chunk_offset(row_of(r), kL / 8 + q)) =
           kF16 ? bf16x8_to_f16x8(rope[r]) : rope[r];  // converted here, not at the load: S28a's probe saw the
                                                       // conversion there wait out the load (+3.5k cycles per tile)
+    if constexpr (kCross)
+      st_async_v4(peer_dst + tile_chunk_offset(row_of(0), kL / 8 + q), kF16 ? bf16x8_to_f16x8(rope[0]) : rope[0],
+                  peer_xhi);
     const uint4 zero = make_uint4(0, 0, 0, 0);
-    uint4 v[2][2];
+    uint4 v[kRows][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 2's reads: chunks 16 + q, 24 + q
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * r);
-        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (16 + 8 * h + q)) : zero;
-      }
-    uint4 w[2][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
-#pragma unroll      // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
-    for (int r = 0; r < 2; ++r)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int t = pw + kProducerWarps * (u + 4 * r);
-        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(dst + kRawOff + t * kL + 16 * (8 * h + q)) : zero;
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 1's stores
+    for (int r = 0; r < kRows; ++r)  // round 2's reads: chunks 16 + q, 24 + q
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kF16>(dst, pw + kProducerWarps * (u + 4 * r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
+        v[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(codes_of(dst, r) + 16 * (16 + 8 * h + q)) : zero;
+    uint4 w[kRows][2];  // round 1's chunks q (scale group 0) and 8 + q (group 1), all read before the first store
+#pragma unroll          // (the compiler cannot tell the stores from the reads, so interleaved it would serialize them)
+    for (int r = 0; r < kRows; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        w[r][h] = idx[r] >= 0 ? *reinterpret_cast<const uint4*>(codes_of(dst, r) + 16 * (8 * h + q)) : zero;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)  // round 1's stores
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_codes<kF16, kCross>(dst, row_of(r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd, peer_dst, peer_xlo);
     wgmma::fence_proxy_async();
     mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
     PROBE(25);                          // producer: the barrier
 #pragma unroll
-    for (int r = 0; r < 2; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
+    for (int r = 0; r < kRows; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kF16>(dst, pw + kProducerWarps * (u + 4 * r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
+        store_codes<kF16, kCross>(dst, row_of(r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd, peer_dst,
+                                  peer_xhi);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
@@ -627,12 +697,14 @@ __device__ __forceinline__ void cluster_merge(const MlaDecodeParams& p, uint8_t*
 
 // kSplit: CTA z of gridDim.z covers rows [z chunk, (z + 1) chunk); kMerge (with kSplit): the S CTAs of a cluster
 // merge their partials in the kernel (cluster_merge), else they go to p.workspace for the combine kernel.
-// kF16 (FP8 rows only): Q, K and P as fp16 operands (MlaDecodeKernel::WgmmaF16).
-template <bool kFp8, bool kSplit, bool kMerge, bool kF16>
+// kF16 (FP8 rows only): Q, K and P as fp16 operands (MlaDecodeKernel::WgmmaF16). kCross (FP8 rows, no cluster merge):
+// head-block pairs share each tile's production (crossover, at produce_fp8_bulk).
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16, bool kCross>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_wgmma_kernel(MlaDecodeParams p, int chunk) {
   static_assert(kSplit || !kMerge, "the cluster merge is a split-K variant");
   static_assert(kFp8 || !kF16, "fp16 operands are dequantized from FP8 rows");
+  static_assert(!kCross || (kFp8 && !kMerge), "crossover: FP8 rows (the bulk feed), clusters along x only");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* q_s = base + Smem::q;
@@ -645,6 +717,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + 2;
   uint64_t* rawfull = full + 4;
   uint64_t* full_lo = full + 6;
+  uint64_t* xfull_lo = full + 8;  // crossover: the partner's bytes
+  uint64_t* xfull = full + 10;
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -654,30 +728,56 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     mbar_init(&full[0], 32 * kProducerWarps);
     mbar_init(&full[1], 32 * kProducerWarps);
-    mbar_init(&empty[0], 256);
-    mbar_init(&empty[1], 256);
+    mbar_init(&empty[0], kCross ? 16 : 256);  // crossover: one arrival per consumer warp of both CTAs
+    mbar_init(&empty[1], kCross ? 16 : 256);
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
+    if constexpr (kCross) {
+      for (int k = 0; k < 2; ++k) {
+        mbar_init(&xfull_lo[k], 1);  // one arrival: this CTA's announcement of the partner's bytes
+        mbar_init(&xfull[k], 1);
+      }
+    }
     mbar_init_fence();
   }
-  __syncthreads();  // barriers initialized
+  if constexpr (kCross) cluster_sync();  // the partner's barriers too: both CTAs signal each other's
+  else __syncthreads();                  // barriers initialized
   pdl_begin();      // q, kv and the indices come from earlier kernels of the step
   const int wg = tid / 128, lane = tid % 32, r0 = 16 * ((tid % 128) / 32) + lane / 4;
   if (wg >= 2) {  // the producers start gathering while the consumers stage Q
     wgmma::setmaxnreg_dec<80>();
-    if constexpr (kFp8) produce_fp8_bulk<kF16>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, tid - 256);
+    if constexpr (kFp8)
+      produce_fp8_bulk<kF16, kCross>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, xfull_lo, xfull,
+                                     tid - 256);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
     return;
   }
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
   int next_index = -1;  // FP8 rows, WG1: this lane's row of the next tile to issue (issue_index)
+  const int xr = kCross ? int(cluster_rank()) : 0;  // crossover: this CTA's rank in its pair
   if (kFp8 && wg == 1) {  // the first two tiles' copies
     for (int tile = 0; tile < 2 && tile < n; ++tile)
-      issue_fp8_codes(p, issue_index(ind, j0, j_end, tile, tid - 128), tile, kv_s, rawfull, tid - 128);
-    if (n > 2) next_index = issue_index(ind, j0, j_end, 2, tid - 128);
+      issue_fp8_codes<kCross>(p, issue_index<kCross>(ind, j0, j_end, tile, tid - 128, xr), tile, kv_s, rawfull,
+                              tid - 128, xr);
+    if (n > 2) next_index = issue_index<kCross>(ind, j0, j_end, 2, tid - 128, xr);
   }
+  // A consumer warp is done with buffer buf (tile i): crossover: one arrival per warp on both CTAs' empty[buf], none
+  // for the last two tiles (no producer waits for them; the partner may have exited).
+  auto release_buffer = [&](int buf, int i) {
+    if constexpr (kCross) {
+      if (i + 2 < n) {
+        __syncwarp();
+        if (lane == 0) {
+          mbar_arrive(&empty[buf]);
+          mbar_arrive_cluster(&empty[buf], uint32_t(xr ^ 1));
+        }
+      }
+    } else {
+      mbar_arrive(&empty[buf]);
+    }
+  };
   PROBE_T0;
   load_q<kF16>(p, b, h0, HQ, q_s, tid);
   wgmma::fence_proxy_async();
@@ -703,11 +803,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       // S = Q . K^T over the 576 dims: 36 k-steps. FP8 rows: the first 16 (panels 0..3) as soon as
       // produce_fp8_bulk's round 1 has stored them (full_lo), overlapping its round 2, then the rest after full.
       mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
+      if constexpr (kCross) mbar_wait_cluster(&xfull_lo[buf], (i >> 1) & 1);  // and the partner's rows
       PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
       wgmma::fence();
       wgmma::m64n64_bf16_ss<kF16>(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
         mbar_wait(&full[buf], (i >> 1) & 1);
+        if constexpr (kCross) mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss<kF16>(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
@@ -791,7 +893,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
-      mbar_arrive(&empty[buf]);
+      release_buffer(buf, i);
       PROBE(5);  // WG0: P store + P . V
     }
 #pragma unroll
@@ -835,6 +937,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
+      if constexpr (kCross) mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
@@ -843,12 +946,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
-      mbar_arrive(&empty[buf]);
+      release_buffer(buf, i);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: rescale + P . V
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
-        issue_fp8_codes(p, next_index, i + 2, kv_s, rawfull, tid - 128);
-        next_index = i + 3 < n ? issue_index(ind, j0, j_end, i + 3, tid - 128) : -1;
+        issue_fp8_codes<kCross>(p, next_index, i + 2, kv_s, rawfull, tid - 128, xr);
+        next_index = i + 3 < n ? issue_index<kCross>(ind, j0, j_end, i + 3, tid - 128, xr) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes
       }
     }
@@ -865,12 +968,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
 }
 
-template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false>
+template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false, bool kCross = false>
 void launch(const MlaDecodeParams& p, int S, int chunk, cudaStream_t stream) {
-  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kF16>;
+  auto kernel = mla_decode_wgmma_kernel<kFp8, kSplit, kMerge, kF16, kCross>;
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::total));
   launch_kernel_cluster(kernel, dim3((p.H * p.s_q + kHeads - 1) / kHeads, p.B, S), kThreads, Smem::total, stream,
-                        dim3(1, 1, kMerge ? S : 1), p, chunk);
+                        dim3(kCross ? 2 : 1, 1, kMerge ? S : 1), p, chunk);
 }
 
 }  // namespace mla_wg
@@ -902,6 +1005,17 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk) {
   return S;
 }
 
+bool mla_decode_wgmma_crossover(const MlaDecodeParams& p, int S) {
+  if (p.crossover != 2) return false;  // 0 (auto): off until measured faster (the form is new in session 32)
+  const int blocks = (p.H * p.s_q + mla_wg::kHeads - 1) / mla_wg::kHeads;
+  std::string missing;
+  if (!p.layout.fp8) missing = "FP8 rows";
+  else if (blocks % 2 != 0) missing = "an even number of 64-head blocks (got ceil(s_q H / 64) = " + std::to_string(blocks) + ")";
+  else if (mla_decode_wgmma_merges_in_cluster(S)) missing = "no split-K cluster merge (S = " + std::to_string(S) + ")";
+  if (!missing.empty()) throw Error("mla_decode_cuda: MlaDecodeParams.crossover = 2 needs " + missing);
+  return true;
+}
+
 void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, bool f16_operands, cudaStream_t stream) {
   require(S >= 1 && S <= 65535 && p.B <= 65535,
           "mla_decode_wgmma_launch: S = " + std::to_string(S) + ", B = " + std::to_string(p.B) + ", expected 1..65535");
@@ -914,7 +1028,15 @@ void mla_decode_wgmma_launch(const MlaDecodeParams& p, int S, int chunk, bool f1
                                         " < " + std::to_string(p.topk) + ")");
   require(!f16_operands || p.layout.fp8, "mla_decode_wgmma_launch: fp16 operands need FP8 rows (BF16 rows are bf16)");
   const bool merge = mla_decode_wgmma_merges_in_cluster(S);
-  if (p.layout.fp8 && f16_operands) {
+  if (mla_decode_wgmma_crossover(p, S)) {  // FP8 rows, no merge
+    if (f16_operands) {
+      if (S > 1) mla_wg::launch<true, true, false, true, true>(p, S, chunk, stream);
+      else mla_wg::launch<true, false, false, true, true>(p, S, chunk, stream);
+    } else {
+      if (S > 1) mla_wg::launch<true, true, false, false, true>(p, S, chunk, stream);
+      else mla_wg::launch<true, false, false, false, true>(p, S, chunk, stream);
+    }
+  } else if (p.layout.fp8 && f16_operands) {
     if (merge) mla_wg::launch<true, true, true, true>(p, S, chunk, stream);
     else if (S > 1) mla_wg::launch<true, true, false, true>(p, S, chunk, stream);
     else mla_wg::launch<true, false, false, true>(p, S, chunk, stream);

@@ -33,10 +33,16 @@ int mla_decode_wgmma_splits(int S_cap, int topk, int* chunk = nullptr);
 constexpr int kMlaWgmmaClusterMergeMax = 2;
 inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
 
+// Whether a launch of p with S splits runs the crossover form (head-block pairs as clusters sharing each tile's
+// production): MlaDecodeParams::crossover 1 (off) or 0 (auto, off until measured faster) give false; 2 gives true where
+// the kernel has the form -- FP8 rows, ceil(s_q H / 64) even, no split-K cluster merge (S != 2) -- and throws
+// glm5::Error naming what is missing otherwise.
+bool mla_decode_wgmma_crossover(const MlaDecodeParams& p, int S);
+
 // Launches the kernel on grid (ceil(s_q H / 64), B, S): CTA (hb, b, z) computes query heads
 // [64 hb, 64 hb + 64) of request b over selected rows [z chunk, (z + 1) chunk) (chunk a multiple of
 // kMlaWgmmaTile when S > 1). S == 1, or S = 2 (kMlaWgmmaClusterMergeMax; merged in the kernel): out and lse;
-// larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
+// (crossover: CTAs in clusters of 2 along x, mla_decode_wgmma_crossover), larger S: unnormalized partials to p.workspace in mla_decode_cuda's split-K layout (the caller runs the
 // combine kernel). Same arithmetic contract as the mma.sync kernel (mla_decode.h): Q and P rounded to bf16,
 // fp32 accumulation and softmax; f16_operands (FP8 rows only, MlaDecodeKernel::WgmmaF16): Q, P and the dequantized
 // K / V rounded to fp16 instead (its contract in mla_decode.h). Throws glm5::Error for f16_operands with BF16 rows.

@@ -399,7 +399,7 @@ MlaInputs make_mla_inputs(int B, int H, int topk, const LatentLayout& l, const s
 // fp8 and bf16 (cast pool) mla_decode vs the CPU twin on a small pool, both head counts.
 std::string check_mla(cudaStream_t stream) {
   double worst = 0;
-  for (int H : {64, 16}) {
+  for (int H : {64, 16, 128}) {  // 128: two head blocks, the wgmma kernel's crossover form (v 5, 6 below)
     const uint64_t seed = fresh_seed();
     const LatentLayout l = make_latent_layout(512, 64, true);
     const int rows = 4096, B = 3, topk = 512;
@@ -453,12 +453,16 @@ std::string check_mla(cudaStream_t stream) {
     Buffer d_pool = to_device(pool, "check pool");
     Buffer d_bf16(Where::Device, size_t(rows) * 2 * (l.latent_dim + l.rope_dim), "check bf16 pool");
     kv_cast_cuda({d_pool.as<uint8_t>(), l, d_bf16.as<uint16_t>(), rows}, stream);
-    for (int v = 0; v < 5; ++v) {  // fp8 / bf16 rows x the default kernel / the sm_90a wgmma kernel; WgmmaF16
-      const bool fp8 = v % 2 == 0, wg = v >= 2, f16 = v == 4;
+    // fp8 / bf16 rows x the default kernel / the sm_90a wgmma kernel; WgmmaF16 (v 4); at 128 heads the wgmma kernel's
+    // crossover form on FP8 rows, bf16 (v 5) and fp16 operands (v 6; S = 8 here: no cluster merge).
+    for (int v = 0; v < 7; ++v) {
+      const bool xo = v >= 5, fp8 = v % 2 == 0 || xo, wg = v >= 2, f16 = v == 4 || v == 6;
+      if (xo && H != 128) continue;
       const LatentLayout kl = fp8 ? l : bf16_layout_of(l);
       MlaDecodeParams p = mla_params(in, fp8 ? d_pool.as<uint8_t>() : d_bf16.as<uint8_t>(), kl, B, H, topk);
       if (wg && !mla_decode_wgmma_supported(p)) continue;
       if (wg) p.kernel = f16 ? MlaDecodeKernel::WgmmaF16 : MlaDecodeKernel::Wgmma;
+      p.crossover = xo ? 2 : 0;
       mla_decode_cuda(p, stream);
       const std::vector<float>& want_v = f16 ? want16 : want;
       const std::vector<float>& want_v_lse = f16 ? want16_lse : want_lse;
@@ -475,6 +479,7 @@ std::string check_mla(cudaStream_t stream) {
       const double tol_rel_v = f16 ? tol_rel16 : tol_rel, tol_lse = 1e-4;
       require(rel <= tol_rel_v && max_lse <= tol_lse,
               std::string("bench mla_decode ") + (fp8 ? "fp8" : "bf16") + (wg ? " wgmma" : "") + (f16 ? " f16" : "") +
+                  (xo ? " crossover" : "") +
                   " H=" + std::to_string(H) + ": max abs error " + sci(max_abs) + " (max |V| " + sci(max_v) +
                   ", max |out| " + sci(max_ref) + "), lse error " + sci(max_lse) + " vs the CPU twin with " +
                   (f16 ? "fp16 Q, K and V" : "bf16 Q") + ", expected <= " +
@@ -483,8 +488,9 @@ std::string check_mla(cudaStream_t stream) {
       worst = std::max(worst, std::max(rel, max_lse));
     }
   }
-  return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64 and 16; "
-         "default and wgmma kernels; the fp16-operand wgmma kernel vs the twin's fp16 mode)";
+  return "max err " + sci(worst) + " (out rel. to max|V|, lse abs) vs CPU twin with bf16 Q (B=3, topk 512, H 64, 16 and "
+         "128; default and wgmma kernels, the latter's crossover form at 128; the fp16-operand wgmma kernel vs the twin's "
+         "fp16 mode)";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1183,10 +1189,16 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           // -2: its fp16-operand form (WgmmaF16, FP8 rows).
           if (mla_decode_wgmma_supported(p)) sweep.push_back({-1, 0});
           if (fp8 && mla_decode_wgmma_supported(p)) sweep.push_back({-2, 0});
+          // -3: the fp16-operand form with crossover (MlaDecodeParams::crossover = 2: head-block pairs share each
+          // tile's production), where the head blocks pair up and S is not the cluster merge's 2.
+          if (fp8 && mla_decode_wgmma_supported(p) && (H / 64) % 2 == 0 && H >= 128 &&
+              !mla_decode_wgmma_merges_in_cluster(mla_decode_wgmma_splits(s_auto, kTopk)))
+            sweep.push_back({-3, 0});
           for (auto [hpc, sp] : sweep) {
             // Records named mla_decode_* are the mma.sync kernels (what Auto ran before the wgmma kernel),
             // *_wgmma the wgmma kernel: the two side by side whatever Auto now picks.
-            const bool wg = hpc < 0, f16 = hpc == -2;
+            const bool wg = hpc < 0, f16 = hpc <= -2, xo = hpc == -3;
+            p.crossover = xo ? 2 : 0;
             p.kernel = f16  ? MlaDecodeKernel::WgmmaF16
                        : wg ? MlaDecodeKernel::Wgmma
                        : fp8 ? MlaDecodeKernel::TensorCorePipelined : MlaDecodeKernel::TensorCore;
@@ -1198,7 +1210,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
                                  double(B) * H * (L + 1) * 4;
             const double flops = 2.0 * B * H * kTopk * (2 * L + R);
             KernelBenchRecord r = make_record(std::string(fp8 ? "mla_decode_fp8" : "mla_decode_bf16") + (wg ? "_wgmma" : "") +
-                                                  (f16 ? "_f16" : ""),
+                                                  (f16 ? "_f16" : "") + (xo ? "_xo" : ""),
                                               us, bytes, flops, c);
             r.batch = B;
             r.heads = H;

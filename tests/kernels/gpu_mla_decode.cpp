@@ -145,7 +145,7 @@ struct GpuResult {
 };
 GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8_t* kv, LatentLayout layout,
                   const int32_t* idx, bool split, MlaDecodeKernel kernel = MlaDecodeKernel::Auto, int splits = 0,
-                  int heads_per_cta = 0, bool bf16_operands = true) {
+                  int heads_per_cta = 0, bool bf16_operands = true, int crossover = 0) {
   const size_t n_out = size_t(c.B) * c.HQ() * c.L, n_lse = size_t(c.B) * c.HQ();
   Buffer o(Where::Device, n_out * 4, "out"), l(Where::Device, n_lse * 4, "lse");
   const size_t ws_bytes = split ? mla_decode_workspace_bytes(c.B, c.HQ(), c.topk, c.L) : 0;
@@ -159,6 +159,7 @@ GpuResult run_gpu(const Case& c, const Buffer& ql, const Buffer& qr, const uint8
   p.splits = splits;
   p.heads_per_cta = heads_per_cta;
   p.fp8_bf16_operands = bf16_operands;
+  p.crossover = crossover;
   mla_decode_cuda(p, nullptr);
   CUDA_CHECK(cudaDeviceSynchronize());
   return {to_host<float>(o, n_out), to_host<float>(l, n_lse)};
@@ -333,6 +334,30 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
         EXPECT_LE(f_abs, tol16) << "WgmmaF16 kernel";
         EXPECT_LE(f_lse, tol_lse) << "WgmmaF16 kernel";
         EXPECT_GT(f_diff, 0.0) << "WgmmaF16 gave the bf16-operand kernel's bits: were fp16 operands used?";
+        // The crossover form (MlaDecodeParams::crossover = 2: head-block pairs as clusters, each CTA producing half of
+        // every tile into both): the same bits as without it, in both operand forms, where the kernel has the form
+        // (an even number of 64-head blocks, no split-K cluster merge, i.e. not S = 2); refused elsewhere.
+        {
+          const int blocks = (c.HQ() + 63) / 64;
+          const int S_w = split ? mla_decode_wgmma_splits(splits > 0 ? splits : s_default, c.topk) : 1;
+          const bool has_form = blocks % 2 == 0 && !mla_decode_wgmma_merges_in_cluster(S_w);
+          for (const bool f16 : {false, true}) {
+            const MlaDecodeKernel k = f16 ? MlaDecodeKernel::WgmmaF16 : MlaDecodeKernel::Wgmma;
+            if (!has_form) {
+              EXPECT_THROW(run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, k, splits, 0, true, 2),
+                           Error)
+                  << "crossover without head-block pairs (" << blocks << " blocks, S = " << S_w << ")";
+              continue;
+            }
+            const GpuResult x = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, k, splits, 0,
+                                        true, 2);
+            const GpuResult& want_x = f16 ? wf : w8;
+            EXPECT_EQ(x.out, want_x.out) << "crossover changed the " << (f16 ? "fp16" : "bf16") << "-operand kernel's output";
+            EXPECT_EQ(0, std::memcmp(x.lse.data(), want_x.lse.data(), n_lse * 4));
+            std::printf("  wgmma %s operands, crossover (%d head blocks, S = %d): bitwise as without\n",
+                        f16 ? "fp16" : "bf16", blocks, S_w);
+          }
+        }
         if (check_fp32_q) {
           double e = 0, el = 0;
           for (size_t i = 0; i < n_out; ++i) e = std::max(e, double(std::fabs(wf.out[i] - out32[i])));
@@ -404,7 +429,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMlaDecode,
                                            Case{64, 32, 3, 4, 16, 40, 12, 2},           // fp32 kernel
                                            // -1 scattered inside full tiles (a quarter / a third of the rows), many tiles
                                            Case{512, 64, 8, 64, 2048, 30000, -1, 1, 25},
-                                           Case{512, 64, 2, 128, 2048, 30000, 1900, 1, 33}));
+                                           Case{512, 64, 2, 128, 2048, 30000, 1900, 1, 33},
+                                           // 256 query heads (4 head blocks: two crossover pairs), 3 requests
+                                           Case{512, 64, 3, 128, 2048, 30000, 1700, 2}));
 
 TEST(GpuMlaDecodeSplit, RejectsSmallWorkspace) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";

@@ -274,6 +274,20 @@ TEST(MlaDecodeCases, RejectsBadParams) {
   p.kv = in.pool.data();
   p.layout.row_bytes = 128;
   EXPECT_THROW(mla_decode_cpu(p), Error);
+  p.layout = in.layout;
+  // MlaDecodeParams::crossover: 0 (auto), 1 (off) or 2 (on); the twin ignores a valid value (same outputs).
+  ASSERT_NO_THROW(mla_decode_cpu(p));
+  const std::vector<float> want = out;
+  for (int x : {0, 1, 2}) {
+    p.crossover = x;
+    std::fill(out.begin(), out.end(), -7.f);
+    EXPECT_NO_THROW(mla_decode_cpu(p)) << x;
+    EXPECT_EQ(out, want) << "crossover " << x;
+  }
+  for (int x : {-1, 3}) {
+    p.crossover = x;
+    EXPECT_THROW(mla_decode_cpu(p), Error) << x;
+  }
 }
 
 // The L2 prefetch rider (MlaDecodeParams::l2_prefetch): validated (16-byte aligned, bytes a positive multiple of 16)

@@ -20,7 +20,9 @@ using namespace glm5;
 
 int main() {
   const bool f16 = std::getenv("GLM5_PROBE_F16") != nullptr;  // the fp16-operand form (MlaDecodeKernel::WgmmaF16)
-  std::printf("operands: %s\n", f16 ? "fp16" : "bf16");
+  // GLM5_PROBE_XO: the crossover form (MlaDecodeParams::crossover = 2) at the shapes with head-block pairs
+  const bool xo = std::getenv("GLM5_PROBE_XO") != nullptr;
+  std::printf("operands: %s%s\n", f16 ? "fp16" : "bf16", xo ? ", crossover where the head blocks pair up" : "");
   const LatentLayout l = make_latent_layout(512, 64, true);
   const int rows = 495000, topk = 2048;
   uint8_t* pool;
@@ -76,6 +78,7 @@ int main() {
     p.scale = 0.04f;
     p.workspace = ws;
     p.workspace_bytes = wsb;
+    p.crossover = xo && H % 128 == 0 ? 2 : 0;
     int chunk = topk;
     const int S = mla_decode_wgmma_splits(mla_decode_num_splits(B, H, topk), topk, &chunk);
     cudaEvent_t e0, e1;
@@ -99,8 +102,8 @@ int main() {
     unsigned long long pr[32];
     CUDA_CHECK(cudaMemcpyFromSymbol(pr, mla_wg::g_probe, sizeof(pr)));
     const double ctas = double((H + 63) / 64) * B * S, tiles = double((H + 63) / 64) * B * topk / 64;
-    std::printf("B=%d H=%d S=%d chunk=%d: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
-                1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
+    std::printf("B=%d H=%d S=%d chunk=%d%s: kernel %.1f us (%s), %d CTAs, %.1f tiles/CTA\n", B, H, S, chunk,
+                mla_decode_wgmma_crossover(p, S) ? " crossover" : "", 1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
                 int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
     std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
