@@ -752,6 +752,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       produce_fp8_bulk<kF16, kCross>(p, b, j0, j_end, n, kv_s, bias_s, full, empty, rawfull, full_lo, xfull_lo, xfull,
                                      tid - 256);
     else produce_bf16(p, b, j0, j_end, n, kv_s, bias_s, full, empty, tid - 256);
+    if constexpr (kCross) cluster_sync_relaxed();  // the kernel's last cluster barrier (at its end), arrived early
     return;
   }
   const int32_t* ind = p.indices + int64_t(b) * p.topk;
@@ -803,13 +804,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       // S = Q . K^T over the 576 dims: 36 k-steps. FP8 rows: the first 16 (panels 0..3) as soon as
       // produce_fp8_bulk's round 1 has stored them (full_lo), overlapping its round 2, then the rest after full.
       mbar_wait(kFp8 ? &full_lo[buf] : &full[buf], (i >> 1) & 1);
-      if constexpr (kCross) mbar_wait_cluster(&xfull_lo[buf], (i >> 1) & 1);  // and the partner's rows
+      if constexpr (kCross) {  // and the partner's rows: st.async writes in the generic proxy, wgmma reads in the
+        mbar_wait_cluster(&xfull_lo[buf], (i >> 1) & 1);  // async proxy (PTX ISA: a cross-proxy fence between them;
+        wgmma::fence_proxy_async();                        // the writer cannot fence after its st.async complete)
+      }
       PROBE(1);  // WG0: wait for a full buffer (FP8: its first four panels)
       wgmma::fence();
       wgmma::m64n64_bf16_ss<kF16>(s, dq, dk, kFp8 ? kLoDims : kW, false);
       if constexpr (kFp8) {
         mbar_wait(&full[buf], (i >> 1) & 1);
-        if constexpr (kCross) mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
+        if constexpr (kCross) {
+          mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
+          wgmma::fence_proxy_async();
+        }
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss<kF16>(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
       }
@@ -937,7 +944,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int buf = i & 1;
       const uint64_t dk = buf ? dk1 : dk0;
       mbar_wait(&full[buf], (i >> 1) & 1);
-      if constexpr (kCross) mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
+      if constexpr (kCross) {
+        mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
+        wgmma::fence_proxy_async();
+      }
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
       const float a0 = alpha_s[r0], a1 = alpha_s[r0 + 8];
@@ -966,6 +976,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if constexpr (kMerge)  // both consumer warpgroups, once their O halves are in shared memory
     cluster_merge<kMlaWgmmaClusterMergeMax>(p, base, b, h0, HQ, tid);
+  // Crossover: no CTA exits before its partner has received everything it sent (the partner's consumers arrive only
+  // after their last xfull wait), so none of its st.async is left in flight (the producers arrived on their way out).
+  if constexpr (kCross) cluster_sync_relaxed();
 }
 
 template <bool kFp8, bool kSplit, bool kMerge, bool kF16 = false, bool kCross = false>

@@ -1191,7 +1191,7 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           if (fp8 && mla_decode_wgmma_supported(p)) sweep.push_back({-2, 0});
           // -3: the fp16-operand form with crossover (MlaDecodeParams::crossover = 2: head-block pairs share each
           // tile's production), where the head blocks pair up and S is not the cluster merge's 2.
-          if (fp8 && mla_decode_wgmma_supported(p) && (H / 64) % 2 == 0 && H >= 128 &&
+          if (fp8 && mla_decode_wgmma_supported(p) && (H + 63) / 64 % 2 == 0 &&
               !mla_decode_wgmma_merges_in_cluster(mla_decode_wgmma_splits(s_auto, kTopk)))
             sweep.push_back({-3, 0});
           for (auto [hpc, sp] : sweep) {

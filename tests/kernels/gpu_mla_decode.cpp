@@ -430,6 +430,9 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GpuMlaDecode,
                                            // -1 scattered inside full tiles (a quarter / a third of the rows), many tiles
                                            Case{512, 64, 8, 64, 2048, 30000, -1, 1, 25},
                                            Case{512, 64, 2, 128, 2048, 30000, 1900, 1, 33},
+                                           // 128 query heads at B 24: the wgmma kernel's split-K is S = 2, the
+                                           // cluster merge, where crossover is refused
+                                           Case{512, 64, 24, 64, 2048, 30000, 2000, 2},
                                            // 256 query heads (4 head blocks: two crossover pairs), 3 requests
                                            Case{512, 64, 3, 128, 2048, 30000, 1700, 2}));
 
