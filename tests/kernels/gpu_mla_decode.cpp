@@ -351,9 +351,12 @@ TEST_P(GpuMlaDecode, MatchesCpuTwinAndPathsAgree) {
             }
             const GpuResult x = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, k, splits, 0,
                                         true, 2);
-            const GpuResult& want_x = f16 ? wf : w8;
-            EXPECT_EQ(x.out, want_x.out) << "crossover changed the " << (f16 ? "fp16" : "bf16") << "-operand kernel's output";
-            EXPECT_EQ(0, std::memcmp(x.lse.data(), want_x.lse.data(), n_lse * 4));
+            const GpuResult off = run_gpu(c, ql, qr, pool.as<uint8_t>(), d.layout, idx.as<int32_t>(), split, k, splits,
+                                          0, true, 1);
+            EXPECT_EQ(x.out, off.out) << "crossover changed the " << (f16 ? "fp16" : "bf16") << "-operand kernel's output";
+            EXPECT_EQ(0, std::memcmp(x.lse.data(), off.lse.data(), n_lse * 4));
+            const GpuResult& auto_x = f16 ? wf : w8;  // crossover 0 (auto): either form, the same bits
+            EXPECT_EQ(auto_x.out, off.out) << "crossover auto";
             std::printf("  wgmma %s operands, crossover (%d head blocks, S = %d): bitwise as without\n",
                         f16 ? "fp16" : "bf16", blocks, S_w);
           }
