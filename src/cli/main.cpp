@@ -525,6 +525,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
+    // `bench foo`: CLI11 only says a subcommand is required; name the word it did not know.
+    if (bench.bench->parsed() && !bench.kernels->parsed() && !bench.bench->remaining().empty()) {
+      std::fprintf(stderr, "glm5prof: bench: unknown benchmark '%s' (expected: kernels; see glm5prof bench --help)\n",
+                   bench.bench->remaining().front().c_str());
+      return 2;
+    }
     std::fprintf(stderr, "glm5prof: %s (see glm5prof --help)\n", e.what());
     return 2;
   }

@@ -505,6 +505,8 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_alpha_zero", {"diff", base, base, "--alpha", "0"}, 2, {"--alpha", "must be a number in (0, 1], got 0"});
   expect_failure("diff_alpha_junk", {"diff", base, base, "--alpha", "0.05x"}, 2, {"--alpha", "got '0.05x'"});
   expect_failure("bench_only_bogus", {"bench", "kernels", "--only", "bogus"}, 2, {"--only", "bogus"});
+  // A benchmark name CLI11 does not know: named, with the one it does (CLI11 alone said "A subcommand is required").
+  expect_failure("bench_unknown", {"bench", "foo"}, 2, {"unknown benchmark 'foo'", "expected: kernels"});
   // A context beyond max_position_embeddings (glm5-tiny: 4096) is a usage error found before any point runs (the
   // pre-flight), naming the point and the limit; nothing is written. (Until session 30: exit 1, "every point of the
   // sweep was skipped", after running the sweep.)
