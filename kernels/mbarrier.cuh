@@ -65,15 +65,23 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 // One arrival on the mbarrier at bar's CTA-relative offset in CTA `rank` of this thread-block cluster (this CTA's own
-// rank included), with release semantics at cluster scope: this thread's earlier memory operations (and the completion
-// of the wgmma it waited for) are visible to a thread of that CTA whose mbar_wait_cluster sees the phase complete
-// (PTX ISA, mbarrier.arrive .release.cluster .shared::cluster).
+// rank included). For "this thread is done reading a buffer" (a write-after-read hand-off: the reads, e.g. a wgmma
+// this thread waited for, have completed before the arrival is issued), not for publishing writes: its release is at
+// CTA scope (PTX's default for mbarrier.arrive), as CUTLASS's ClusterBarrier::arrive(cta_id) releases a remote
+// producer's stage. A .release.cluster arrival costs a round trip to L2 per arrival (the cluster-scope fence; NVIDIA/cccl
+// issue 9994 says so of cluster barriers): session 33's probe (H100) saw the MLA crossover's consumer phases that
+// hold this arrival take 3414 / 5458 cycles per tile against 1591 / 1318 without crossover. GLM5_MLA_XO_RELEASE_CLUSTER
+// (probe builds only) keeps that form for the A/B.
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+#ifdef GLM5_MLA_XO_RELEASE_CLUSTER
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+#else
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+#endif
 }
-// mbar_wait with acquire semantics at cluster scope: pairs with mbar_arrive_cluster and with st.async's complete_tx
+// mbar_wait with acquire semantics at cluster scope: pairs with st.async's complete_tx
 // (st_async_v4 / st_async_b32, kernels/cluster.cuh) from other CTAs of the cluster.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
   asm volatile(
