@@ -201,8 +201,9 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
                        3 * size_t(std::max(c.intermediate_size, c.moe_intermediate_size)) + c.vocab_size);
   size_t bytes = floats * f;
   int topk = std::max(c.index_topk, o.max_seq_len);
-  if (o.kv_path == KvPath::Cast) bytes += size_t(cap) * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
-  if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * (c.kv_lora_rank + c.qk_rope_head_dim);
+  const size_t row = size_t(c.kv_lora_rank) + c.qk_rope_head_dim;
+  if (o.kv_path == KvPath::Cast) bytes += size_t(cap) * 2 * row;
+  if (o.kv_path == KvPath::GatherCast) bytes += B * topk * 2 * row;
   bytes += mla_decode_workspace_bytes(o.batch, c.num_attention_heads, topk, c.kv_lora_rank);
   if (o.backend == Backend::Cuda && c.n_routed_experts > 0) {  // MoE per-slot outputs (+ buckets at batch >= 4)
     bytes += B * (c.num_experts_per_tok + 1) * size_t(c.hidden_size) * 4;
@@ -212,7 +213,7 @@ size_t DecodeEngine::planned_scratch_bytes(const ModelConfig& c, const EngineOpt
                                   c.hidden_size, c.moe_intermediate_size, 0, DType::BF16).scratch_bytes;
   }
   // fused [gate; up] copies of the dense MLP and shared expert (once when shared)
-  bytes += size_t(2) * c.hidden_size * (c.intermediate_size + c.moe_intermediate_size * std::max(1, c.n_shared_experts)) * 2;
+  bytes += size_t(2) * c.hidden_size * (size_t(c.intermediate_size) + size_t(c.moe_intermediate_size) * std::max(1, c.n_shared_experts)) * 2;
   return bytes;
 }
 

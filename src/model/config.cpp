@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -32,6 +33,10 @@ class Reader {
   const json& at(const char* key) const { return j_.at(key); }
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
     throw Error(source_ + ": key '" + prefix_ + key + "' " + what);
+  }
+  // Several keys together (their product is out of bounds): "keys a, b, c ...".
+  [[noreturn]] void fail_keys(const std::string& keys, const std::string& what) const {
+    throw Error(source_ + ": keys " + keys + " " + what);
   }
   [[noreturn]] void bad(const char* key, const std::string& expected) const {
     fail(key, "must be " + expected + ", got " + json_excerpt(j_.at(key)));
@@ -166,6 +171,68 @@ void parse_rope(const Reader& r, const json& j, const std::string& source, Model
 
 }  // namespace
 
+namespace {
+
+// Sizes no model has, refused before any product of them is formed: each key alone may be up to 2e9, but the memory
+// plan multiplies and sums them (session 33's bad-input run: a config with n_shared_experts = 2e9 printed a wrapped
+// scratch size, and index_n_heads x index_head_dim x q_lora_rank wrapped a tensor's byte count past 2^64, so the fit
+// check passed and an allocation of a wrapped size was tried). Bounds, far above GLM-5 / DeepSeek-V3 (largest stored
+// tensor ~4e9 elements, ~7e11 parameters, 256 experts x 75 MoE layers): every stored tensor at most kMaxTensorElements,
+// the model at most kMaxModelParameters, and MoE layers x routed experts at most kMaxExpertTensors (the checkpoint
+// reader lists three tensor names per expert and layer). The error names the key, the tensor and its shape.
+// The config keys whose product is the shape of stored tensor `name` (attention_specs / mlp_specs, weights.cpp).
+std::string size_keys(const std::string& name) {
+  auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
+  if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
+  if (has("indexer.wq_b")) return "index_n_heads, index_head_dim, q_lora_rank";
+  if (has("indexer.wk")) return "index_head_dim, hidden_size";
+  if (has("indexer.weights_proj")) return "index_n_heads, hidden_size";
+  if (has("q_a_proj")) return "q_lora_rank, hidden_size";
+  if (has("q_b_proj")) return "num_attention_heads, qk_nope_head_dim, qk_rope_head_dim, q_lora_rank";
+  if (has("kv_a_proj")) return "kv_lora_rank, qk_rope_head_dim, hidden_size";
+  if (has("kv_b_proj")) return "num_attention_heads, qk_nope_head_dim, v_head_dim, kv_lora_rank";
+  if (has("o_proj")) return "num_attention_heads, v_head_dim, hidden_size";
+  if (has("shared_experts")) return "n_shared_experts, moe_intermediate_size, hidden_size";
+  if (has("experts")) return "n_routed_experts, moe_intermediate_size, hidden_size";
+  if (has("mlp.gate.")) return "n_routed_experts, hidden_size";
+  return "intermediate_size, hidden_size";
+}
+
+void check_model_size(const Reader& r, const ModelConfig& c) {
+  if (int64_t(c.num_moe_layers()) * c.n_routed_experts > kMaxExpertTensors)
+    r.fail("n_routed_experts", "is " + std::to_string(c.n_routed_experts) + ": with " +
+                                   std::to_string(c.num_moe_layers()) + " MoE layers that is more than " +
+                                   std::to_string(kMaxExpertTensors) + " experts in all (no real model has that many)");
+  long double total = 0;
+  for (const TensorSpec& t : stored_tensor_specs(c)) {
+    long double n = 1;
+    std::string shape;
+    for (int64_t d : t.shape) {
+      // The kernels and the engine index rows and columns with 32-bit ints (and form qk_head_dim() in one).
+      if (d <= 0 || d > std::numeric_limits<int32_t>::max())
+        r.fail_keys(size_keys(t.name), "give tensor " + t.name + " a dimension of " + std::to_string(d) +
+                                           ", expected 1 to 2147483647");
+      n *= static_cast<long double>(d);
+      shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
+    }
+    if (n > static_cast<long double>(kMaxTensorElements)) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3Le", n);
+      r.fail_keys(size_keys(t.name), "give tensor " + t.name + " the shape " + shape + "] = " + buf + " elements, more than " +
+                             std::to_string(kMaxTensorElements) + " (no real model has a tensor that large)");
+    }
+    total += n;
+  }
+  if (total > static_cast<long double>(kMaxModelParameters)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3Le", total);
+    r.fail_keys("hidden_size, num_hidden_layers and the others", std::string("give ") + buf + " parameters, more than " +
+                              std::to_string(kMaxModelParameters) + " (no real model has that many)");
+  }
+}
+
+}  // namespace
+
 ModelConfig parse_model_config(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) throw Error(source + ": must be a JSON object, got " + json_excerpt(j));
   Reader r(j, source);
@@ -276,10 +343,11 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
   // Invariants.
   if (r.has("qk_head_dim")) {
     int qk = r.positive_int("qk_head_dim");
-    if (qk != c.qk_head_dim())
+    const int64_t sum = int64_t(c.qk_nope_head_dim) + c.qk_rope_head_dim;  // in 64 bits: each may be up to 2e9
+    if (qk != sum)
       r.fail("qk_head_dim", "is " + std::to_string(qk) + " but qk_nope_head_dim + qk_rope_head_dim = " +
                                 std::to_string(c.qk_nope_head_dim) + " + " + std::to_string(c.qk_rope_head_dim) +
-                                " = " + std::to_string(c.qk_head_dim()));
+                                " = " + std::to_string(sum));
   }
   if (c.qk_rope_head_dim % 2 != 0)
     r.fail("qk_rope_head_dim", "must be even (RoPE rotates pairs), got " + std::to_string(c.qk_rope_head_dim));
@@ -311,6 +379,7 @@ ModelConfig parse_model_config(const nlohmann::json& j, const std::string& sourc
     r.fail("num_experts_per_tok", "is " + std::to_string(c.num_experts_per_tok) + " but only " +
                                       std::to_string(selectable) +
                                       " experts are selectable (n_routed_experts / n_group * topk_group)");
+  check_model_size(r, c);
   return c;
 }
 

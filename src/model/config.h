@@ -67,6 +67,12 @@ struct ModelConfig {
 
 // Largest num_hidden_layers parse_model_config accepts (GLM-5: 78, DeepSeek-V3: 61).
 inline constexpr int kMaxHiddenLayers = 4096;
+// Size bounds parse_model_config enforces so that the memory plan's products and sums stay far inside 64 bits
+// (config.cpp, check_model_size): elements of one stored tensor (GLM-5's largest, a layer's stacked experts:
+// 256 x 2048 x 6144 = 3.2e9), parameters of the model (GLM-5: ~7.5e11), MoE layers x routed experts (GLM-5: 75 x 256).
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+inline constexpr int64_t kMaxModelParameters = int64_t(1) << 46;
+inline constexpr int64_t kMaxExpertTensors = int64_t(1) << 20;
 
 // Parses a HuggingFace config.json object. `source` names the file in error messages.
 // Throws glm5::Error naming the key for: unknown model_type, a missing required key, a key of the

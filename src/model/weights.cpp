@@ -78,10 +78,10 @@ void attention_specs(const ModelConfig& c, int i, std::vector<TensorSpec>& v) {
   v.push_back({p + "post_attention_layernorm.weight", {H}});
   v.push_back({p + "self_attn.q_a_proj.weight", {c.q_lora_rank, H}});
   v.push_back({p + "self_attn.q_a_layernorm.weight", {c.q_lora_rank}});
-  v.push_back({p + "self_attn.q_b_proj.weight", {nh * c.qk_head_dim(), c.q_lora_rank}});
-  v.push_back({p + "self_attn.kv_a_proj_with_mqa.weight", {c.kv_lora_rank + c.qk_rope_head_dim, H}});
+  v.push_back({p + "self_attn.q_b_proj.weight", {nh * (int64_t(c.qk_nope_head_dim) + c.qk_rope_head_dim), c.q_lora_rank}});
+  v.push_back({p + "self_attn.kv_a_proj_with_mqa.weight", {int64_t(c.kv_lora_rank) + c.qk_rope_head_dim, H}});
   v.push_back({p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}});
-  v.push_back({p + "self_attn.kv_b_proj.weight", {nh * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank}});
+  v.push_back({p + "self_attn.kv_b_proj.weight", {nh * (int64_t(c.qk_nope_head_dim) + c.v_head_dim), c.kv_lora_rank}});
   v.push_back({p + "self_attn.o_proj.weight", {H, nh * c.v_head_dim}});
   if (c.has_indexer) {
     const std::string q = p + "self_attn.indexer.";

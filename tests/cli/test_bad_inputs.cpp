@@ -196,6 +196,17 @@ TEST_F(BadInputs, ModelConfigs) {
       {"hidden_250", [](json& j) { j["hidden_size"] = 250; }, {"'hidden_size'", "multiple of 16"}},
       {"hidden_7", [](json& j) { j["hidden_size"] = 7; }, {"'hidden_size'", "multiple of 16"}},
       {"hidden_string", [](json& j) { j["hidden_size"] = "256"; }, {"'hidden_size'", "positive integer"}},
+      // Sizes each within a key's 2e9 whose products no model has (session 33's bad-input run: the memory plan's
+      // sums wrapped past 2^64 and an allocation of a wrapped size was tried): refused at the config, naming keys.
+      {"shared_experts_2e9", [](json& j) { j["n_shared_experts"] = 2000000000; },
+       {"keys n_shared_experts, moe_intermediate_size, hidden_size", "shared_experts.gate_proj.weight",
+        "expected 1 to 2147483647"}},
+      {"indexer_wraps", [](json& j) { j["index_n_heads"] = 1999999998; j["index_head_dim"] = 1209818920; },
+       {"keys index_n_heads, index_head_dim, q_lora_rank", "indexer.wq_b.weight"}},
+      {"embed_4e18", [](json& j) { j["hidden_size"] = 1999999984; j["vocab_size"] = 2000000000; },
+       {"keys vocab_size, hidden_size", "model.embed_tokens.weight", "= 4.000e+18 elements, more than 1099511627776"}},
+      {"experts_2e9", [](json& j) { j["n_routed_experts"] = 2000000000; j["n_group"] = 1; j["topk_group"] = 1; },
+       {"'n_routed_experts'", "more than 1048576 experts in all"}},
   };
   for (const Case& c : cases) {
     const std::string path = config("c_" + c.name, c.edit);
