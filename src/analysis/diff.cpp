@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/input_file.h"
 #include "common/json_excerpt.h"
+#include "common/json_excerpt.h"
 #include "trace/chrome_trace.h"  // kMaxPlausibleDurationUs
 
 namespace glm5 {
@@ -263,7 +264,7 @@ DiffOptions load_diff_options(const std::string& path, DiffOptions o) {
   try {
     j = json::parse(f);
   } catch (const json::exception& e) {
-    throw Error("diff config '" + path + "': not valid JSON (" + std::string(e.what()) + ")");
+    throw Error("diff config '" + path + "': not valid JSON (" + json_error_text(e) + ")");
   }
   if (!j.is_object()) throw Error("diff config '" + path + "': expected a JSON object");
   for (const auto& [key, value] : j.items()) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/cli_checks.h"
 #include "common/error.h"
 #include "trace/atomic_file.h"
 
@@ -18,13 +19,13 @@ BenchCli add_bench_subcommand(CLI::App& app) {
       "kernels", "kv_cast, kv_gather_cast, mla_decode fp8/bf16, indexer_score, topk: median time, GB/s, TFLOP/s, "
                  "roofline fraction vs copy bandwidth and BF16 GEMM peak measured in the same run");
   KernelBenchOptions& o = cli.state->options;
-  cli.kernels->add_option("--out", cli.state->out_json, "write the records as a JSON list to this file");
+  cli.kernels->add_option("--out", cli.state->out_json, "write the records as a JSON list to this file")->check(non_empty());
   cli.kernels->add_option("--reps", o.reps, "timed launches per shape (median reported)")->capture_default_str()
       ->check(CLI::Range(1, 100000));
   cli.kernels->add_option("--warmup", o.warmup, "untimed launches first")->capture_default_str()->check(CLI::Range(0, 100000));
   cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 32));
+      ->check(CLI::Range(int64_t(8192), int64_t(1) << 32));  // >= 4 x top-k 2048, as run_kernel_bench requires
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
   cli.kernels->add_option("--only", o.only,
                           "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe (moe-pair: its "
@@ -37,6 +38,8 @@ BenchCli add_bench_subcommand(CLI::App& app) {
 int BenchCli::run() const {
   const BenchCliState& s = *state;
   if (!s.out_json.empty()) {  // fail in the first second, not after the run
+    require_usage(!std::filesystem::is_directory(s.out_json),
+                  "--out " + s.out_json + ": is a directory, expected the JSON file to write");
     const std::filesystem::path parent = std::filesystem::path(s.out_json).parent_path();
     require_writable_dir(parent.empty() ? "." : parent.string());
   }

@@ -67,7 +67,7 @@ CLI::App* add_compare_subcommand(CLI::App& app, CompareOptions& c) {
   s->add_option("--share-mlp", c.base.share_mlp, "auto | on | off")->capture_default_str()->check(CLI::IsMember({"auto", "on", "off"}));
   s->add_option("--tp", c.base.tp, "tensor/expert-parallel ranks (see profile --tp)")->capture_default_str()->check(CLI::Range(1, 64));
   s->add_option("--rank", c.base.rank, "profile only this rank's shard")->check(CLI::Range(0, 63));
-  s->add_option("--out", c.base.out_dir, "output folder (compare.md, compare.json, points/<name>/)")->capture_default_str();
+  s->add_option("--out", c.base.out_dir, "output folder (compare.md, compare.json, points/<name>/)")->capture_default_str()->check(non_empty());
   s->parse_complete_callback([&c, lists] {
     c.contexts = parse_list<int>("--context", (*lists)[0], 0, 1 << 30);
     c.pools = parse_list<int64_t>("--pool-tokens", (*lists)[1], 1, int64_t(1) << 40);

@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
   prof->add_option("--share-mlp", po.share_mlp, "auto | on | off: one expert/MLP weight set for all layers")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
-  prof->add_option("--out", po.out_dir, "output folder (trace.json, report.json, report.md)")->capture_default_str();
+  prof->add_option("--out", po.out_dir, "output folder (trace.json, report.json, report.md)")->capture_default_str()->check(non_empty());
   prof->add_option("--tp", po.tp, "tensor/expert-parallel ranks: alone, N GPUs of this host (NCCL); with --rank, one rank's shard on one GPU")
       ->capture_default_str()
       ->check(CLI::Range(1, 64));
@@ -510,7 +510,7 @@ int main(int argc, char** argv) {
   std::string trace, aout = "glm5prof-analysis";
   CLI::App* ana = app.add_subcommand("analyze", "hotspots of an existing torch.profiler / Kineto / glm5prof trace");
   ana->add_option("trace", trace, "trace .json")->required();
-  ana->add_option("--out", aout, "output folder")->capture_default_str();
+  ana->add_option("--out", aout, "output folder")->capture_default_str()->check(non_empty());
 
   BenchCli bench = add_bench_subcommand(app);  // glm5prof bench kernels (cli/bench.cpp)
   DiffCliArgs diff_args;

@@ -38,19 +38,24 @@ size_t KvPool::planned_bytes(const ModelConfig& cfg, const KvPoolOptions& opt) {
   return per_layer * cfg.num_hidden_layers;
 }
 
+std::string KvPool::capacity_error(const KvPoolOptions& opt) {
+  const int64_t total_pages = pages_for(opt.capacity_tokens);
+  const int64_t needed = int64_t(opt.batch) * pages_for(opt.max_seq_len);
+  if (needed <= total_pages) return "";
+  return "KV pool: --pool-tokens " + std::to_string(opt.capacity_tokens) + " (" + std::to_string(total_pages) +
+         " pages of 64) cannot hold " + std::to_string(opt.batch) + " requests x " + std::to_string(opt.max_seq_len) +
+         " tokens (" + std::to_string(needed) + " pages)";
+}
+
 KvPool::KvPool(const ModelConfig& cfg, const KvPoolOptions& opt) : cfg_(cfg), opt_(opt) {
   require(opt.batch > 0, "KV pool: batch must be positive, got " + std::to_string(opt.batch));
   require(opt.max_seq_len > 0, "KV pool: max sequence length must be positive");
   latent_layout_ = make_latent_layout(cfg.kv_lora_rank, cfg.qk_rope_head_dim, opt.fp8);
   indexer_layout_ = IndexerLayout{cfg.index_head_dim, opt.fp8};
-  int64_t total_pages = pages_for(opt.capacity_tokens);
-  capacity_ = total_pages * kPageSize;
+  capacity_ = pages_for(opt.capacity_tokens) * kPageSize;
   max_pages_ = int(pages_for(opt.max_seq_len));
-  int64_t needed = int64_t(opt.batch) * max_pages_;
-  require(needed <= total_pages,
-          "KV pool: --pool-tokens " + std::to_string(opt.capacity_tokens) + " (" + std::to_string(total_pages) +
-              " pages of 64) cannot hold " + std::to_string(opt.batch) + " requests x " +
-              std::to_string(opt.max_seq_len) + " tokens (" + std::to_string(needed) + " pages)");
+  const std::string full = capacity_error(opt);
+  require(full.empty(), full);
 
   for (int l = 0; l < cfg.num_hidden_layers; ++l) {
     latent_.emplace_back(opt.where, size_t(capacity_) * latent_layout_.row_bytes,
@@ -60,7 +65,7 @@ KvPool::KvPool(const ModelConfig& cfg, const KvPoolOptions& opt) : cfg_(cfg), op
                             "KV pool indexer cache, layer " + std::to_string(l));
   }
   // Pages of each request come from a shuffled free list: rows of one request are scattered.
-  std::vector<int32_t> pages(total_pages);
+  std::vector<int32_t> pages(capacity_ / kPageSize);
   std::iota(pages.begin(), pages.end(), 0);
   std::mt19937_64 rng(opt.seed);
   std::shuffle(pages.begin(), pages.end(), rng);

@@ -31,6 +31,9 @@ class KvPool {
 
   // Bytes the pool will allocate for (cfg, opt), without allocating.
   static size_t planned_bytes(const ModelConfig& cfg, const KvPoolOptions& opt);
+  // "" when opt.capacity_tokens (rounded up to whole pages) holds opt.batch requests of opt.max_seq_len tokens,
+  // else the one-line error the constructor throws (callers check it before they print or allocate anything).
+  static std::string capacity_error(const KvPoolOptions& opt);
 
   uint8_t* latent(int layer) const { return latent_[layer].as<uint8_t>(); }
   uint8_t* indexer(int layer) const { return indexer_.empty() ? nullptr : indexer_[layer].as<uint8_t>(); }

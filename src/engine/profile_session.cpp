@@ -523,6 +523,9 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   po.capacity_tokens = pool;
   po.batch = o.batch;
   po.max_seq_len = max_seq;
+  // Before the memory plan and the banner, so that a pool too small for batch x context is the run's one line.
+  const std::string pool_full = KvPool::capacity_error(po);
+  require(pool_full.empty(), pool_full);
   const size_t pool_bytes = KvPool::planned_bytes(cfg, po);
   size_t scratch = 0;
   for (KvPath p : paths) {

@@ -238,6 +238,13 @@ TEST_F(BadInputs, OptionValues) {
       {"warmup_m1", {"profile", "--warmup", "-1"}, {"--warmup"}},
       {"context_m1", {"profile", "--context", "-1"}, {"--context"}},
       {"pool_0", {"profile", "--pool-tokens", "0"}, {"--pool-tokens"}},
+      // session 33's bad-input run: an empty --out was "output folder '': Invalid argument" (exit 1); bench's
+      // --pool-tokens took 1 on the command line and refused it below 8192 only after the CUDA check (exit 1); bench
+      // --out naming a folder failed only after the whole run.
+      {"cmp_out_empty", {"compare", "--out", ""}, {"--out", "needs a non-empty value"}},
+      {"bench_out_empty", {"bench", "kernels", "--out", ""}, {"--out", "needs a non-empty value"}},
+      {"bench_pool_1", {"bench", "kernels", "--pool-tokens", "1"}, {"--pool-tokens", "8192"}},
+      {"bench_out_dir", {"bench", "kernels", "--out", "/tmp"}, {"--out /tmp", "is a directory"}},
       {"kv_path_foo", {"profile", "--kv-path", "foo"}, {"--kv-path", "foo"}},
       {"kv_dtype_int4", {"profile", "--kv-dtype", "int4"}, {"--kv-dtype", "int4"}},
       {"backend_tpu", {"profile", "--backend", "tpu"}, {"--backend", "tpu"}},
@@ -289,6 +296,12 @@ TEST_F(BadInputs, OptionValues) {
       {"dec_no_prompt", {"decode", "--weights", "synthetic", "--model", "glm5-tiny"}, {"--prompt-ids"}},
   };
   for (const Case& c : cases) expect_failure(c.name, c.args, 2, c.keys);
+  // An empty --out of profile / analyze (expect_failure appends an --out of its own for these).
+  for (const char* sub : {"profile", "analyze"}) {
+    const Result r = run({sub, "--out", ""});
+    EXPECT_EQ(r.status, 2) << sub << ": " << r.err;
+    EXPECT_NE(r.err.find("--out: needs a non-empty value"), std::string::npos) << sub << ": " << r.err;
+  }
 }
 
 // decode: prompt files and references are bad input files (exit 1).
@@ -506,6 +519,12 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("diff_config_dir", {"diff", base, base, "--config", cfg_dir}, 2, {cfg_dir, "is a directory"});
   const std::string typo = file("typo.json", R"({"thresold_pct": 5})");
   expect_failure("diff_config_typo", {"diff", base, base, "--config", typo}, 2, {typo, "unknown key 'thresold_pct'"});
+  // A --config that is not JSON, or holds a number no double holds: the parser's words without its exception tag
+  // (expect_failure refuses "json.exception"; session 33's bad-input run found the tag here).
+  const std::string empty_cfg = file("empty_cfg.json", "");
+  expect_failure("diff_config_empty", {"diff", base, base, "--config", empty_cfg}, 2, {empty_cfg, "not valid JSON"});
+  const std::string huge_cfg = file("huge_cfg.json", R"({"threshold_pct": 1e400})");
+  expect_failure("diff_config_1e400", {"diff", base, base, "--config", huge_cfg}, 2, {huge_cfg, "not valid JSON"});
   const std::string future = variant("future", [](json& j) { j["schema_version"] = "glm5prof.report/999"; });
   expect_failure("diff_future_schema", {"diff", base, future}, 2, {future, "glm5prof.report/999"});
   const std::string negative = variant("negative", [](json& j) { j["runs"][0]["ops"][0]["time_us"] = -1e300; });
@@ -534,6 +553,11 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
                   "--batch", "1", "--out", (dir_ / "cmp_out").string()},
                  1, {"every point of the sweep was skipped", "cannot hold"});
   EXPECT_FALSE(fs::exists(dir_ / "cmp_out" / "compare.json"));
+  // profile with a pool too small for batch x context: the error line alone, before the run's banner line (session
+  // 33's bad-input run found the banner printed first: two lines).
+  expect_failure("profile_pool_too_small",
+                 {"profile", "--backend", "cpu", "--model", "glm5-tiny", "--pool-tokens", "1"}, 1,
+                 {"KV pool: --pool-tokens 64 (1 pages of 64)", "cannot hold 1 requests"});
   // Gzip traces are diffed as analyze reads them (they used to be "not valid JSON").
   const std::string gz = std::string(GLM5_SOURCE_DIR) + "/traces/torch_mla_fp8_cast.json.gz";
   const Result same = run({"diff", gz, gz});
