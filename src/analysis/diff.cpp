@@ -11,7 +11,6 @@
 #include "common/error.h"
 #include "common/input_file.h"
 #include "common/json_excerpt.h"
-#include "common/json_excerpt.h"
 #include "trace/chrome_trace.h"  // kMaxPlausibleDurationUs
 
 namespace glm5 {

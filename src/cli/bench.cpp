@@ -25,7 +25,7 @@ BenchCli add_bench_subcommand(CLI::App& app) {
   cli.kernels->add_option("--warmup", o.warmup, "untimed launches first")->capture_default_str()->check(CLI::Range(0, 100000));
   cli.kernels->add_option("--pool-tokens", o.pool_tokens, "FP8 pool rows for the casts and mla_decode")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t(8192), int64_t(1) << 32));  // >= 4 x top-k 2048, as run_kernel_bench requires
+      ->check(CLI::Range(kKernelBenchMinPoolTokens, int64_t(1) << 32));
   cli.kernels->add_flag("--quick", o.quick, "batch 1 and 64 only (indexer: batch 1)");
   cli.kernels->add_option("--only", o.only,
                           "kernel families to run (default all): cast, mla, indexer, linear, absorb, moe (moe-pair: its "
@@ -38,7 +38,8 @@ BenchCli add_bench_subcommand(CLI::App& app) {
 int BenchCli::run() const {
   const BenchCliState& s = *state;
   if (!s.out_json.empty()) {  // fail in the first second, not after the run
-    require_usage(!std::filesystem::is_directory(s.out_json),
+    std::error_code ec;  // (the non-throwing form: a path it cannot stat is require_writable_dir's to report)
+    require_usage(!std::filesystem::is_directory(s.out_json, ec),
                   "--out " + s.out_json + ": is a directory, expected the JSON file to write");
     const std::filesystem::path parent = std::filesystem::path(s.out_json).parent_path();
     require_writable_dir(parent.empty() ? "." : parent.string());

@@ -527,8 +527,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // `bench foo`: CLI11 only says a subcommand is required; name the word it did not know.
     if (bench.bench->parsed() && !bench.kernels->parsed() && !bench.bench->remaining().empty()) {
-      std::fprintf(stderr, "glm5prof: bench: unknown benchmark '%s' (expected: kernels; see glm5prof bench --help)\n",
-                   bench.bench->remaining().front().c_str());
+      const std::string word = bench.bench->remaining().front();
+      if (word.rfind("-", 0) == 0)  // `bench --quick`: an option of a benchmark, given before its name
+        std::fprintf(stderr, "glm5prof: bench: %s comes after the benchmark's name (glm5prof bench kernels %s; see "
+                             "glm5prof bench kernels --help)\n", word.c_str(), word.c_str());
+      else
+        std::fprintf(stderr, "glm5prof: bench: unknown benchmark '%s' (expected: kernels; see glm5prof bench --help)\n",
+                     word.c_str());
       return 2;
     }
     std::fprintf(stderr, "glm5prof: %s (see glm5prof --help)\n", e.what());

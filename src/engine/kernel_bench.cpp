@@ -37,7 +37,7 @@
 namespace glm5 {
 namespace {
 
-constexpr int kTopk = 2048;
+constexpr int kTopk = kKernelBenchTopk;
 constexpr int kIndexerHeads = 32, kIndexerDim = 128;
 
 uint64_t fresh_seed() {
@@ -1104,8 +1104,8 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
     }
   }
   const bool want_cast = kernel_bench_wants(opt, "cast"), want_mla = kernel_bench_wants(opt, "mla");
-  require(opt.pool_tokens >= 4 * kTopk, "bench kernels: --pool-tokens = " + std::to_string(opt.pool_tokens) +
-                                            ", expected >= " + std::to_string(4 * kTopk));
+  require(opt.pool_tokens >= kKernelBenchMinPoolTokens, "bench kernels: --pool-tokens = " + std::to_string(opt.pool_tokens) +
+                                                           ", expected >= " + std::to_string(kKernelBenchMinPoolTokens));
   cudaStream_t stream = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   struct StreamGuard {

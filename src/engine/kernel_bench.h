@@ -29,6 +29,11 @@
 
 namespace glm5 {
 
+// The bench's top-k (GLM-5's index_topk) and the smallest pool it runs on: 4 x top-k, so that a batch of random
+// selections has rows to choose from (run_kernel_bench refuses less; the CLI's --pool-tokens range starts here).
+inline constexpr int kKernelBenchTopk = 2048;
+inline constexpr int64_t kKernelBenchMinPoolTokens = 4 * kKernelBenchTopk;
+
 struct KernelBenchOptions {
   int warmup = 3;
   int reps = 20;               // >= 1; the issue asks for >= 20

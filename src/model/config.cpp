@@ -4,6 +4,7 @@
 #include "common/json_excerpt.h"
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -198,31 +199,42 @@ std::string size_keys(const std::string& name) {
   return "intermediate_size, hidden_size";
 }
 
+// Elements of a tensor of `shape`, refusing a dimension outside 1..2^31-1 (the kernels and the engine index rows and
+// columns with 32-bit ints, and form qk_head_dim() in one) or more than kMaxTensorElements in all.
+long double checked_elements(const Reader& r, const std::string& name, const std::vector<int64_t>& shape) {
+  long double n = 1;
+  std::string dims;
+  for (int64_t d : shape) {
+    if (d <= 0 || d > std::numeric_limits<int32_t>::max())
+      r.fail_keys(size_keys(name), "give tensor " + name + " a dimension of " + std::to_string(d) +
+                                       ", expected 1 to 2147483647");
+    n *= static_cast<long double>(d);
+    dims += (dims.empty() ? "[" : ", ") + std::to_string(d);
+  }
+  if (n > static_cast<long double>(kMaxTensorElements)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3Le", n);
+    r.fail_keys(size_keys(name), "give tensor " + name + " the shape " + dims + "] = " + buf + " elements, more than " +
+                                     std::to_string(kMaxTensorElements) + " (no real model has a tensor that large)");
+  }
+  return n;
+}
+
 void check_model_size(const Reader& r, const ModelConfig& c) {
-  if (int64_t(c.num_moe_layers()) * c.n_routed_experts > kMaxExpertTensors)
+  const int64_t moe_layers = std::max(1, c.num_moe_layers());
+  if (moe_layers * c.n_routed_experts > kMaxExpertTensors)
     r.fail("n_routed_experts", "is " + std::to_string(c.n_routed_experts) + ": with " +
                                    std::to_string(c.num_moe_layers()) + " MoE layers that is more than " +
                                    std::to_string(kMaxExpertTensors) + " experts in all (no real model has that many)");
   long double total = 0;
-  for (const TensorSpec& t : stored_tensor_specs(c)) {
-    long double n = 1;
-    std::string shape;
-    for (int64_t d : t.shape) {
-      // The kernels and the engine index rows and columns with 32-bit ints (and form qk_head_dim() in one).
-      if (d <= 0 || d > std::numeric_limits<int32_t>::max())
-        r.fail_keys(size_keys(t.name), "give tensor " + t.name + " a dimension of " + std::to_string(d) +
-                                           ", expected 1 to 2147483647");
-      n *= static_cast<long double>(d);
-      shape += (shape.empty() ? "[" : ", ") + std::to_string(d);
-    }
-    if (n > static_cast<long double>(kMaxTensorElements)) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.3Le", n);
-      r.fail_keys(size_keys(t.name), "give tensor " + t.name + " the shape " + shape + "] = " + buf + " elements, more than " +
-                             std::to_string(kMaxTensorElements) + " (no real model has a tensor that large)");
-    }
-    total += n;
-  }
+  for (const TensorSpec& t : stored_tensor_specs(c)) total += checked_elements(r, t.name, t.shape);
+  // The MoE keys bound as if there were a MoE layer even where every layer is dense: the engine sizes its MoE scratch
+  // and the fused shared-expert copy from them regardless (session 33's review: an all-dense config with
+  // n_shared_experts = moe_intermediate_size = 2e9 still wrapped the scratch plan).
+  const int64_t H = c.hidden_size, I = c.moe_intermediate_size, E = c.n_routed_experts;
+  checked_elements(r, "model.layers.N.mlp.shared_experts.gate_proj.weight",
+                   {int64_t(std::max(1, c.n_shared_experts)) * I, H});
+  checked_elements(r, "model.layers.N.mlp.experts.gate_proj.weight", {E, I, H});
   if (total > static_cast<long double>(kMaxModelParameters)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.3Le", total);

@@ -207,6 +207,15 @@ TEST_F(BadInputs, ModelConfigs) {
        {"keys vocab_size, hidden_size", "model.embed_tokens.weight", "= 4.000e+18 elements, more than 1099511627776"}},
       {"experts_2e9", [](json& j) { j["n_routed_experts"] = 2000000000; j["n_group"] = 1; j["topk_group"] = 1; },
        {"'n_routed_experts'", "more than 1048576 experts in all"}},
+      // Every layer dense: the MoE keys are bounded all the same (the engine sizes its MoE scratch from them).
+      {"dense_shared_wraps",
+       [](json& j) {
+         j["first_k_dense_replace"] = j["num_hidden_layers"];
+         j.erase("mlp_layer_types");
+         j["n_shared_experts"] = 1 << 30;
+         j["moe_intermediate_size"] = 1 << 24;
+       },
+       {"keys n_shared_experts, moe_intermediate_size, hidden_size", "expected 1 to 2147483647"}},
   };
   for (const Case& c : cases) {
     const std::string path = config("c_" + c.name, c.edit);
@@ -537,6 +546,7 @@ TEST_F(BadInputs, NotFilesHugeModelsAndEmptyDiffs) {
   expect_failure("bench_only_bogus", {"bench", "kernels", "--only", "bogus"}, 2, {"--only", "bogus"});
   // A benchmark name CLI11 does not know: named, with the one it does (CLI11 alone said "A subcommand is required").
   expect_failure("bench_unknown", {"bench", "foo"}, 2, {"unknown benchmark 'foo'", "expected: kernels"});
+  expect_failure("bench_option_first", {"bench", "--quick"}, 2, {"--quick comes after the benchmark's name"});
   // A context beyond max_position_embeddings (glm5-tiny: 4096) is a usage error found before any point runs (the
   // pre-flight), naming the point and the limit; nothing is written. (Until session 30: exit 1, "every point of the
   // sweep was skipped", after running the sweep.)
