@@ -68,10 +68,12 @@ __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
 // rank included). For "this thread is done reading a buffer" (a write-after-read hand-off: the reads, e.g. a wgmma
 // this thread waited for, have completed before the arrival is issued), not for publishing writes: its release is at
 // CTA scope (PTX's default for mbarrier.arrive), as CUTLASS's ClusterBarrier::arrive(cta_id) releases a remote
-// producer's stage. A .release.cluster arrival costs a round trip to L2 per arrival (the cluster-scope fence; NVIDIA/cccl
-// issue 9994 says so of cluster barriers): session 33's probe (H100) saw the MLA crossover's consumer phases that
-// hold this arrival take 3414 / 5458 cycles per tile against 1591 / 1318 without crossover. GLM5_MLA_XO_RELEASE_CLUSTER
-// (probe builds only) keeps that form for the A/B.
+// producer's stage. (In the PTX memory model a CTA-scope release does not synchronize with another CTA's acquire; the
+// hand-off rests on the reads having completed before the arrival is issued -- wgmma::wait<0> in the MLA kernel -- as
+// CUTLASS's multicast pipelines and FlashAttention-3's buffer releases do.) A .release.cluster arrival costs a round
+// trip to L2 per arrival (the cluster-scope fence; NVIDIA/cccl issue 9994 says so of cluster barriers): session 33's
+// probe (H100) saw the MLA crossover's consumer phases that hold this arrival take 3414 / 5458 cycles per tile against
+// 1591 / 1318 without crossover. GLM5_MLA_XO_RELEASE_CLUSTER (probe builds only) keeps that form for the A/B.
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
