@@ -39,7 +39,7 @@ san=(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 # (GNU ld still reports their undefined references; lld does not).
 cxxflags=(-std=c++20 -O1 -g "${san[@]}" -ffunction-sections -fdata-sections -I src -I . -isystem "$cuda_inc")
 # The CPU parts the parsers reach: no CUDA sources, no CUDA runtime.
-lib_srcs=(src/common/dtype.cpp src/common/input_file.cpp src/common/json_excerpt.cpp src/model/config.cpp src/model/builtin_configs.cpp src/model/safetensors.cpp
+lib_srcs=(src/common/dtype.cpp src/common/input_file.cpp src/common/json_excerpt.cpp src/model/config.cpp src/model/builtin_configs.cpp src/model/safetensors.cpp src/model/tensor_specs.cpp
           src/trace/*.cpp src/analysis/*.cpp src/report/*.cpp)
 
 compile() {  # compile SRC OBJ EXTRA... (skipped when OBJ is newer than SRC and every header)
