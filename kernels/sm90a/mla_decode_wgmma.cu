@@ -900,8 +900,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+      PROBE(7);  // WG0: P store + P . V
       release_buffer(buf, i);
-      PROBE(5);  // WG0: P store + P . V
+      PROBE(5);  // WG0: the buffer's release
     }
 #pragma unroll
     for (int o2 = 1; o2 <= 2; o2 <<= 1) {
@@ -956,9 +957,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma::wait<0>();
 #pragma unroll
       for (int j = 0; j < 4; ++j) wgmma::fence_operand(o[j]);
+      PROBE(13);  // WG1: rescale + P . V
       release_buffer(buf, i);
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
-      PROBE(11);  // WG1: rescale + P . V
+      PROBE(11);  // WG1: the buffer's release + S_free
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
         issue_fp8_codes<kCross>(p, next_index, i + 2, kv_s, rawfull, tid - 128, xr);
         next_index = i + 3 < n ? issue_index<kCross>(ind, j0, j_end, i + 3, tid - 128, xr) : -1;

@@ -106,9 +106,13 @@ int main() {
                 mla_decode_wgmma_crossover(p, S) ? " crossover" : "", 1e3 * ms[ms.size() / 2], mla_decode_wgmma_merges_in_cluster(S) ? "merged in its cluster" : "no combine",
                 int(ctas), tiles / ctas);
     std::printf("  prologue (Q) %.0f cyc/CTA (x3 WGs)\n", pr[0] / ctas / 3);
-    std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f\n",
-                pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, pr[5] / tiles);
-    std::printf("  WG1 per tile: wait P %.0f | PV %.0f | (FP8) issue codes %.0f\n", pr[10] / tiles, pr[11] / tiles, pr[12] / tiles);
+    // Since session 34 the consumers' "P . V" phases are cut in two: the P . V (7, 13) and the buffer's release (5, 11).
+    std::printf("  WG0 per tile: wait full %.0f | (FP8) wait rest %.0f | QK %.0f | softmax %.0f | wait S_free %.0f | P + PV %.0f "
+                "(release %.0f)\n",
+                pr[1] / tiles, pr[6] / tiles, pr[2] / tiles, pr[3] / tiles, pr[4] / tiles, (pr[7] + pr[5]) / tiles,
+                pr[5] / tiles);
+    std::printf("  WG1 per tile: wait P %.0f | PV %.0f (release %.0f) | (FP8) issue codes %.0f\n", pr[10] / tiles,
+                (pr[13] + pr[11]) / tiles, pr[11] / tiles, pr[12] / tiles);
     // Register feed (BF16 rows): 20 issue loads, 21 wait empty, 22 latency + dequantize + store.
     // Bulk feed (FP8 rows, produce_fp8_bulk): 21 indices and scales, 26 wait for the codes, 22 then for the buffer
     // (S29; the two together until S28), 24 round-2
