@@ -48,6 +48,18 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
   return v;
 }
 
+// cp.async.bulk shared::cta -> shared::cluster (sm_90, PTX ISA "cp.async.bulk"): `bytes` (a multiple of 16; both
+// addresses 16-byte aligned) from this CTA's shared memory at `src` to the shared::cluster address `dst` in another CTA
+// of the cluster (dsmem_addr), by the copy engine, completing that many transaction bytes of the mbarrier at
+// shared::cluster address `bar` in the destination CTA. The source's generic-proxy writes must be ordered before the
+// copy by fence.proxy.async (every writer's, then a barrier, then the issuing thread). The source may be overwritten
+// only after the copy has read it: its only completion signal is `bar`, in the destination CTA.
+__device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, const void* src, unsigned bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
+               "r"(smem_u32(src)), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 // st.async (sm_90, PTX ISA "st.async"): 16 bytes (v) / 4 bytes (x) to the shared::cluster address `addr` in another CTA of
 // the cluster (dsmem_addr), completing that many transaction bytes of the mbarrier at shared::cluster address `bar` in
 // the same CTA (its owner announces them with mbar_expect_tx; the complete_tx has release semantics at cluster scope,

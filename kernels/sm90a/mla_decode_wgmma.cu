@@ -60,7 +60,7 @@ constexpr int kOpBytes = (kW / 64) * kPanelBytes;  // 73728: Q, or one K tile (9
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kNegBig = -1e30f;  // running-max start: finite, so a fully masked tile gives exp2 = 0
-enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6 };
+enum : int { kBarSReady = 1, kBarSFree = 2, kBarEpilogue = 3, kBarQ = 4, kBarPWritten = 5, kBarRawRead = 6, kBarXSend = 7 };
 
 // Phase timing for tools/probe/mla_wgmma_probe.cu only (GLM5_MLA_WGMMA_PROBE): thread 0 of each warpgroup adds
 // the clock64() cycles of each phase to g_probe[slot]; the library build compiles none of it.
@@ -87,8 +87,9 @@ struct Smem {
   static constexpr int bias = alpha + 64 * 4;       // [2][64] fp32 score bias: 0 or -inf (invalid row)
   static constexpr int ml = bias + 2 * 64 * 4;      // m [64] (log2 units), l [64]: the epilogue's stats
   static constexpr int bars = ml + 2 * 64 * 4;      // full[2], empty[2], rawfull[2], full_lo[2] (FP8 bulk feed),
-                                                    // xfull_lo[2], xfull[2] (crossover: the partner CTA's rows)
-  static constexpr int end = bars + 12 * 8;
+                                                    // xfull_lo[2], xfull[2], xsent[2] (crossover: the partner's
+                                                    // rows; this CTA's rows received by the partner)
+  static constexpr int end = bars + 14 * 8;
   static constexpr int total = end + 1024;          // + slack to align the base to 1024 bytes
 };
 static_assert(Smem::total <= 227 * 1024, "one CTA per SM must fit the 227 KB opt-in limit");
@@ -308,19 +309,29 @@ static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: 
 // Crossover (kCross; MlaDecodeParams::crossover, mla_decode_wgmma_crossover): where a request has an even number of
 // 64-head blocks (s_q H = 128, 256 ...), the two CTAs of a head-block pair (blockIdx.x 2k, 2k + 1) run as one
 // thread-block cluster and share the tile's production: CTA xr (its rank) copies, dequantizes and stores only rows
-// [32 xr, 32 xr + 32) of every tile, into its own K buffer and, by st.async, into its partner's (the idea FlashMLA's
-// public write-up calls crossover, docs/20250929-hopper-fp8-sparse-deep-dive.md; written here from that description).
+// [32 xr, 32 xr + 32) of every tile into its own K buffer, and the copy engine moves them into its partner's (the idea
+// FlashMLA's public write-up calls crossover, docs/20250929-hopper-fp8-sparse-deep-dive.md; written here from that
+// description).
 // Per CTA that halves the code copies, scale / rope loads, dequantization and its shared-memory stores' issue, the
 // producers' share of a tile (~6.3k cycles against the consumers' ~4.3k at 128 heads, S29a); the cost is the pair's
-// coupling (a buffer is refilled once both CTAs' consumers are done with it) and the remote stores.
+// coupling (a buffer is refilled once both CTAs' consumers are done with it) and the remote copies.
+//   Moving the rows: a CTA's 32 rows of a 128-byte-swizzled 64-row panel are four whole 1 KB swizzle atoms, 4 KB
+//     contiguous at the same offset in both CTAs. After round 1 (panels 0..3; kBarRawRead follows every producer's
+//     fence.proxy.async) and after round 2 (panels 4..7, the rope panel 8 and the 32 bias words; kBarXSend), producer
+//     thread 0 sends them by cp.async.bulk shared::cta -> shared::cluster (bulk_copy_s2cluster). Sessions 32-33 stored
+//     each 16 bytes twice instead, the second by st.async: ~2,300 remote 16-byte stores per tile, and WG1's P . V,
+//     reading panels 4..7 meanwhile, took 3.9k cycles per tile against 1.3k without crossover (S34a, H100; the kernel
+//     14-16% slower than without crossover; reports/2026-12-07-h100-mla-crossover-s32-s33.md).
 //   Codes: this CTA's 32 rows land in its own rows' place of panels 4..7 (cross_code_offset: row 32 xr + 8 u + k at
 //     panel 4 + u, bytes [4096 xr + 512 k, + 512)), so the partner's stores (the other 32 rows) never touch them and
 //     round 2's in-place overwrite stays a matter of this CTA's producers (kBarRawRead).
 //   Barriers: empty[buf] counts one arrival per consumer warp of both CTAs (16; the waits at cluster scope);
 //     xfull_lo[buf] / xfull[buf] take the partner's bytes (its round-1 panels; its round-2 panels, rope and bias),
 //     announced by this CTA's producer thread 0 once the buffer is free (then the partner's bytes for the previous
-//     use of the buffer have all landed); the consumers wait for them beside full_lo / full. The last two tiles'
-//     empty arrivals are left out (no producer waits for them), so no CTA signals a partner that may have exited.
+//     use of the buffer have all landed); the consumers wait for them beside full_lo / full. xsent[buf]: the partner
+//     has received this CTA's round 2 of the buffer's tile (its thread 0 arrives once its xfull wait is over), so the
+//     copy has read panels 4..7's rows and WG1 may land the next codes there. The last two tiles' empty and xsent
+//     arrivals are left out (nobody waits for them), so no CTA signals a partner that may have exited.
 constexpr int kXLoBytes = kTile / 2 * kLoDims * 2;                  // the partner's round 1: 32 rows x 256 dims
 constexpr int kXHiBytes = kTile / 2 * ((kL - kLoDims) * 2 + kR * 2 + 4);  // round 2 + rope + bias
 __device__ __forceinline__ int cross_code_offset(int xr, int k) {
@@ -332,20 +343,24 @@ static_assert(kPanelBytes / 2 == 8 * kL && kTile / 2 == 32, "a CTA's 8 code rows
 // one first when `odd` (a quarter-warp covers 8 consecutive chunks k of one row, 4 in each of two panels: with
 // odd = (k / 4) % 2 its eight 16-byte stores hit eight distinct bank groups).
 // kF16: to fp16 (dequant16_f16, the scale rounded to fp16) instead.
-// kCross (crossover, below): the same two chunks also to the partner CTA's buffer, whose shared::cluster address is
-// peer_dst, by st.async completing its barrier peer_bar.
-template <bool kF16, bool kCross = false>
-__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd,
-                                            uint32_t peer_dst = 0, uint32_t peer_bar = 0) {
+template <bool kF16>
+__device__ __forceinline__ void store_codes(uint8_t* dst, int t, int k, uint4 c, float scale, int odd) {
   uint4 v[2];
   if constexpr (kF16) dequant16_f16(c, __float2half2_rn(scale), v);
   else dequant16_bf16(c, scale, v);
   const uint4 lo = v[0], hi = v[1];
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + odd)) = odd ? hi : lo;
   *reinterpret_cast<uint4*>(dst + tile_chunk_offset(t, 2 * k + 1 - odd)) = odd ? lo : hi;
-  if constexpr (kCross) {
-    st_async_v4(peer_dst + tile_chunk_offset(t, 2 * k + odd), odd ? hi : lo, peer_bar);
-    st_async_v4(peer_dst + tile_chunk_offset(t, 2 * k + 1 - odd), odd ? lo : hi, peer_bar);
+}
+
+// Crossover: producer thread 0 sends this CTA's rows [32 xr, 32 xr + 32) of panels [p0, p1) of K buffer `buf` (4 KB
+// each) to the same place in the partner's buffer (peer_kv: its K buffers' shared::cluster address), completing the
+// partner's barrier peer_bar.
+__device__ __forceinline__ void send_half_panels(const uint8_t* kv_s, uint32_t peer_kv, int buf, int xr, int p0, int p1,
+                                                 uint32_t peer_bar) {
+  for (int pn = p0; pn < p1; ++pn) {
+    const int off = buf * kOpBytes + pn * kPanelBytes + xr * (kPanelBytes / 2);
+    bulk_copy_s2cluster(peer_kv + uint32_t(off), kv_s + off, kPanelBytes / 2, peer_bar);
   }
 }
 
@@ -394,8 +409,8 @@ __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int in
   if (index >= 0) bulk_copy_g2s(dst, p.kv + int64_t(index) * kRowB, kL, &rawfull[buf]);
 }
 
-// kCross (crossover, above): this CTA's rows only (one per lane: r = xr), also stored into the partner's buffer;
-// xfull_lo / xfull are this CTA's barriers for the partner's bytes.
+// kCross (crossover, above): this CTA's rows only (one per lane: r = xr), sent to the partner's buffer after each
+// round (send_half_panels); xfull_lo / xfull are this CTA's barriers for the partner's bytes.
 template <bool kF16, bool kCross = false>
 __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b, int j0, int j_end, int n,
                                                  uint8_t* kv_s, float* bias_s, uint64_t* full, uint64_t* empty,
@@ -443,20 +458,13 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       else mbar_wait(&empty[buf], ((i >> 1) - 1) & 1);
     }
     PROBE(22);  // producer: then for the buffer
-    // Crossover: the partner's copy of this buffer and its barriers for this CTA's bytes.
-    const uint32_t peer_dst = peer_kv + buf * kOpBytes;
-    const uint32_t peer_xlo = kCross ? dsmem_addr(&xfull_lo[buf], peer) : 0, peer_xhi = kCross ? dsmem_addr(&xfull[buf], peer) : 0;
     if constexpr (kCross) {
       if (pt == 0) {  // the partner's bytes of tile i into this buffer (the previous ones have all landed)
         mbar_expect_tx(&xfull_lo[buf], kXLoBytes);
         mbar_expect_tx(&xfull[buf], kXHiBytes);
       }
-      if (lane >= 4 * xr && lane < 4 * xr + 4) {  // lanes holding this CTA's rows pw + 8 lane
-        const int t = pw + kProducerWarps * lane;
-        const float bv = idx_cur >= 0 ? 0.f : -INFINITY;
-        bias_s[buf * kTile + t] = bv;
-        st_async_b32(peer_kv + uint32_t(Smem::bias - Smem::kv) + 4 * (buf * kTile + t), __float_as_uint(bv), peer_xhi);
-      }
+      if (lane >= 4 * xr && lane < 4 * xr + 4)  // lanes holding this CTA's rows pw + 8 lane
+        bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     } else {
       if (lane < kRowsPerWarp) bias_s[buf * kTile + pw + kProducerWarps * lane] = idx_cur >= 0 ? 0.f : -INFINITY;
     }
@@ -465,9 +473,6 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
       *reinterpret_cast<uint4*>(dst + tile_chunk_offset(row_of(r), kL / 8 + q)) =
           kF16 ? bf16x8_to_f16x8(rope[r]) : rope[r];  // converted here, not at the load: S28a's probe saw the
                                                       // conversion there wait out the load (+3.5k cycles per tile)
-    if constexpr (kCross)
-      st_async_v4(peer_dst + tile_chunk_offset(row_of(0), kL / 8 + q), kF16 ? bf16x8_to_f16x8(rope[0]) : rope[0],
-                  peer_xhi);
     const uint4 zero = make_uint4(0, 0, 0, 0);
     uint4 v[kRows][2];
 #pragma unroll
@@ -485,22 +490,32 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
     for (int r = 0; r < kRows; ++r)  // round 1's stores
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kF16, kCross>(dst, row_of(r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd, peer_dst, peer_xlo);
+        store_codes<kF16>(dst, row_of(r), 8 * h + q, w[r][h], h ? sc[r].y : sc[r].x, odd);
     wgmma::fence_proxy_async();
     mbar_arrive(&full_lo[buf]);  // panels 0..3 stored: WG0 may start Q . K^T on them
     PROBE(24);                   // producer: round-2 reads + round 1
     wgmma::bar_sync(kBarRawRead, 256);  // every producer has read its round-2 chunks: the codes may go
+    if constexpr (kCross)  // and has stored (and fenced) its round 1: panels 0..3's rows to the partner
+      if (pt == 0) send_half_panels(kv_s, peer_kv, buf, xr, 0, 4, dsmem_addr(&xfull_lo[buf], peer));
     PROBE(25);                          // producer: the barrier
 #pragma unroll
     for (int r = 0; r < kRows; ++r)  // round 2's stores: chunks 16 + q (group 2) and 24 + q (group 3)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_codes<kF16, kCross>(dst, row_of(r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd, peer_dst,
-                                  peer_xhi);
+        store_codes<kF16>(dst, row_of(r), 16 + 8 * h + q, v[r][h], h ? sc[r].w : sc[r].z, odd);
     idx_cur = idx_nxt;
     idx_nxt = index_of(i + 2);
     wgmma::fence_proxy_async();  // generic-proxy stores -> wgmma's reads; and before the next copies' writes
     mbar_arrive(&full[buf]);
+    if constexpr (kCross) {  // panels 4..7, the rope panel and the bias words of this CTA's rows to the partner
+      wgmma::bar_sync(kBarXSend, 256);
+      if (pt == 0) {
+        const uint32_t peer_xhi = dsmem_addr(&xfull[buf], peer);
+        send_half_panels(kv_s, peer_kv, buf, xr, 4, kRopePanel + 1, peer_xhi);
+        const int bias_off = (Smem::bias - Smem::kv) + 4 * (buf * kTile + kTile / 2 * xr);
+        bulk_copy_s2cluster(peer_kv + uint32_t(bias_off), kv_s + bias_off, 4 * kTile / 2, peer_xhi);
+      }
+    }
     PROBE(23);  // producer: round 2's stores
   }
 }
@@ -719,6 +734,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* full_lo = full + 6;
   uint64_t* xfull_lo = full + 8;  // crossover: the partner's bytes
   uint64_t* xfull = full + 10;
+  uint64_t* xsent = full + 12;
 
   const int tid = threadIdx.x, HQ = p.H * p.s_q, h0 = blockIdx.x * kHeads, b = blockIdx.y;
   const int j0 = kSplit ? blockIdx.z * chunk : 0;
@@ -738,6 +754,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int k = 0; k < 2; ++k) {
         mbar_init(&xfull_lo[k], 1);  // one arrival: this CTA's announcement of the partner's bytes
         mbar_init(&xfull[k], 1);
+        mbar_init(&xsent[k], 1);     // one arrival: the partner's thread 0, this CTA's round 2 received
       }
     }
     mbar_init_fence();
@@ -816,6 +833,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (kCross) {
           mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
           wgmma::fence_proxy_async();
+          if (tid == 0 && i + 2 < n) mbar_arrive_cluster(&xsent[buf], uint32_t(xr ^ 1));  // its copy has read them
         }
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss<kF16>(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
@@ -962,6 +980,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (i + 1 < n) wgmma::bar_arrive(kBarSFree, 256);
       PROBE(11);  // WG1: the buffer's release + S_free
       if (kFp8 && i + 2 < n) {  // tile i + 2's codes into this buffer's panels 4..7
+        if constexpr (kCross) mbar_wait_cluster(&xsent[buf], (i >> 1) & 1);  // once the copy to the partner read them
         issue_fp8_codes<kCross>(p, next_index, i + 2, kv_s, rawfull, tid - 128, xr);
         next_index = i + 3 < n ? issue_index<kCross>(ind, j0, j_end, i + 3, tid - 128, xr) : -1;
         PROBE(12);  // WG1 (FP8): issue of the codes
