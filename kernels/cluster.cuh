@@ -1,6 +1,7 @@
 // Thread-block cluster helpers (sm_90, PTX ISA "barrier.cluster", "mapa", "ld.shared::cluster", special registers
 // %cluster_ctarank / %cluster_nctarank): barriers over the cluster's non-exited threads and loads from another CTA's
-// shared memory (distributed shared memory) and stores into it (st.async). Used by the wgmma MLA decode's split-K merge (sm90a/mla_decode_wgmma.cu).
+// shared memory (distributed shared memory) and bulk copies into it. Used by the wgmma MLA decode's split-K merge and
+// crossover (sm90a/mla_decode_wgmma.cu).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -60,17 +61,4 @@ __device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, const void* sr
                : "memory");
 }
 
-// st.async (sm_90, PTX ISA "st.async"): 16 bytes (v) / 4 bytes (x) to the shared::cluster address `addr` in another CTA of
-// the cluster (dsmem_addr), completing that many transaction bytes of the mbarrier at shared::cluster address `bar` in
-// the same CTA (its owner announces them with mbar_expect_tx; the complete_tx has release semantics at cluster scope,
-// so a waiter there uses mbar_wait_cluster, kernels/mbarrier.cuh). Non-blocking: the value is taken from registers.
-__device__ __forceinline__ void st_async_v4(uint32_t addr, uint4 v, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(addr),
-               "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "r"(bar)
-               : "memory");
-}
-__device__ __forceinline__ void st_async_b32(uint32_t addr, uint32_t x, uint32_t bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(addr), "r"(x), "r"(bar)
-               : "memory");
-}
 }  // namespace glm5

@@ -85,8 +85,8 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 #endif
 }
-// mbar_wait with acquire semantics at cluster scope: pairs with st.async's complete_tx
-// (st_async_v4 / st_async_b32, kernels/cluster.cuh) from other CTAs of the cluster.
+// mbar_wait with acquire semantics at cluster scope: pairs with the complete_tx of copies
+// (bulk_copy_s2cluster, kernels/cluster.cuh) from other CTAs of the cluster.
 __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity) {
   asm volatile(
       "{\n"

@@ -34,7 +34,7 @@ constexpr int kMlaWgmmaClusterMergeMax = 2;
 inline bool mla_decode_wgmma_merges_in_cluster(int S) { return S > 1 && S <= kMlaWgmmaClusterMergeMax; }
 
 // Whether a launch of p with S splits runs the crossover form (head-block pairs as clusters sharing each tile's
-// production): MlaDecodeParams::crossover 1 (off) or 0 (auto, off until measured faster) give false; 2 gives true where
+// production): MlaDecodeParams::crossover 1 (off) or 0 (auto: off, at parity when measured, S34b) give false; 2 gives true where
 // the kernel has the form -- FP8 rows, ceil(s_q H / 64) even, no split-K cluster merge (S != 2) -- and throws
 // glm5::Error naming what is missing otherwise.
 bool mla_decode_wgmma_crossover(const MlaDecodeParams& p, int S);
