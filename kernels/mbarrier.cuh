@@ -98,6 +98,11 @@ __device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, unsigned parity
       "r"(parity)
       : "memory");
 }
+// One arrival on bar, made once all of this thread's earlier cp.async copies (16-byte LDGSTS, not cp.async.bulk) have
+// landed (cp.async.mbarrier.arrive.noinc: the arrival counts toward bar's init count).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
 // Spins until the phase of parity `parity` has completed (acquire semantics).
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
   asm volatile(

@@ -387,6 +387,11 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
     return row_index(ind, j0, j_end, tile, kTile / 2 * xr + kIssueRows / 2 * (wt >> 5) + lane, lane < kIssueRows / 2);
   return row_index(ind, j0, j_end, tile, kIssueRows * (wt >> 5) + lane, lane < kIssueRows);
 }
+// Tried, not kept (session 34, call S34d on an H100): WG1's idle lanes 16..31 asking L2 for whole rows
+// (cp.async.bulk.prefetch.L2, 656 bytes) 1, 2 or 3 tiles ahead of the codes WG1 issues next, as an L2 stage in front
+// of the two-buffer ring. 17% slower at every shape (B 128 x 64 heads 168.6 against 144.5 us), like S7c's and S28g's
+// producer-issued forms; alone (tools/probe/gather_probe.cu) an L2 prefetch one tile ahead made a one-deep ring's
+// gather 2.41 us per tile against 2.70 without, where a second shared-memory stage gave 2.05.
 // Tried, not kept (session 30, commit 4ed5ead, call S30a on an H100): where a request has several head blocks (128
 // query heads, or 64 x s_q 2), the two CTAs of a head-block pair as one thread-block cluster, each copying half of a
 // tile's rows into both CTAs (cp.async.bulk .multicast::cluster; a buffer refilled once all 8 WG1 warps of the pair
@@ -401,6 +406,21 @@ template <bool kCross = false>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
                                                 uint64_t* rawfull, int wt, int xr = 0) {
   const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
+#ifdef GLM5_MLA_CODES_LDGSTS
+  // Probe builds only (session 34, not yet measured): the codes by 16-byte cp.async (the LSU) instead of one
+  // cp.async.bulk per row: warp w's 16 rows, lane l bytes [16 l, 16 l + 16) of each, then one arrival per thread on
+  // rawfull (128 of them) once its copies have landed. tools/probe/gather_probe.cu (S34d/e, H100) times both alone.
+  if constexpr (!kCross) {
+    uint8_t* rows = kv_s + buf * kOpBytes + kRawOff + kIssueRows * (wt >> 5) * kL + 16 * lane;
+#pragma unroll
+    for (int k = 0; k < kIssueRows; ++k) {
+      const int x = __shfl_sync(0xffffffffu, index, k);
+      if (x >= 0) cp_async16(smem_u32(rows + k * kL), p.kv + int64_t(x) * kRowB + 16 * lane, 16);
+    }
+    cp_async_mbar_arrive(&rawfull[buf]);
+    return;
+  }
+#endif
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
@@ -746,8 +766,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], kCross ? 16 : 256);  // crossover: one arrival per consumer warp of both CTAs
     mbar_init(&empty[1], kCross ? 16 : 256);
+#ifdef GLM5_MLA_CODES_LDGSTS
+    mbar_init(&rawfull[0], kCross ? kIssueWarps : 32 * kIssueWarps);  // one arrival per WG1 thread (issue_fp8_codes)
+    mbar_init(&rawfull[1], kCross ? kIssueWarps : 32 * kIssueWarps);
+#else
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
+#endif
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
     if constexpr (kCross) {
