@@ -410,16 +410,17 @@ __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int in
   // Probe builds only (session 34, not yet measured): the codes by 16-byte cp.async (the LSU) instead of one
   // cp.async.bulk per row: warp w's 16 rows, lane l bytes [16 l, 16 l + 16) of each, then one arrival per thread on
   // rawfull (128 of them) once its copies have landed. tools/probe/gather_probe.cu (S34d/e, H100) times both alone.
-  if constexpr (!kCross) {
-    uint8_t* rows = kv_s + buf * kOpBytes + kRawOff + kIssueRows * (wt >> 5) * kL + 16 * lane;
+  // kCross: warp w's 8 rows of this CTA's half (issue_index<true>), at cross_code_offset.
+  constexpr int kRowsHere = kCross ? kIssueRows / 2 : kIssueRows;
 #pragma unroll
-    for (int k = 0; k < kIssueRows; ++k) {
-      const int x = __shfl_sync(0xffffffffu, index, k);
-      if (x >= 0) cp_async16(smem_u32(rows + k * kL), p.kv + int64_t(x) * kRowB + 16 * lane, 16);
-    }
-    cp_async_mbar_arrive(&rawfull[buf]);
-    return;
+  for (int k = 0; k < kRowsHere; ++k) {
+    const int x = __shfl_sync(0xffffffffu, index, k);
+    uint8_t* row = kCross ? kv_s + buf * kOpBytes + cross_code_offset(xr, kRowsHere * (wt >> 5) + k)
+                          : kv_s + buf * kOpBytes + kRawOff + (kIssueRows * (wt >> 5) + k) * kL;
+    if (x >= 0) cp_async16(smem_u32(row + 16 * lane), p.kv + int64_t(x) * kRowB + 16 * lane, 16);
   }
+  cp_async_mbar_arrive(&rawfull[buf]);
+  return;
 #endif
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
@@ -767,8 +768,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&empty[0], kCross ? 16 : 256);  // crossover: one arrival per consumer warp of both CTAs
     mbar_init(&empty[1], kCross ? 16 : 256);
 #ifdef GLM5_MLA_CODES_LDGSTS
-    mbar_init(&rawfull[0], kCross ? kIssueWarps : 32 * kIssueWarps);  // one arrival per WG1 thread (issue_fp8_codes)
-    mbar_init(&rawfull[1], kCross ? kIssueWarps : 32 * kIssueWarps);
+    mbar_init(&rawfull[0], 32 * kIssueWarps);  // one arrival per WG1 thread (issue_fp8_codes)
+    mbar_init(&rawfull[1], 32 * kIssueWarps);
 #else
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
