@@ -392,6 +392,10 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
 // of the two-buffer ring. 17% slower at every shape (B 128 x 64 heads 168.6 against 144.5 us), like S7c's and S28g's
 // producer-issued forms; alone (tools/probe/gather_probe.cu) an L2 prefetch one tile ahead made a one-deep ring's
 // gather 2.41 us per tile against 2.70 without, where a second shared-memory stage gave 2.05.
+// Tried, not kept (session 34, S34e, H100): the codes by 16-byte cp.async (LDGSTS) per lane and row, one
+// cp.async.mbarrier.arrive per WG1 thread on rawfull. Alone it gathers a one-deep ring's tile in 2.25 us against
+// cp.async.bulk's 2.69 (gather_probe), but in the kernel WG1's issue took 2.9k instead of 1.6k cycles per tile: B 128 x
+// 64 heads 2.6% faster (139.3 against 143.2 us), B 64 x 64 (S = 2) 4% and B 128 x 128 8% slower.
 // Tried, not kept (session 30, commit 4ed5ead, call S30a on an H100): where a request has several head blocks (128
 // query heads, or 64 x s_q 2), the two CTAs of a head-block pair as one thread-block cluster, each copying half of a
 // tile's rows into both CTAs (cp.async.bulk .multicast::cluster; a buffer refilled once all 8 WG1 warps of the pair
@@ -406,22 +410,6 @@ template <bool kCross = false>
 __device__ __forceinline__ void issue_fp8_codes(const MlaDecodeParams& p, int index, int tile, uint8_t* kv_s,
                                                 uint64_t* rawfull, int wt, int xr = 0) {
   const int buf = tile & 1, lane = wt & 31, t = kIssueRows * (wt >> 5) + lane;
-#ifdef GLM5_MLA_CODES_LDGSTS
-  // Probe builds only (session 34, not yet measured): the codes by 16-byte cp.async (the LSU) instead of one
-  // cp.async.bulk per row: warp w's 16 rows, lane l bytes [16 l, 16 l + 16) of each, then one arrival per thread on
-  // rawfull (128 of them) once its copies have landed. tools/probe/gather_probe.cu (S34d/e, H100) times both alone.
-  // kCross: warp w's 8 rows of this CTA's half (issue_index<true>), at cross_code_offset.
-  constexpr int kRowsHere = kCross ? kIssueRows / 2 : kIssueRows;
-#pragma unroll
-  for (int k = 0; k < kRowsHere; ++k) {
-    const int x = __shfl_sync(0xffffffffu, index, k);
-    uint8_t* row = kCross ? kv_s + buf * kOpBytes + cross_code_offset(xr, kRowsHere * (wt >> 5) + k)
-                          : kv_s + buf * kOpBytes + kRawOff + (kIssueRows * (wt >> 5) + k) * kL;
-    if (x >= 0) cp_async16(smem_u32(row + 16 * lane), p.kv + int64_t(x) * kRowB + 16 * lane, 16);
-  }
-  cp_async_mbar_arrive(&rawfull[buf]);
-  return;
-#endif
   const int valid = __popc(__ballot_sync(0xffffffffu, index >= 0));
   if (lane == 0) mbar_expect_tx(&rawfull[buf], unsigned(valid) * kL);  // one of rawfull's kIssueWarps arrivals
   __syncwarp();
@@ -767,13 +755,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_init(&full[1], 32 * kProducerWarps);
     mbar_init(&empty[0], kCross ? 16 : 256);  // crossover: one arrival per consumer warp of both CTAs
     mbar_init(&empty[1], kCross ? 16 : 256);
-#ifdef GLM5_MLA_CODES_LDGSTS
-    mbar_init(&rawfull[0], 32 * kIssueWarps);  // one arrival per WG1 thread (issue_fp8_codes)
-    mbar_init(&rawfull[1], 32 * kIssueWarps);
-#else
     mbar_init(&rawfull[0], kIssueWarps);
     mbar_init(&rawfull[1], kIssueWarps);
-#endif
     mbar_init(&full_lo[0], 32 * kProducerWarps);
     mbar_init(&full_lo[1], 32 * kProducerWarps);
     if constexpr (kCross) {
