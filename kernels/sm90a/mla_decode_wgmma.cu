@@ -396,6 +396,13 @@ __device__ __forceinline__ int issue_index(const int32_t* ind, int j0, int j_end
 // cp.async.mbarrier.arrive per WG1 thread on rawfull. Alone it gathers a one-deep ring's tile in 2.25 us against
 // cp.async.bulk's 2.69 (gather_probe), but in the kernel WG1's issue took 2.9k instead of 1.6k cycles per tile: B 128 x
 // 64 heads 2.6% faster (139.3 against 143.2 us), B 64 x 64 (S = 2) 4% and B 128 x 128 8% slower.
+// Tried, not kept (session 34, S34f, H100): 32-row K tiles in four 36 KB buffers (m64n32k16 for Q . K^T, one row per
+// producer lane), so that four tiles' gathers are in flight. Correct (the probe's check against the mma.sync kernel
+// unchanged), but 48% slower: B 128 x 64 heads 212.5 / 214.3 against 145.2 / 142.7 us, B 128 x 128 387 against 232.
+// Per 64 rows the producers' wait for codes halved (3.8k -> 2.0k cycles, two threads summed), but their round 2
+// stores [23] took 8.1k against 2.9k and round 1 [24] 5.9k against 3.8k (one row per lane: half the loads and stores
+// in flight, twice the fences), and WG0's Q . K^T 1.33k against 0.89k (m64n32k16's fixed cost per instruction), its
+// softmax 1.0k against 0.74k (reports/2026-12-07-h100-mla-gather-s34.md).
 // Tried, not kept (session 30, commit 4ed5ead, call S30a on an H100): where a request has several head blocks (128
 // query heads, or 64 x s_q 2), the two CTAs of a head-block pair as one thread-block cluster, each copying half of a
 // tile's rows into both CTAs (cp.async.bulk .multicast::cluster; a buffer refilled once all 8 WG1 warps of the pair
