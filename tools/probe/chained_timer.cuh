@@ -30,14 +30,16 @@ float chained_us(F launch, int reps, int warm = 1) {
   return 1000.f * ms / reps;
 }
 
-// Median microseconds of `reps` calls of `launch()`, each timed alone between two events.
-template <typename F>
-float single_us(F launch, int reps) {
+// Median microseconds of `reps` calls of `launch()`, each timed alone between two events; `prepare(i)` (untimed,
+// e.g. an L2 flush) is issued before call i's first event.
+template <typename F, typename P = void (*)(int)>
+float single_us(F launch, int reps, P prepare = [](int) {}) {
   std::vector<float> t;
   cudaEvent_t a, b;
   CUDA_CHECK(cudaEventCreate(&a));
   CUDA_CHECK(cudaEventCreate(&b));
   for (int i = 0; i < reps; ++i) {
+    prepare(i);
     CUDA_CHECK(cudaEventRecord(a));
     launch();
     CUDA_CHECK(cudaEventRecord(b));

@@ -166,23 +166,9 @@ int main() {
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldg<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_ldg));
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldg<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_ldg));
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldg<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_ldg));
-  cudaEvent_t a, b;
-  CUDA_CHECK(cudaEventCreate(&a));
-  CUDA_CHECK(cudaEventCreate(&b));
+  // Median of 7 launches, each after an L2 flush (untimed).
   auto time_us = [&](auto launch) {
-    std::vector<float> us;
-    for (int r = 0; r < 7; ++r) {
-      CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes));
-      CUDA_CHECK(cudaEventRecord(a));
-      launch();
-      CUDA_CHECK(cudaEventRecord(b));
-      CUDA_CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-      us.push_back(1000.f * ms);
-    }
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
+    return probe::single_us(launch, 7, [&](int r) { CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes)); });
   };
   std::printf("gather probe: %d SMs, %d tiles of %d rows x %d code bytes per CTA, pool %lld rows of %d bytes, L2 "
               "flushed\n", sms, tiles, kRows, kCodeBytes, (long long)pool_rows, kRowBytes);
