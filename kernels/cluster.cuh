@@ -53,8 +53,8 @@ __device__ __forceinline__ float4 ld_dsmem4(uint32_t addr) {
 // addresses 16-byte aligned) from this CTA's shared memory at `src` to the shared::cluster address `dst` in another CTA
 // of the cluster (dsmem_addr), by the copy engine, completing that many transaction bytes of the mbarrier at
 // shared::cluster address `bar` in the destination CTA. The source's generic-proxy writes must be ordered before the
-// copy by fence.proxy.async (every writer's, then a barrier, then the issuing thread). The source may be overwritten
-// only after the copy has read it: its only completion signal is `bar`, in the destination CTA.
+// copy by fence.proxy.async (every writer fences, then a barrier, then one thread issues the copy). The source may be
+// overwritten only after the copy has read it: its only completion signal is `bar`, in the destination CTA.
 __device__ __forceinline__ void bulk_copy_s2cluster(uint32_t dst, const void* src, unsigned bytes, uint32_t bar) {
   asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
                "r"(smem_u32(src)), "r"(bytes), "r"(bar)

@@ -79,7 +79,7 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t rank
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
 #if defined(GLM5_MLA_XO_RELEASE_CLUSTER)
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
-#elif defined(GLM5_MLA_XO_RELAXED)  // probe builds only (session 34's A/B): no release at all
+#elif defined(GLM5_MLA_XO_RELAXED)  // probe builds only (session 34's A/B), UNSAFE: no ordering at all
   asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 #else
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");

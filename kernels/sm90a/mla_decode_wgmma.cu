@@ -323,7 +323,7 @@ static_assert(kHeads == kTile, "kLoDesc advances Q's and K's descriptors alike: 
 //     reading panels 4..7 meanwhile, took 3.9k cycles per tile against 1.3k without crossover (S34a, H100; the kernel
 //     14-16% slower than without crossover; reports/2026-12-07-h100-mla-crossover-s32-s33.md).
 //   Codes: this CTA's 32 rows land in its own rows' place of panels 4..7 (cross_code_offset: row 32 xr + 8 u + k at
-//     panel 4 + u, bytes [4096 xr + 512 k, + 512)), so the partner's stores (the other 32 rows) never touch them and
+//     panel 4 + u, bytes [4096 xr + 512 k, + 512)), so the partner's copies (the other 32 rows) never touch them and
 //     round 2's in-place overwrite stays a matter of this CTA's producers (kBarRawRead).
 //   Barriers: empty[buf] counts one arrival per consumer warp of both CTAs (16; the waits at cluster scope);
 //     xfull_lo[buf] / xfull[buf] take the partner's bytes (its round-1 panels; its round-2 panels, rope and bias),
@@ -369,7 +369,8 @@ __device__ __forceinline__ void send_half_panels(const uint8_t* kv_s, uint32_t p
 // bytes). Tiles 0 and 1 at the start, tile i + 2 right after WG1's own P . V of tile i: panels 4..7 were read by
 // WG0's Q . K^T of tile i (done before it signalled S_ready) and by WG1's P . V, and last written by the producers'
 // round 2 of tile i, whose generic stores are ordered before the copy by their fence.proxy.async -> full[buf] ->
-// WG1's wait on full. So the copy needs no wait on WG0; panels 0..3 (still read by WG0's P . V) and panel 8 (read by
+// WG1's wait on full. So the copy needs no wait on WG0 (crossover: it waits on xsent, i.e. on the partner's WG0
+// having received this CTA's round 2, the copy's source); panels 0..3 (still read by WG0's P . V) and panel 8 (read by
 // Q . K^T, written by the producers) are the producers' only after their wait on empty. The copy then flies while
 // the producers dequantize tile i + 1.
 // S8a: issued by the producers after their own wait on empty, the copy could only start when they had finished the
@@ -532,7 +533,7 @@ __device__ __forceinline__ void produce_fp8_bulk(const MlaDecodeParams& p, int b
         bulk_copy_s2cluster(peer_kv + uint32_t(bias_off), kv_s + bias_off, 4 * kTile / 2, peer_xhi);
       }
     }
-    PROBE(23);  // producer: round 2's stores
+    PROBE(23);  // producer: round 2's stores (crossover: and the kBarXSend barrier and the copy's issue)
   }
 }
 
@@ -848,8 +849,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         mbar_wait(&full[buf], (i >> 1) & 1);
         if constexpr (kCross) {
           mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
-          wgmma::fence_proxy_async();
-          if (tid == 0 && i + 2 < n) mbar_arrive_cluster(&xsent[buf], uint32_t(xr ^ 1));  // its copy has read them
+          wgmma::fence_proxy_async();  // (not needed after copy-engine writes; kept from the st.async form)
+          // The partner's copy has read its source. Unlike the consumers' releases, this arrival passes on a
+          // completion thread 0 only observed (its acquire.cluster wait above), not reads of its own; the CTA-scope
+          // release does not order that in the PTX model (a .release.cluster here would, at a MEMBAR.GPU per tile).
+          // It holds in practice for the same reason as mbar_arrive_cluster's: the copy is complete when xfull is.
+          if (tid == 0 && i + 2 < n) mbar_arrive_cluster(&xsent[buf], uint32_t(xr ^ 1));
         }
         PROBE(6);  // WG0 (FP8): wait for the rest of the buffer
         wgmma::m64n64_bf16_ss<kF16>(s, dq + kLoDesc, dk + kLoDesc, kW - kLoDims, true);
@@ -981,7 +986,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbar_wait(&full[buf], (i >> 1) & 1);
       if constexpr (kCross) {
         mbar_wait_cluster(&xfull[buf], (i >> 1) & 1);
-        wgmma::fence_proxy_async();
+        wgmma::fence_proxy_async();  // (not needed after copy-engine writes; kept from the st.async form)
       }
       wgmma::bar_sync(kBarSReady, 256);
       PROBE(10);  // WG1: wait for P
@@ -999,7 +1004,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         if constexpr (kCross) mbar_wait_cluster(&xsent[buf], (i >> 1) & 1);  // once the copy to the partner read them
         issue_fp8_codes<kCross>(p, next_index, i + 2, kv_s, rawfull, tid - 128, xr);
         next_index = i + 3 < n ? issue_index<kCross>(ind, j0, j_end, i + 3, tid - 128, xr) : -1;
-        PROBE(12);  // WG1 (FP8): issue of the codes
+        PROBE(12);  // WG1 (FP8): issue of the codes (crossover: after the wait on xsent)
       }
     }
     wgmma::bar_sync(kBarEpilogue, 256);

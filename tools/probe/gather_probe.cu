@@ -12,7 +12,11 @@
 //   bulk+pfN: bulk with D = 1 and an L2 prefetch of the rows N tiles further ahead.
 // Prints, per form, CTAs and D: us per launch, GB/s of codes, us per tile per CTA (time / T). Not a test and not a
 // benchmark of record: a design probe for the MLA feed; its numbers go to the report of the call that ran it.
-// Build: nvcc -std=c++20 -O3 -arch=sm_90a -I. -Isrc tools/probe/gather_probe.cu -o build-lead/gather_probe
+// Each CTA first stages its row indices in shared memory (one 8 KB load, inside the timed launch), so no form pays a
+// dependent index load per tile (the MLA kernel loads its indices a tile ahead). Times include the launch and the
+// ring's fill and drain (us per tile = launch time / 32 tiles).
+// Build: nvcc -std=c++20 -O3 -arch=sm_90a -I. -Isrc tools/probe/gather_probe.cu build-lead/libglm5_common.a
+//        -o build-lead/gather_probe
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -26,18 +30,39 @@ namespace {
 
 constexpr int kRows = 64, kCodeBytes = 512, kRowBytes = 656, kStageBytes = kRows * kCodeBytes, kMaxStages = 6;
 constexpr int kThreads = 256;
+constexpr int kTiles = 32;                                          // per CTA
+constexpr int kBarOff = kMaxStages * kStageBytes;                   // the stages' mbarriers
+constexpr int kIdxOff = kBarOff + kMaxStages * 8;                   // the CTA's row indices [kTiles * kRows]
+constexpr int kSmemBytes = kIdxOff + kTiles * kRows * 4;            // every form: one CTA per SM
+
+// This CTA's kTiles x kRows row indices into shared memory (all threads; a __syncthreads follows in the caller).
+__device__ __forceinline__ const int32_t* stage_indices(const int32_t* idx, uint8_t* smem) {
+  int32_t* s = reinterpret_cast<int32_t*>(smem + kIdxOff);
+  const int32_t* g = idx + int64_t(blockIdx.x) * kTiles * kRows;
+  for (int i = threadIdx.x; i < kTiles * kRows; i += blockDim.x) s[i] = g[i];
+  return s;
+}
+
+// Reads `n` uint4 (the L2 flush's second half: the memset before it leaves its lines dirty in L2, and their
+// write-backs would compete with the timed kernel's reads; after this sweep the lines are clean).
+__global__ void sweep(const uint4* p, size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    acc ^= p[i].x;
+  if (acc == 0x12345678u) sink[0] = acc;
+}
 
 __global__ void __launch_bounds__(kThreads, 1)
     gather_bulk(const uint8_t* pool, const int32_t* idx, int tiles, int depth, int pf, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kMaxStages * kStageBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) glm5::mbar_init(&full[s], 2);  // warps 0 and 1 each announce their bytes
     glm5::mbar_init_fence();
   }
+  const int32_t* my = stage_indices(idx, smem);
   __syncthreads();
-  const int32_t* my = idx + int64_t(blockIdx.x) * tiles * kRows;
   auto issue = [&](int t) {
     if (w >= 2) return;
     const int s = t % depth;
@@ -72,14 +97,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 __global__ void __launch_bounds__(kThreads, 1)
     gather_ldgsts(const uint8_t* pool, const int32_t* idx, int tiles, int depth, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kMaxStages * kStageBytes);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   if (tid == 0) {
     for (int s = 0; s < kMaxStages; ++s) glm5::mbar_init(&full[s], kThreads);
     glm5::mbar_init_fence();
   }
+  const int32_t* my = stage_indices(idx, smem);
   __syncthreads();
-  const int32_t* my = idx + int64_t(blockIdx.x) * tiles * kRows;
   auto issue = [&](int t) {
     const int s = t % depth;
 #pragma unroll
@@ -108,7 +133,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     gather_ldg(const uint8_t* pool, const int32_t* idx, int tiles, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
-  const int32_t* my = idx + int64_t(blockIdx.x) * tiles * kRows;
+  const int32_t* my = stage_indices(idx, smem);
+  __syncthreads();
   uint4 v[kDepth][8];
   auto load = [&](int t, uint4 (&d)[8]) {
 #pragma unroll
@@ -139,7 +165,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 int main() {
   using namespace glm5;
   const int64_t pool_rows = 495000;
-  const int tiles = 32;
+  const int tiles = kTiles;
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int max_ctas = sms;
@@ -159,8 +185,7 @@ int main() {
   const size_t flush_bytes = size_t(256) << 20;
   uint8_t* flush = nullptr;
   CUDA_CHECK(cudaMalloc(&flush, flush_bytes));
-  const int smem_bulk = kMaxStages * kStageBytes + kMaxStages * 8;
-  const int smem_ldg = 2 * kStageBytes;
+  const int smem_bulk = kSmemBytes, smem_ldg = kSmemBytes;  // one CTA per SM for every form
   CUDA_CHECK(cudaFuncSetAttribute(gather_bulk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bulk));
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldgsts, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bulk));
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldg<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_ldg));
@@ -168,7 +193,10 @@ int main() {
   CUDA_CHECK(cudaFuncSetAttribute(gather_ldg<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_ldg));
   // Median of 7 launches, each after an L2 flush (untimed).
   auto time_us = [&](auto launch) {
-    return probe::single_us(launch, 7, [&](int r) { CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes)); });
+    return probe::single_us(launch, 7, [&](int r) {
+      CUDA_CHECK(cudaMemsetAsync(flush, r, flush_bytes));
+      sweep<<<4 * sms, 256>>>(reinterpret_cast<const uint4*>(flush), flush_bytes / 16, sink);
+    });
   };
   std::printf("gather probe: %d SMs, %d tiles of %d rows x %d code bytes per CTA, pool %lld rows of %d bytes, L2 "
               "flushed\n", sms, tiles, kRows, kCodeBytes, (long long)pool_rows, kRowBytes);
