@@ -35,6 +35,13 @@ constexpr double kOpShareThreshold = 0.30;
 constexpr double kLatencyKernelUs = 10.0;
 constexpr double kLatencyRooflineFraction = 0.25;
 constexpr double kLatencyShareThreshold = 0.10;
+// Also latency-bound: kernels averaging under kSerialKernelUs whose floor is under kSerialRooflineFraction of their
+// time. Longer than a launch's fixed cost, but they move next to nothing for it: a serial chain inside the kernel
+// (radix passes, cluster barriers, dependent memory round trips). GLM-5's batch-1 top-k is one: ~16 us per layer for
+// 128 KB of scores on an H100, 0.3% of copy (reports/2026-12-07-h100-decode-step.md, 1234 us per step), which the
+// 10 us rule alone left out of the report.
+constexpr double kSerialKernelUs = 50.0;
+constexpr double kSerialRooflineFraction = 0.05;
 // GPU idle: reported when the device ran nothing for at least this share of the step's span.
 constexpr double kIdleShareThreshold = 0.10;
 // Kernels launched at least this often (us per kernel, step / kernels) with the device idle: launch-bound. An eager
@@ -176,13 +183,15 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   std::set<int> lat_layers;
   for (const OpCell& c : a.layer_ops) {
     if (peaks.copy_gbps <= 0 || (c.bytes <= 0 && c.flops <= 0)) continue;
-    if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kLatencyKernelUs) continue;
+    if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kSerialKernelUs) continue;
     if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast" || reported.count(op_label(c.op))) continue;
     // Only the exposed part counts: time a side stream spent behind the main chain's work costs the step nothing.
     const double exposed_us = c.time_us - c.overlapped_us;
     const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
                                      peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
-    if (exposed_us <= 0 || floor_us >= kLatencyRooflineFraction * exposed_us) continue;
+    const bool short_kernels = c.time_us / c.kernels < kLatencyKernelUs;
+    const double max_floor = (short_kernels ? kLatencyRooflineFraction : kSerialRooflineFraction) * exposed_us;
+    if (exposed_us <= 0 || floor_us >= max_floor) continue;
     const double exposed = exposed_us / c.time_us;  // the exposed share: bytes, floor and kernels scale with it
     lat_us += exposed_us;
     lat_floor_us += floor_us * exposed;
@@ -220,12 +229,15 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
                                  std::to_string(lat_layers.size()) + " layers)";
     h.recommendation = fmt("%.0f", lat_kernels) + " kernels per step" + per_layer + " belong to ops whose kernels " +
                        "average under " + fmt("%.0f", kLatencyKernelUs) + " us with a roofline floor under " +
-                       fmt("%.0f", 100 * kLatencyRooflineFraction) + "% of their time: " + fmt("%.1f", lat_us) +
+                       fmt("%.0f", 100 * kLatencyRooflineFraction) + "% of their time, or under " +
+                       fmt("%.0f", kSerialKernelUs) + " us with a floor under " +
+                       fmt("%.0f", 100 * kSerialRooflineFraction) + "%: " + fmt("%.1f", lat_us) +
                        " us per step (" +
                        fmt("%.1f", 100 * h.share_of_step) + "% of the step; " + list +
                        "). At this size a kernel's time is its fixed cost (the previous kernel's drain, the launch, "
-                       "the first memory round trip), not its work; CUDA graphs and programmatic dependent launch "
-                       "hide only part of it. Fusing these ops into their neighbours (a norm into the next "
+                       "the first memory round trip) or a serial chain inside it (passes, barriers, dependent round "
+                       "trips), not its work; CUDA graphs and programmatic dependent launch hide only part of it. "
+                       "Fusing these ops into their neighbours (a norm into the next "
                        "projection, a combine into its producer) or one persistent kernel per layer would save up "
                        "to " + fmt("%.1f", h.est_saving_us) + " us per step (their time above their roofline floor).";
     out.push_back(h);

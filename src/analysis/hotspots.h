@@ -19,8 +19,9 @@ void fill_roofline(OpSummary& s, double step_median_us, const Peaks& peaks);
 // 1. KV dtype cast (is_kv_cast): share of step, bytes, achieved GB/s, % of copy peak, saving;
 // 2. any other op taking more than 30% of the step (sorted by share);
 // 3. latency-bound ops ("latency_bound"): per layer, ops that declare bytes or FLOPs, whose kernels average
-//    under 10 us and whose roofline floor is under 25% of their time (needs Peaks.copy_gbps; ops of rules 1
-//    and 2 left out), reported once, together, when they add up to 10% of the step.
+//    under 10 us and whose roofline floor is under 25% of their time, or under 50 us with a floor under 5% (a
+//    serial chain inside the kernel, e.g. a top-k) (needs Peaks.copy_gbps; ops of rules 1 and 2 left out),
+//    reported once, together, when they add up to 10% of the step.
 // Order: cast first, then the op-share hotspots by share, then the latency-bound one.
 // exclusive_ns[i]: work[i]'s exclusive time on its stream (exclusive_durations_ns) [ns].
 std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const std::vector<int64_t>& exclusive_ns,

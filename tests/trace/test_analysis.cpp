@@ -230,10 +230,60 @@ TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
       << h.recommendation;
 }
 
+// Kernels of 10-50 us that move next to nothing (floor under 5% of their time: a serial chain inside the kernel, like
+// GLM-5's batch-1 top-k) are latency-bound too; the same length at a 10% floor is not.
+TEST(Analysis, SerialChainKernelsFarBelowTheRooflineAreLatencyBound) {
+  auto run = [](double topk_bytes) {
+    Timeline t;
+    t.source = "cupti";
+    int64_t clock = 1'000'000;
+    uint64_t id = 1;
+    for (int s = -1; s < 2; ++s)
+      for (int layer = 0; layer < 4; ++layer) {
+        test::add_op(t, &clock, id++, s, layer, "attn.indexer.topk", 1, 16'000, topk_bytes);
+        test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor: bound by bytes
+      }
+    sort_timeline(t);
+    t.base_time_ns = earliest_time_ns(t);
+    return analyze(t, Peaks{4000, 900});
+  };
+  // 1.28e5 bytes in 16 us: a 0.032 us floor (0.2%).
+  const Analysis a = run(1.28e5);
+  const Hotspot* lat = nullptr;
+  for (const Hotspot& h : a.hotspots)
+    if (h.kind == "latency_bound") lat = &h;
+  ASSERT_NE(lat, nullptr);
+  EXPECT_EQ(lat->what, "attn.indexer.topk");
+  EXPECT_NEAR(lat->time_us, 4 * 16, 1e-9);
+  EXPECT_NEAR(lat->share_of_step, 64.0 / (4 * 66), 1e-12);
+  EXPECT_NEAR(lat->est_saving_us, 64 - 4 * 1.28e5 / 4e12 * 1e6, 1e-9);
+  EXPECT_NE(lat->recommendation.find("or under 50 us with a floor under 5%"), std::string::npos) << lat->recommendation;
+  // 6.4e6 bytes in 16 us: a 1.6 us floor (10%): bound by more than its fixed cost; no hotspot.
+  for (const Hotspot& h : run(6.4e6).hotspots) EXPECT_NE(h.kind, "latency_bound");
+}
+
 TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
-  // decode_run's kernels are 10 us or longer: none is latency-bound.
-  for (const Hotspot& h : analyze(test::decode_run(3, 300, 30), Peaks{4000, 900}).hotspots)
-    EXPECT_NE(h.kind, "latency_bound");
+  // Long: 60 us attention kernels that move little (over 50 us per kernel, 15% of the step) and 20 us projection
+  // kernels at a 10% floor (over 5% for kernels of 10 us or more; 10% of the step), beside streaming experts (the
+  // op-share hotspot): neither is latency-bound.
+  {
+    Timeline t;
+    t.source = "cupti";
+    int64_t clock = 1'000'000;
+    uint64_t id = 1;
+    for (int s = -1; s < 2; ++s)
+      for (int layer = 0; layer < 4; ++layer) {
+        test::add_op(t, &clock, id++, s, layer, "attn.mla", 1, 60'000, 1e6);
+        test::add_op(t, &clock, id++, s, layer, "attn.q_a_proj", 2, 20'000, 1.6e7);  // 4 us floor of 40 us
+        test::add_op(t, &clock, id++, s, layer, "moe.experts", 1, 300'000, 1.2e9);  // 75%: the op-share one
+      }
+    sort_timeline(t);
+    t.base_time_ns = earliest_time_ns(t);
+    const Analysis a = analyze(t, Peaks{4000, 900});
+    ASSERT_FALSE(a.hotspots.empty());
+    EXPECT_EQ(a.hotspots[0].what, "moe.experts");
+    for (const Hotspot& h : a.hotspots) EXPECT_NE(h.kind, "latency_bound");
+  }
   // Few: one 3 us latency-bound op per step beside 100 us of streaming (2.9% of the step, under 10%).
   Timeline t;
   t.source = "cupti";
