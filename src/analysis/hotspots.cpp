@@ -183,14 +183,16 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   std::set<int> lat_layers;
   for (const OpCell& c : a.layer_ops) {
     if (peaks.copy_gbps <= 0 || (c.bytes <= 0 && c.flops <= 0)) continue;
-    if (c.kernels <= 0 || c.time_us <= 0 || c.time_us / c.kernels >= kSerialKernelUs) continue;
+    if (c.kernels <= 0 || c.time_us <= 0) continue;
+    const double kernel_us = c.time_us / c.kernels;
+    if (kernel_us >= kSerialKernelUs) continue;
     if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast" || reported.count(op_label(c.op))) continue;
     // Only the exposed part counts: time a side stream spent behind the main chain's work costs the step nothing.
     const double exposed_us = c.time_us - c.overlapped_us;
     const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
                                      peaks.bf16_tflops > 0 ? c.flops / (peaks.bf16_tflops * 1e6) : 0.0);
-    const bool short_kernels = c.time_us / c.kernels < kLatencyKernelUs;
-    const double max_floor = (short_kernels ? kLatencyRooflineFraction : kSerialRooflineFraction) * exposed_us;
+    const double max_floor =
+        (kernel_us < kLatencyKernelUs ? kLatencyRooflineFraction : kSerialRooflineFraction) * exposed_us;
     if (exposed_us <= 0 || floor_us >= max_floor) continue;
     const double exposed = exposed_us / c.time_us;  // the exposed share: bytes, floor and kernels scale with it
     lat_us += exposed_us;

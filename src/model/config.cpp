@@ -181,7 +181,7 @@ namespace {
 // tensor ~4e9 elements, ~7e11 parameters, 256 experts x 75 MoE layers): every stored tensor at most kMaxTensorElements,
 // the model at most kMaxModelParameters, and MoE layers x routed experts at most kMaxExpertTensors (the checkpoint
 // reader lists three tensor names per expert and layer). The error names the key, the tensor and its shape.
-// The config keys whose product is the shape of stored tensor `name` (attention_specs / mlp_specs, weights.cpp).
+// The config keys whose product is the shape of stored tensor `name` (attention_specs / mlp_specs, tensor_specs.cpp).
 std::string size_keys(const std::string& name) {
   auto has = [&](const char* part) { return name.find(part) != std::string::npos; };
   if (has("embed_tokens") || has("lm_head")) return "vocab_size, hidden_size";
@@ -203,18 +203,16 @@ std::string size_keys(const std::string& name) {
 // columns with 32-bit ints, and form qk_head_dim() in one) or more than kMaxTensorElements in all.
 long double checked_elements(const Reader& r, const std::string& name, const std::vector<int64_t>& shape) {
   long double n = 1;
-  std::string dims;
   for (int64_t d : shape) {
     if (d <= 0 || d > std::numeric_limits<int32_t>::max())
       r.fail_keys(size_keys(name), "give tensor " + name + " a dimension of " + std::to_string(d) +
                                        ", expected 1 to 2147483647");
     n *= static_cast<long double>(d);
-    dims += (dims.empty() ? "[" : ", ") + std::to_string(d);
   }
   if (n > static_cast<long double>(kMaxTensorElements)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.3Le", n);
-    r.fail_keys(size_keys(name), "give tensor " + name + " the shape " + dims + "] = " + buf + " elements, more than " +
+    r.fail_keys(size_keys(name), "give tensor " + name + " the shape " + shape_str(shape) + " = " + buf + " elements, more than " +
                                      std::to_string(kMaxTensorElements) + " (no real model has a tensor that large)");
   }
   return n;

@@ -1,4 +1,5 @@
-// The tensor lists a config implies (weights.h: expected_tensors, stored_tensor_specs): CPU-only and free of the
+// The tensor lists a config implies (weights.h: expected_tensors, stored_tensor_specs, and the name / shape strings
+// they use): CPU-only and free of the
 // CUDA runtime, so the config parser's size check (config.cpp) and the fuzz targets (tools/fuzz.sh) link it alone.
 #include <string>
 #include <vector>
@@ -8,9 +9,15 @@
 
 namespace glm5 {
 
-namespace {
-
 std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+namespace {
 
 // Everything of one decoder layer except the MLP (shared by expected and stored lists).
 void attention_specs(const ModelConfig& c, int i, std::vector<TensorSpec>& v) {

@@ -20,14 +20,6 @@ namespace glm5 {
 
 namespace {
 
-std::string layer_prefix(int i) { return "model.layers." + std::to_string(i) + "."; }
-
-std::string shape_str(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 int64_t numel_of(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
@@ -259,8 +251,7 @@ void fp8_block_into(const Checkpoint& ck, const TensorSpec& spec, Buffer& buf, s
 
 }  // namespace
 
-// ---- public: tensor lists ----
-
+// ---- public: shared storage ----
 
 std::string shared_mlp_target(const ModelConfig& cfg, const std::string& name) {
   static const std::string kPre = "model.layers.";

@@ -96,6 +96,11 @@ Weights load_weights(const ModelConfig& cfg, const std::string& dir, const Weigh
 // of tensor NAME depends only on (seed, NAME, i), so host and device generation agree exactly.
 Weights synthetic_weights(const ModelConfig& cfg, uint64_t seed, const WeightOptions& opt);
 
+// "model.layers.<i>." (the prefix of layer i's tensor names) and "[d0, d1, ...]" (a shape in error messages); both
+// with the tensor lists in model/tensor_specs.cpp.
+std::string layer_prefix(int i);
+std::string shape_str(const std::vector<int64_t>& shape);
+
 // The tensors a Weights object holds for `cfg`: expected_tensors with each MoE layer's per-expert
 // matrices replaced by the three stacked ones (model.layers.N.mlp.experts.{gate,up,down}_proj.weight).
 std::vector<TensorSpec> stored_tensor_specs(const ModelConfig& cfg);

@@ -48,6 +48,24 @@ inline void add_op(Timeline& t, int64_t* clock_ns, uint64_t id, int step, int la
 //   when cast_us > 0, attn.mla 1 kernel x mla_us, moe.experts 3 kernels x 20 us (bytes 6e6, flops 1e9).
 // A warm-up step -1 (same content) comes first and must not count. Kernels are back to back, so a
 // step lasts 2 * (20 + cast_us + mla_us + 60) us.
+// A warm-up step (-1) and steps 0 and 1, each running layers 0 .. layers - 1 in order; for each, `body(op)` adds that
+// step's and layer's ops by op(name, kernels, dur_ns, bytes) (add_op, back to back). Sorted, base time set.
+template <typename F>
+Timeline layered_steps(int layers, F body) {
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  uint64_t id = 1;
+  for (int s = -1; s < 2; ++s)
+    for (int layer = 0; layer < layers; ++layer)
+      body([&](const std::string& op, int kernels, int64_t dur_ns, double bytes) {
+        add_op(t, &clock, id++, s, layer, op, kernels, dur_ns, bytes);
+      });
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  return t;
+}
+
 inline Timeline decode_run(int steps, double cast_us, double mla_us) {
   Timeline t;
   t.source = "cupti";

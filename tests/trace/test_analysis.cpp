@@ -196,20 +196,13 @@ TEST(Analysis, GenericHotspotAboveThirtyPercent) {
 // the copy peak, a 5 us projection at 80% (short but bound by its bytes) and a 2 us op that declares no bytes.
 // The norm and the top-k are reported together as latency-bound, after the op-share hotspot.
 TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
-  Timeline t;
-  t.source = "cupti";
-  int64_t clock = 1'000'000;
-  uint64_t id = 1;
-  for (int s = -1; s < 2; ++s)
-    for (int layer = 0; layer < 4; ++layer) {
-      test::add_op(t, &clock, id++, s, layer, "attn.norm", 1, 3'000, 1e4);
-      test::add_op(t, &clock, id++, s, layer, "attn.indexer.topk", 1, 8'000, 1e5);
-      test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor at 4000 GB/s
-      test::add_op(t, &clock, id++, s, layer, "mlp.down", 1, 5'000, 1.6e7);    // short, but 4 us floor: bound by bytes
-      test::add_op(t, &clock, id++, s, layer, "moe.route", 1, 2'000, 0);       // declares nothing: not judged
-    }
-  sort_timeline(t);
-  t.base_time_ns = earliest_time_ns(t);
+  Timeline t = test::layered_steps(4, [](auto op) {
+    op("attn.norm", 1, 3'000, 1e4);
+    op("attn.indexer.topk", 1, 8'000, 1e5);
+    op("attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor at 4000 GB/s
+    op("mlp.down", 1, 5'000, 1.6e7);      // short, but 4 us floor: bound by bytes
+    op("moe.route", 1, 2'000, 0);         // declares nothing: not judged
+  });
   for (const Activity& a : t.activities) t.kernels_recorded += a.kind == ActivityKind::kernel;
   t.kernels_launched = t.kernels_recorded;
   const Analysis a = analyze(t, Peaks{4000, 900});
@@ -234,18 +227,11 @@ TEST(Analysis, ShortKernelsFarBelowTheRooflineAreLatencyBound) {
 // GLM-5's batch-1 top-k) are latency-bound too; the same length at a 10% floor is not.
 TEST(Analysis, SerialChainKernelsFarBelowTheRooflineAreLatencyBound) {
   auto run = [](double topk_bytes) {
-    Timeline t;
-    t.source = "cupti";
-    int64_t clock = 1'000'000;
-    uint64_t id = 1;
-    for (int s = -1; s < 2; ++s)
-      for (int layer = 0; layer < 4; ++layer) {
-        test::add_op(t, &clock, id++, s, layer, "attn.indexer.topk", 1, 16'000, topk_bytes);
-        test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor: bound by bytes
-      }
-    sort_timeline(t);
-    t.base_time_ns = earliest_time_ns(t);
-    return analyze(t, Peaks{4000, 900});
+    return analyze(test::layered_steps(4, [&](auto op) {
+                     op("attn.indexer.topk", 1, 16'000, topk_bytes);
+                     op("attn.o_proj", 1, 50'000, 1.6e8);  // 40 us floor: bound by bytes
+                   }),
+                   Peaks{4000, 900});
   };
   // 1.28e5 bytes in 16 us: a 0.032 us floor (0.2%).
   const Analysis a = run(1.28e5);
@@ -267,34 +253,21 @@ TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
   // kernels at a 10% floor (over 5% for kernels of 10 us or more; 10% of the step), beside streaming experts (the
   // op-share hotspot): neither is latency-bound.
   {
-    Timeline t;
-    t.source = "cupti";
-    int64_t clock = 1'000'000;
-    uint64_t id = 1;
-    for (int s = -1; s < 2; ++s)
-      for (int layer = 0; layer < 4; ++layer) {
-        test::add_op(t, &clock, id++, s, layer, "attn.mla", 1, 60'000, 1e6);
-        test::add_op(t, &clock, id++, s, layer, "attn.q_a_proj", 2, 20'000, 1.6e7);  // 4 us floor of 40 us
-        test::add_op(t, &clock, id++, s, layer, "moe.experts", 1, 300'000, 1.2e9);  // 75%: the op-share one
-      }
-    sort_timeline(t);
-    t.base_time_ns = earliest_time_ns(t);
-    const Analysis a = analyze(t, Peaks{4000, 900});
+    const Analysis a = analyze(test::layered_steps(4, [](auto op) {
+                                 op("attn.mla", 1, 60'000, 1e6);
+                                 op("attn.q_a_proj", 2, 20'000, 1.6e7);    // 4 us floor of 40 us
+                                 op("moe.experts", 1, 300'000, 1.2e9);     // 75%: the op-share one
+                               }),
+                               Peaks{4000, 900});
     ASSERT_FALSE(a.hotspots.empty());
     EXPECT_EQ(a.hotspots[0].what, "moe.experts");
     for (const Hotspot& h : a.hotspots) EXPECT_NE(h.kind, "latency_bound");
   }
   // Few: one 3 us latency-bound op per step beside 100 us of streaming (2.9% of the step, under 10%).
-  Timeline t;
-  t.source = "cupti";
-  int64_t clock = 1'000'000;
-  uint64_t id = 1;
-  for (int s = -1; s < 2; ++s) {
-    test::add_op(t, &clock, id++, s, 0, "attn.norm", 1, 3'000, 1e4);
-    test::add_op(t, &clock, id++, s, 0, "moe.experts", 1, 100'000, 3.6e8);
-  }
-  sort_timeline(t);
-  t.base_time_ns = earliest_time_ns(t);
+  const Timeline t = test::layered_steps(1, [](auto op) {
+    op("attn.norm", 1, 3'000, 1e4);
+    op("moe.experts", 1, 100'000, 3.6e8);
+  });
   for (const Hotspot& h : analyze(t, Peaks{4000, 900}).hotspots) EXPECT_NE(h.kind, "latency_bound");
   // Without a copy peak there is no roofline floor: the rule stays silent even for the batch-1-like run's ops.
   Timeline u = t;

@@ -3,7 +3,7 @@
 // 656-byte FP8 KV pool, one cp.async.bulk each, issued ~one tile period ahead: reports/2026-12-06-h200-kv-kernels.md,
 // 2026-12-07-h100-mla-crossover-s32-s33.md), i.e. a tile's gather takes ~3.5-4 us under load. Is that the memory
 // system's latency at this load (then more tiles in flight would help), or a per-SM limit of the copy engine (then the
-// LSU path would)? Each CTA (one per SM, 128 or 132 of them like the MLA's grids) gathers T tiles of 64 rows into a
+// LSU path would)? Each CTA (one per SM, 128 or 132 of them like the MLA's grids) gathers kTiles tiles of 64 rows into a
 // ring of D stages (D tiles in flight) and does nothing else:
 //   bulk: 64 threads issue one 512-byte cp.async.bulk each per tile (the MLA's feed);
 //   ldg:  256 threads, one 16-byte __ldg per lane and row (a warp reads a row per instruction), D tiles of loads in
@@ -53,7 +53,7 @@ __global__ void sweep(const uint4* p, size_t n, unsigned* sink) {
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    gather_bulk(const uint8_t* pool, const int32_t* idx, int tiles, int depth, int pf, unsigned* sink) {
+    gather_bulk(const uint8_t* pool, const int32_t* idx, int depth, int pf, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -75,19 +75,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   // pf > 0: threads 64..127 also ask L2 for the whole rows (656 bytes) of tile t + pf (cp.async.bulk.prefetch.L2) as
   // tile t is waited for: an L2 stage ahead of the shared-memory ring.
   auto prefetch = [&](int t) {
-    if (pf > 0 && tid >= kRows && tid < 2 * kRows && t < tiles)
+    if (pf > 0 && tid >= kRows && tid < 2 * kRows && t < kTiles)
       glm5::prefetch_l2(pool + int64_t(my[t * kRows + tid - kRows]) * kRowBytes, kRowBytes);
   };
   for (int t = 0; t < pf; ++t) prefetch(depth + t);
-  for (int t = 0; t < depth && t < tiles; ++t) issue(t);
+  for (int t = 0; t < depth && t < kTiles; ++t) issue(t);
   unsigned acc = 0;
-  for (int t = 0; t < tiles; ++t) {
+  for (int t = 0; t < kTiles; ++t) {
     const int s = t % depth;
     prefetch(t + depth + pf);
     glm5::mbar_wait(&full[s], unsigned(t / depth) & 1);
     acc += smem[s * kStageBytes + (tid % kRows) * kCodeBytes + (t & 511)];
     __syncthreads();  // every thread has read stage s: it may be refilled
-    if (t + depth < tiles) issue(t + depth);
+    if (t + depth < kTiles) issue(t + depth);
   }
   if (acc == 0xFFFFFFFFu) sink[blockIdx.x] = acc;
 }
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // cp.async (16-byte LDGSTS by the LSU, no registers): warp w copies rows 8 w .. 8 w + 7, a lane 16 bytes of each;
 // every thread's cp.async.mbarrier.arrive completes the stage's barrier (256 arrivals).
 __global__ void __launch_bounds__(kThreads, 1)
-    gather_ldgsts(const uint8_t* pool, const int32_t* idx, int tiles, int depth, unsigned* sink) {
+    gather_ldgsts(const uint8_t* pool, const int32_t* idx, int depth, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kBarOff);
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -116,21 +116,21 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     glm5::cp_async_mbar_arrive(&full[s]);
   };
-  for (int t = 0; t < depth && t < tiles; ++t) issue(t);
+  for (int t = 0; t < depth && t < kTiles; ++t) issue(t);
   unsigned acc = 0;
-  for (int t = 0; t < tiles; ++t) {
+  for (int t = 0; t < kTiles; ++t) {
     const int s = t % depth;
     glm5::mbar_wait(&full[s], unsigned(t / depth) & 1);
     acc += smem[s * kStageBytes + (tid % kRows) * kCodeBytes + (t & 511)];
     __syncthreads();
-    if (t + depth < tiles) issue(t + depth);
+    if (t + depth < kTiles) issue(t + depth);
   }
   if (acc == 0xFFFFFFFFu) sink[blockIdx.x] = acc;
 }
 
 template <int kDepth>
 __global__ void __launch_bounds__(kThreads, 1)
-    gather_ldg(const uint8_t* pool, const int32_t* idx, int tiles, unsigned* sink) {
+    gather_ldg(const uint8_t* pool, const int32_t* idx, unsigned* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const int32_t* my = stage_indices(idx, smem);
@@ -143,16 +143,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 #pragma unroll
   for (int d = 0; d < kDepth; ++d)
-    if (d < tiles) load(d, v[d]);
+    if (d < kTiles) load(d, v[d]);
   unsigned acc = 0;
-  for (int t = 0; t < tiles; t += kDepth) {
+  for (int t = 0; t < kTiles; t += kDepth) {
 #pragma unroll
     for (int d = 0; d < kDepth; ++d) {
-      if (t + d >= tiles) break;
+      if (t + d >= kTiles) break;
       uint8_t* st = smem + ((t + d) % 2) * kStageBytes;
 #pragma unroll
       for (int k = 0; k < 8; ++k) reinterpret_cast<uint4*>(st + (8 * w + k) * kCodeBytes)[lane] = v[d][k];
-      if (t + d + kDepth < tiles) load(t + d + kDepth, v[d]);
+      if (t + d + kDepth < kTiles) load(t + d + kDepth, v[d]);
       __syncthreads();
       acc += st[(tid % kRows) * kCodeBytes + ((t + d) & 511)];
     }
@@ -165,11 +165,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 int main() {
   using namespace glm5;
   const int64_t pool_rows = 495000;
-  const int tiles = kTiles;
   int sms = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const int max_ctas = sms;
-  std::vector<int32_t> h_idx(int64_t(max_ctas) * tiles * kRows);
+  std::vector<int32_t> h_idx(int64_t(max_ctas) * kTiles * kRows);
   std::mt19937 rng(34);
   std::uniform_int_distribution<int32_t> pick(0, int32_t(pool_rows - 1));
   for (auto& x : h_idx) x = pick(rng);
@@ -199,23 +198,23 @@ int main() {
     });
   };
   std::printf("gather probe: %d SMs, %d tiles of %d rows x %d code bytes per CTA, pool %lld rows of %d bytes, L2 "
-              "flushed\n", sms, tiles, kRows, kCodeBytes, (long long)pool_rows, kRowBytes);
+              "flushed\n", sms, kTiles, kRows, kCodeBytes, (long long)pool_rows, kRowBytes);
   std::printf("%-8s %5s %5s %10s %10s %14s\n", "form", "CTAs", "D", "us", "GB/s", "us/tile/CTA");
   for (int ctas : {128, max_ctas}) {
-    const double bytes = double(ctas) * tiles * kStageBytes;
+    const double bytes = double(ctas) * kTiles * kStageBytes;
     auto row = [&](const char* form, int d, float us) {
-      std::printf("%-8s %5d %5d %10.1f %10.0f %14.2f\n", form, ctas, d, us, bytes / us * 1e-3, us / tiles);
+      std::printf("%-8s %5d %5d %10.1f %10.0f %14.2f\n", form, ctas, d, us, bytes / us * 1e-3, us / kTiles);
     };
     for (int d = 1; d <= kMaxStages; ++d)
-      row("bulk", d, time_us([&] { gather_bulk<<<ctas, kThreads, smem_bulk>>>(pool, idx, tiles, d, 0, sink); }));
-    for (int pf = 1; pf <= 2; ++pf)  // D = 1 with an L2 stage of pf tiles ahead
+      row("bulk", d, time_us([&] { gather_bulk<<<ctas, kThreads, smem_bulk>>>(pool, idx, d, 0, sink); }));
+    for (int pf = 1; pf <= 2; ++pf)  // D = 1 with an L2 stage of pf kTiles ahead
       row(pf == 1 ? "bulk+pf1" : "bulk+pf2", 1,
-          time_us([&] { gather_bulk<<<ctas, kThreads, smem_bulk>>>(pool, idx, tiles, 1, pf, sink); }));
+          time_us([&] { gather_bulk<<<ctas, kThreads, smem_bulk>>>(pool, idx, 1, pf, sink); }));
     for (int d = 1; d <= 3; ++d)
-      row("ldgsts", d, time_us([&] { gather_ldgsts<<<ctas, kThreads, smem_bulk>>>(pool, idx, tiles, d, sink); }));
-    row("ldg", 1, time_us([&] { gather_ldg<1><<<ctas, kThreads, smem_ldg>>>(pool, idx, tiles, sink); }));
-    row("ldg", 2, time_us([&] { gather_ldg<2><<<ctas, kThreads, smem_ldg>>>(pool, idx, tiles, sink); }));
-    row("ldg", 3, time_us([&] { gather_ldg<3><<<ctas, kThreads, smem_ldg>>>(pool, idx, tiles, sink); }));
+      row("ldgsts", d, time_us([&] { gather_ldgsts<<<ctas, kThreads, smem_bulk>>>(pool, idx, d, sink); }));
+    row("ldg", 1, time_us([&] { gather_ldg<1><<<ctas, kThreads, smem_ldg>>>(pool, idx, sink); }));
+    row("ldg", 2, time_us([&] { gather_ldg<2><<<ctas, kThreads, smem_ldg>>>(pool, idx, sink); }));
+    row("ldg", 3, time_us([&] { gather_ldg<3><<<ctas, kThreads, smem_ldg>>>(pool, idx, sink); }));
   }
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
