@@ -598,9 +598,13 @@ __device__ __forceinline__ unsigned digit_of(uint32_t key, bool valid, uint32_t 
 
 // Block-wide: the digit d of `hist` (nbins = 1024 or 2048, highest digit first) holding rank
 // `remaining` (1-based) and how many keys lie in higher digits; written to sel[0], sel[1].
-// `warp_sums` is [kTopkWarps] scratch. Ends with a barrier, so sel is readable by every thread.
+// `warp_sums` is [T / 32] scratch. Ends with a barrier, so sel is readable by every thread. T: the block's threads
+// (the cluster kernel's 1024, the flat form's 512).
+template <int T = kTopkThreads>
 __device__ void select_digit(const unsigned* hist, int nbins, unsigned remaining, unsigned* warp_sums, unsigned* sel) {
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, per = nbins / kTopkThreads;
+  static_assert(T % 32 == 0 && T <= 1024, "whole warps, at most 32");
+  constexpr int kWarps = T / 32;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, per = nbins / T;
   unsigned local = 0;
   for (int d = 0; d < per; ++d) local += hist[per * tid + d];
   unsigned suffix = local;  // inclusive suffix sum over the lanes >= this lane of the warp
@@ -612,7 +616,7 @@ __device__ void select_digit(const unsigned* hist, int nbins, unsigned remaining
   __syncthreads();
   // Keys in the digits of higher threads: this warp's higher lanes, plus the higher warps' totals
   // (one shared load per lane and a warp sum, not a serial walk over up to 31 warps).
-  unsigned higher_warps = lane > warp ? warp_sums[lane] : 0u;  // kTopkWarps == 32 lanes
+  unsigned higher_warps = lane > warp && lane < kWarps ? warp_sums[lane] : 0u;
 #pragma unroll
   for (int o = 16; o; o >>= 1) higher_warps += __shfl_xor_sync(0xffffffffu, higher_warps, o);
   unsigned above = suffix - local + higher_warps;
@@ -631,8 +635,11 @@ __device__ void select_digit(const unsigned* hist, int nbins, unsigned remaining
 }
 
 // Block-wide exclusive prefix sum of `v` in thread order; the block total in *total.
-// `warp_sums` is [kTopkWarps] scratch; barriers before and after, so it can be called in a loop.
+// `warp_sums` is [T / 32] scratch; barriers before and after, so it can be called in a loop.
+template <int T = kTopkThreads>
 __device__ unsigned block_exclusive_sum(unsigned v, unsigned* warp_sums, unsigned* total) {
+  static_assert(T % 32 == 0 && T <= 1024, "whole warps, at most 32");
+  constexpr int kWarps = T / 32;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   unsigned incl = v;
   for (int o = 1; o < 32; o <<= 1) {
@@ -644,7 +651,7 @@ __device__ unsigned block_exclusive_sum(unsigned v, unsigned* warp_sums, unsigne
   __syncthreads();
   // Lane l scans the first l + 1 warp totals (one shared load and five shuffles, not a serial walk
   // over the 32 totals in every thread).
-  unsigned scan = warp_sums[lane];  // kTopkWarps == 32 lanes
+  unsigned scan = lane < kWarps ? warp_sums[lane] : 0u;
   for (int o = 1; o < 32; o <<= 1) {
     const unsigned u = __shfl_up_sync(0xffffffffu, scan, o);
     if (lane >= o) scan += u;
@@ -655,9 +662,10 @@ __device__ unsigned block_exclusive_sum(unsigned v, unsigned* warp_sums, unsigne
 }
 
 // Block-wide sum of `v` (every thread gets it); barriers inside, callable in a loop.
+template <int T = kTopkThreads>
 __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
   unsigned total = 0;
-  block_exclusive_sum(v, warp_sums, &total);
+  block_exclusive_sum<T>(v, warp_sums, &total);
   return total;
 }
 
@@ -1103,6 +1111,230 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
   GLM5_TOPK_MARK(18);
 }
 
+// ---- The flat form (TopkParams::flat_workspace): no cluster, a grid of small blocks per request ----
+//
+// Why: at batch 1 / 32K the cluster kernel's 1024-thread, 208-KiB blocks fill whole SMs, so its 8-SM cluster is
+// placed only when the score kernel's blocks in one GPC have retired, and its passes after the first are
+// cluster barriers and merges (session 22: the top-k ended ~13 us after the score kernel, ~10 us of it the
+// kernel). Here each request is ceil(positions / 4096) blocks of 512 threads (about 40 registers, 9 KiB
+// of shared memory), which fit beside the score kernel's blocks and wait in pdl_wait() for it; the score
+// kernel's first-digit histogram (TopkParams::top_hist, required) gives every block the top digit D0 at once.
+//
+// Per request:
+//   1. Every block: its 4096 positions' order keys (registers, one load each), the summed histogram, D0 and the
+//      keys above it; it counts its keys above D0 and appends those in D0 (the candidates) to the workspace in
+//      position order, then takes a ticket (threadfence-reduction pattern: bar.sync, one thread's fence and
+//      atomicAdd, as cooperative groups' grid sync does).
+//   2. The last block to arrive resolves the k-th key among the candidates alone (radix passes over bits 20..10
+//      and 9..0, shared-memory histograms), counts each block's candidates above and equal to it, and writes per
+//      block the output offset and how many equal keys it takes (the lowest positions first); then it resets the
+//      ticket and bumps the request's generation word (st.release).
+//   3. The other blocks wait for the generation to change (ld.acquire, nanosleep), and every block writes its
+//      winners in position order at its offset (a block prefix sum), then zeroes its share of top_hist.
+// The waiting blocks hold their SMs, so every block of the grid must be resident at once: topk_cuda launches this
+// form only when B x blocks is within half of what the GPU holds (topk_flat_fits, the kernel's occupancy). The grid
+// that depends on it (PDL) is not scheduled before all its blocks have started (each calls launch_dependents
+// first), so it cannot take their places. A histogram that does not count the n positions (an aborted step) makes
+// every key a candidate: step 2 then runs all three radix passes.
+// The same slots as the cluster kernel and the CPU twin (keys above the k-th, then the lowest-position equal ones,
+// in position order).
+constexpr int kFlatThreads = 512;
+constexpr int kFlatWarps = kFlatThreads / 32;
+constexpr int kFlatChunk = kTopkFlatChunk;  // positions per block
+constexpr int kFlatMaxBlocks = kTopkFlatMaxBlocks;
+constexpr int kFlatHeaderWords = kTopkFlatHeaderWords;
+static_assert(kFlatChunk == kFlatThreads * kTopkPerThread, "8 positions per thread");
+// Header words: ticket, generation, k-th key, then per block: keys above D0, candidates, output offset, equal taken.
+enum : int { kFlatTicket = 0, kFlatGen = 1, kFlatKth = 2, kFlatGt = 4, kFlatEq = kFlatGt + kFlatMaxBlocks,
+             kFlatOff = kFlatEq + kFlatMaxBlocks, kFlatTake = kFlatOff + kFlatMaxBlocks };
+static_assert(kFlatTake + kFlatMaxBlocks <= kFlatHeaderWords, "header fits");
+static_assert(kTopkBins == 4 * kFlatThreads, "four histogram bins per thread");
+
+__host__ __device__ constexpr int64_t flat_request_words(int blocks) {
+  return kFlatHeaderWords + int64_t(blocks) * kFlatChunk * 2;  // + (key, position) per candidate
+}
+
+// Step 2 (one block): the k-th largest order key among the candidates (cand[j * kFlatChunk ..][0 .. eq[j]) of the
+// G blocks), of which `need` lie at or below it, the candidates sharing the top `fixed_bits` bits `prefix`.
+// Returns the key; *need_eq becomes how many keys equal to it are taken. hist: [kTopkBins] shared scratch.
+__device__ uint32_t flat_resolve(const uint2* cand, const unsigned* eq, int G, uint32_t prefix, int fixed_bits,
+                                 unsigned need, unsigned* hist, unsigned* warp_sums, unsigned* sel, unsigned* need_eq) {
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int shift = 32 - fixed_bits; shift > 0;) {
+    const int bits = shift == 10 ? 10 : 11;
+    shift -= bits;
+    for (int i = tid; i < kTopkBins; i += kFlatThreads) hist[i] = 0;
+    if (tid == 0) sel[0] = sel[1] = 0;
+    __syncthreads();
+    const int above_bits = shift + bits;  // the digit's upper neighbours must equal prefix (none when 32)
+    for (int j = 0; j < G; ++j) {
+      const unsigned cnt = eq[j];
+      for (unsigned base = unsigned(warp) * 32; base < cnt; base += kFlatThreads) {  // warp-uniform: hist_add
+        const unsigned i = base + lane;
+        unsigned digit = kNoDigit;
+        if (i < cnt) {
+          const uint32_t key = __ldcg(&cand[int64_t(j) * kFlatChunk + i].x);  // other blocks wrote them
+          if (above_bits == 32 || (key >> above_bits) == prefix) digit = (key >> shift) & ((1u << bits) - 1u);
+        }
+        hist_add(hist, digit);
+      }
+    }
+    __syncthreads();
+    select_digit<kFlatThreads>(hist, 1 << bits, need, warp_sums, sel);
+    prefix = (above_bits == 32 ? 0u : prefix << bits) | sel[0];
+    need -= sel[1];
+  }
+  *need_eq = need;
+  return prefix;
+}
+
+__global__ void __launch_bounds__(kFlatThreads) topk_flat_kernel(TopkParams p, int limit) {
+  pdl_begin();
+  __shared__ unsigned hist[kTopkBins];
+  __shared__ unsigned warp_sums[kFlatWarps];
+  __shared__ unsigned sel[2];
+  __shared__ unsigned verdict[4];                       // last block?, k-th key, offset, equal keys taken
+  __shared__ unsigned blk_gt[kFlatMaxBlocks], blk_eq[kFlatMaxBlocks], blk_cg[kFlatMaxBlocks], blk_ce[kFlatMaxBlocks];
+  const int b = blockIdx.y, j = blockIdx.x, G = gridDim.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int n = min(max(p.seq_lens[b], 0), limit);
+  const float* s = p.scores + int64_t(b) * p.score_stride;
+  int32_t* out = p.out_slots + int64_t(b) * p.k;
+  unsigned* top_hist = p.top_hist + int64_t(b) * kTopkHistCopies * kTopkHistBins;
+  uint32_t* ws = static_cast<uint32_t*>(p.flat_workspace) + int64_t(b) * flat_request_words(G);
+  uint2* cand = reinterpret_cast<uint2*>(ws + kFlatHeaderWords);
+  auto clear_top_hist = [&] {  // this block's share; every block of the request has read it by now
+    for (int i = j * kFlatThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += G * kFlatThreads) top_hist[i] = 0;
+  };
+  if (n <= p.k) {  // the same in every block of the request: all positions, padded with -1
+    for (int i = j * kFlatThreads + tid; i < p.k; i += G * kFlatThreads) out[i] = i < n ? slot_of(p, b, i) : -1;
+    clear_top_hist();  // no block reads it
+    return;
+  }
+  // The generation before this launch's verdict, in thread 0 (acquire: read before its ticket below).
+  unsigned gen0 = 0;
+  if (tid == 0) gen0 = ld_acquire_gpu(ws + kFlatGen);
+  const int begin = j * kFlatChunk, first = begin + kTopkPerThread * tid;
+  uint32_t key[kTopkPerThread];
+  bool valid[kTopkPerThread];
+  load_keys(s, n, begin, (reinterpret_cast<uintptr_t>(s) & 15u) == 0, key, valid);
+  const int32_t page_id = first < n ? p.block_table[int64_t(b) * p.max_pages + first / kPageSize] : -1;
+  uint4 h = make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int c = 0; c < kTopkHistCopies; ++c) {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(top_hist + c * kTopkHistBins) + tid);
+    h.x += v.x, h.y += v.y, h.z += v.z, h.w += v.w;
+  }
+  reinterpret_cast<uint4*>(hist)[tid] = h;
+  const bool hist_ok = block_sum<kFlatThreads>(h.x + h.y + h.z + h.w, warp_sums) == unsigned(n);
+  // The top digit D0 and the keys above it (the same in every block); without a usable histogram every key is a
+  // candidate.
+  uint32_t d0 = 0;
+  unsigned above = 0;
+  if (hist_ok) {
+    if (tid == 0) sel[0] = sel[1] = 0;
+    __syncthreads();
+    select_digit<kFlatThreads>(hist, kTopkBins, unsigned(p.k), warp_sums, sel);
+    d0 = sel[0], above = sel[1];
+  }
+  unsigned gt = 0, eq = 0;
+#pragma unroll
+  for (int q = 0; q < kTopkPerThread; ++q) {
+    const uint32_t d = key[q] >> 21;
+    gt += valid[q] && hist_ok && d > d0;
+    eq += valid[q] && (!hist_ok || d == d0);
+  }
+  unsigned totals = 0;  // packed: above D0 in the low 16 bits, candidates in the high (each <= 4096)
+  const unsigned before = block_exclusive_sum<kFlatThreads>(gt | (eq << 16), warp_sums, &totals);
+  unsigned at = before >> 16;
+#pragma unroll
+  for (int q = 0; q < kTopkPerThread; ++q)
+    if (valid[q] && (!hist_ok || key[q] >> 21 == d0))
+      cand[int64_t(j) * kFlatChunk + at++] = make_uint2(key[q], unsigned(first + q));
+  if (tid == 0) {
+    ws[kFlatGt + j] = totals & 0xffffu;
+    ws[kFlatEq + j] = totals >> 16;
+  }
+  __syncthreads();  // the block's candidates and counts are written
+  if (tid == 0) {
+    __threadfence();
+    verdict[3] = atomicAdd(ws + kFlatTicket, 1u) == unsigned(G - 1);
+  }
+  __syncthreads();
+  const bool last = verdict[3] != 0;
+  __syncthreads();  // every thread read `last` before verdict[] is reused
+  if (last) {
+    if (tid == 0) __threadfence();  // (acquire side of the other blocks' fence + ticket)
+    __syncthreads();
+    for (int i = tid; i < G; i += kFlatThreads) {
+      blk_gt[i] = __ldcg(ws + kFlatGt + i);
+      blk_eq[i] = __ldcg(ws + kFlatEq + i);
+      blk_cg[i] = blk_ce[i] = 0;
+    }
+    __syncthreads();
+    unsigned need_eq = 0;
+    const uint32_t kth = flat_resolve(cand, blk_eq, G, hist_ok ? d0 : 0u, hist_ok ? 11 : 0,
+                                      hist_ok ? unsigned(p.k) - above : unsigned(p.k), hist, warp_sums, sel, &need_eq);
+    // Each block's candidates above and equal to the k-th key (one shared atomic per warp and block).
+    for (int jj = 0; jj < G; ++jj) {
+      const unsigned cnt = blk_eq[jj];
+      for (unsigned base = unsigned(warp) * 32; base < cnt; base += kFlatThreads) {
+        const unsigned i = base + lane;
+        const uint32_t k2 = i < cnt ? __ldcg(&cand[int64_t(jj) * kFlatChunk + i].x) : 0u;
+        const unsigned g = __popc(__ballot_sync(0xffffffffu, i < cnt && k2 > kth));
+        const unsigned e = __popc(__ballot_sync(0xffffffffu, i < cnt && k2 == kth));
+        if (lane == 0) {
+          if (g) atomicAdd(&blk_cg[jj], g);
+          if (e) atomicAdd(&blk_ce[jj], e);
+        }
+      }
+    }
+    __syncthreads();
+    if (tid == 0) {  // offsets and equal keys taken, in block (= position) order
+      unsigned off = 0, eq_before = 0;
+      for (int jj = 0; jj < G; ++jj) {
+        const unsigned take = min(blk_ce[jj], need_eq > eq_before ? need_eq - eq_before : 0u);
+        eq_before += blk_ce[jj];
+        ws[kFlatOff + jj] = off;
+        ws[kFlatTake + jj] = take;
+        if (jj == j) verdict[2] = off, verdict[3] = take;
+        off += blk_gt[jj] + blk_cg[jj] + take;
+      }
+      verdict[1] = kth;
+      ws[kFlatTicket] = 0;  // for the next launch (it starts after this grid completes)
+      ws[kFlatKth] = kth;
+      __threadfence();
+      st_release_gpu(ws + kFlatGen, gen0 + 1u);
+    }
+  } else if (tid == 0) {
+    while (ld_acquire_gpu(ws + kFlatGen) == gen0) __nanosleep(32);
+    verdict[1] = __ldcg(ws + kFlatKth);
+    verdict[2] = __ldcg(ws + kFlatOff + j);
+    verdict[3] = __ldcg(ws + kFlatTake + j);
+  }
+  __syncthreads();
+  // Step 3: this block's winners in position order: keys above the k-th, and its first `take` equal ones.
+  const uint32_t kth = verdict[1];
+  const unsigned off = verdict[2], take = verdict[3];
+  gt = eq = 0;
+#pragma unroll
+  for (int q = 0; q < kTopkPerThread; ++q) {
+    gt += valid[q] && key[q] > kth;
+    eq += valid[q] && key[q] == kth;
+  }
+  const unsigned before2 = block_exclusive_sum<kFlatThreads>(gt | (eq << 16), warp_sums, &totals);
+  unsigned eq_rank = before2 >> 16;
+  unsigned pos = off + (before2 & 0xffffu) + min(eq_rank, take);
+#pragma unroll
+  for (int q = 0; q < kTopkPerThread; ++q) {
+    const bool win = valid[q] && (key[q] > kth || (key[q] == kth && eq_rank++ < take));
+    if (win) {
+      if (pos < unsigned(p.k)) out[pos] = page_id < 0 ? -1 : page_id * kPageSize + (first + q) % kPageSize;
+      ++pos;
+    }
+  }
+  clear_top_hist();
+}
+
 }  // namespace
 
 void indexer_score_cuda(const IndexerScoreParams& p, cudaStream_t stream) {
@@ -1171,6 +1403,16 @@ TopkKernel topk_kernel_for(int C) {  // the cluster-size instantiations topk_cud
 
 bool topk_score_hist_pays_here(int B, int limit) { return topk_score_hist_pays(B, limit, current_device_sm_count()); }
 
+namespace {
+int64_t flat_resident_blocks() {
+  int per_sm = 0;
+  CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, topk_flat_kernel, kFlatThreads, 0));
+  return int64_t(current_device_sm_count()) * per_sm;
+}
+}  // namespace
+
+bool topk_flat_fits_here(int B, int limit) { return topk_flat_fits(B, limit, flat_resident_blocks()); }
+
 void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   validate_topk_params(p);
   if (p.B == 0) return;
@@ -1186,6 +1428,14 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   // B 1 / 32K and 23.9 vs 22.6 at 128K: its 16 SMs start later and its merges cost more than the halved keys.
   // 4 positions per thread instead of 8 when a block holds <= 4096 (S18b): -1.6 to -2.0 us at B 1 / 32K exactly,
   // but a decode step's request holds 32K + 1 or more positions, so it never applied there; not kept.)
+  if (p.flat_workspace && p.top_hist) {  // the flat form (TopkParams::flat_workspace) where every block fits at once
+    if (topk_flat_fits_here(p.B, limit)) {
+      const int G = (limit + kFlatChunk - 1) / kFlatChunk;
+      launch_kernel(topk_flat_kernel, dim3(G, p.B), kFlatThreads, 0, stream, p, limit);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   static_assert(kMaxCluster == 8 && kMinClusterChunk == 4096, "topk_cluster_blocks' rule");
   int C = topk_cluster_blocks(p.B, limit, current_device_sm_count());
   if (p.cluster > 0) C = p.cluster;  // tuning override (still halved below if it cannot be co-scheduled)

@@ -85,11 +85,19 @@ struct TopkParams {
   // (and the CPU twin) then zero it for the next use. Requires score_stride == max_pages * 64 (the positions the
   // score kernel counted are the ones the top-k ranks).
   unsigned* top_hist = nullptr;
+  // Optional, GPU only (the CPU twin ignores it): the flat form's workspace, at least
+  // topk_flat_workspace_bytes(B, positions) bytes, zeroed before its first use (every launch leaves its ticket
+  // words zero). With top_hist also set, topk_cuda runs the flat form when it fits (topk_flat_fits): per request a
+  // grid of ceil(positions / 4096) blocks of 512 threads, no cluster; the last block to finish its positions
+  // resolves the k-th key among the top digit's keys and every block writes its own winners (kernels/indexer.cu,
+  // topk_flat_kernel). The same slots.
+  void* flat_workspace = nullptr;
+  size_t flat_workspace_bytes = 0;
 };
 // Order: scores compare as floats with -0 == +0, ties to the lower position; NaN ranks above +inf
 // (positive NaN) or below -inf (negative NaN), the order of the float's sign-magnitude bits.
 // Throws glm5::Error on null pointers, B < 0, k < 1, max_pages < 1, score_stride < 1, cluster not
-// 0 / 1 / 2 / 4 / 8; the CPU twin
+// 0 / 1 / 2 / 4 / 8, a flat workspace smaller than topk_flat_workspace_bytes; the CPU twin
 // also on seq_len outside [0, min(score_stride, max_pages*64)] or a negative page id below seq_len
 // (the kernel clamps seq_len to that range and writes slot -1 for a negative page id).
 void validate_topk_params(const TopkParams& p);
@@ -99,6 +107,21 @@ void validate_topk_params(const TopkParams& p);
 // further if the GPU cannot co-schedule it; TopkParams::cluster overrides it). H200 (132 SMs), >= 32K positions:
 // B <= 16: 8, B <= 33: 4, B <= 66: 2, else 1.
 int topk_cluster_blocks(int B, int limit, int sms);
+// The flat form's layout: positions per block, blocks per request at most, 32-bit counter words per request
+// before its (key, position) slots.
+constexpr int kTopkFlatChunk = 4096;
+constexpr int kTopkFlatMaxBlocks = 64;
+constexpr int kTopkFlatHeaderWords = 512;
+// Bytes of TopkParams::flat_workspace for B requests of `limit` positions (min(score_stride, max_pages * 64)):
+// per request 2 KiB of counters and an 8-byte (key, position) slot per position rounded up to 4096.
+size_t topk_flat_workspace_bytes(int B, int limit);
+// Whether the flat form can run B requests of `limit` positions on a GPU with `resident` blocks of it at once
+// (SMs x its occupancy): at most 64 blocks per request (262,144 positions), and B x blocks within half of
+// `resident`. Its blocks wait for the request's last block, so all of them must be resident together.
+bool topk_flat_fits(int B, int limit, int64_t resident);
+// topk_flat_fits on the current CUDA device (its SMs x the flat kernel's occupancy): whether topk_cuda runs the flat
+// form for these requests when given the workspace and the histogram. Throws glm5::Error when the query fails.
+bool topk_flat_fits_here(int B, int limit);
 // Whether the score kernel's first-digit histogram (IndexerScoreParams / TopkParams::top_hist) pays: while the top-k
 // runs each request as a cluster (topk_cluster_blocks > 1), where it replaces a merge through distributed shared
 // memory; not when each request is one block, whose own histogram costs less than the score kernel's atomics.

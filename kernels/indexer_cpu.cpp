@@ -90,6 +90,26 @@ void validate_topk_params(const TopkParams& p) {
   if (p.B == 0) return;
   require(p.scores && p.seq_lens && p.block_table && p.out_slots,
           "topk: scores, seq_lens, block_table and out_slots must be non-null");
+  if (p.flat_workspace) {
+    const int limit = int(std::min<int64_t>(p.score_stride, int64_t(p.max_pages) * kPageSize));
+    const size_t need = topk_flat_workspace_bytes(p.B, limit);
+    require(p.flat_workspace_bytes >= need, "topk: flat_workspace_bytes = " + std::to_string(p.flat_workspace_bytes) +
+                                                ", expected >= " + std::to_string(need) + " for B " +
+                                                std::to_string(p.B) + " x " + std::to_string(limit) + " positions");
+  }
+}
+
+namespace {
+int flat_blocks(int limit) { return (std::max(limit, 1) + kTopkFlatChunk - 1) / kTopkFlatChunk; }
+}  // namespace
+
+size_t topk_flat_workspace_bytes(int B, int limit) {
+  return size_t(std::max(B, 0)) * (size_t(kTopkFlatHeaderWords) * 4 + size_t(flat_blocks(limit)) * kTopkFlatChunk * 8);
+}
+
+bool topk_flat_fits(int B, int limit, int64_t resident) {
+  const int G = flat_blocks(limit);
+  return G <= kTopkFlatMaxBlocks && int64_t(B) * G * 2 <= resident;
 }
 
 int topk_cluster_blocks(int B, int limit, int sms) {

@@ -60,6 +60,23 @@ __device__ __forceinline__ void pdl_begin() {
   pdl_launch_dependents();
 }
 
+// Grid-scope hand-offs between CTAs of one grid (the MoE pair kernel's tile counters, the flat top-k's verdict):
+// a load that no later memory operation of the thread passes (ld.acquire.gpu), and a store that no earlier one
+// passes (st.release.gpu). PTX ISA, "Memory Consistency Model".
+__device__ __forceinline__ int ld_acquire_gpu(const int* a) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* a) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(unsigned* a, unsigned v) {
+  asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(a), "r"(v) : "memory");
+}
+
 // The 32-bit shared-state-space address of a generic pointer into shared memory (the operand form of
 // cp.async, mbarrier, TMA and wgmma descriptors).
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {

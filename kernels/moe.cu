@@ -305,11 +305,6 @@ __global__ void __launch_bounds__(32 * kWarps, 2) moe_down_pair_fp8_kernel(MoeEx
 // nothing). Sync words (p.pair_sync): [0] tile counter, [1] CTAs finished, [2 + i] done of local pair i; the
 // last CTA to finish resets them all to zero for the next launch (CUDA-graph replays).
 // Same per-row arithmetic as the two kernels: the same bits.
-__device__ __forceinline__ int ld_acquire_gpu(const int* a) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(a) : "memory");
-  return v;
-}
 __global__ void __launch_bounds__(32 * kWarps, 2) moe_pair_fused_fp8_kernel(MoeExpertsParams p, int pair0, int npairs) {
   pdl_begin();
   extern __shared__ __align__(16) float act_s[];  // [p.inter]: the down tile's act row

@@ -7,7 +7,8 @@
 #   device_round_pack        traces dropped, $OUT/TAG.tar.gz written, the folder removed
 #   device_round_profile TAG BATCH CONTEXT OPS ARGS...
 #                            one `glm5prof profile` of GLM-5 (FP8 weights, fp8 KV path, graphs; 2 warm-up, 3 untraced,
-#                            2 traced steps; the pool sized for the batch, at least 495,000 tokens) into $W/TAG, with ARGS
+#                            2 traced steps; the pool sized for the batch, at least POOL_MIN (default 495,000) tokens)
+#                            into $W/TAG, with ARGS
 #                            appended: prints the untraced step time and the op-table rows whose op matches the regex OPS
 #   device_round_ab OPS ORDER ARGS_A ARGS_B
 #                            device_round_profile at batch 1 / 32768 tokens once per letter of ORDER ("A B B A"), with
@@ -57,7 +58,7 @@ device_round_pack() {
 device_round_profile() {
   local tag=$1 b=$2 ctx=$3 ops=$4; shift 4
   local d=$W/$tag; mkdir -p "$d"
-  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < 495000 )) && pool=495000
+  local pool=$(( b * ( (ctx + 2 + 3 + 1 + 2 + 2 + 63) / 64 ) * 64 )); (( pool < ${POOL_MIN:-495000} )) && pool=${POOL_MIN:-495000}
   timeout 90 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch "$b" --context "$ctx" --pool-tokens $pool \
     --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out "$d" > "$d/log" 2>&1
   local rc=$?

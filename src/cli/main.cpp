@@ -429,6 +429,12 @@ int main(int argc, char** argv) {
                    "digits, which the top-k reads instead of building its own. Tuning; the same results")
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
+  prof->add_option("--topk-flat", po.topk_flat,
+                   "on | off: where the score kernel builds that histogram, the DSA indexer's top-k runs as a grid of "
+                   "small blocks per request whose last block resolves the k-th score (on) instead of one thread-block "
+                   "cluster of whole SMs (off). Tuning; the same results")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   prof->add_option("--indexer-first", po.indexer_first,
                    "on | off: the DSA indexer's query projection runs as its own GEMV, followed by the score and the "
                    "top-k, with attn.q_b_proj and the absorption forked on the side stream (where the batch-1 GEMV "

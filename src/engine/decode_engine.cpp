@@ -360,6 +360,12 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
       top_hist_ = Buffer(where_, size_t(B) * kTopkHistCopies * kTopkHistBins * 4, "top-k first-digit histogram");
       std::vector<uint32_t> zeros(size_t(B) * kTopkHistCopies * kTopkHistBins, 0u);
       top_hist_.upload(zeros.data(), zeros.size() * 4);
+      if (opt.topk_flat && cuda_) {
+        const size_t bytes = topk_flat_workspace_bytes(B, score_stride);
+        topk_flat_ws_ = Buffer(where_, bytes, "top-k flat-form workspace");
+        const std::vector<uint8_t> zero_bytes(bytes, 0);
+        topk_flat_ws_.upload(zero_bytes.data(), bytes);
+      }
     }
   }
   scores_ = fl(B * score_stride, "indexer scores");
@@ -863,6 +869,10 @@ void DecodeEngine::attention(int l) {
                  topk_.as<int32_t>(), B, topk, opt_.topk_cluster};
     p.gather = opt_.topk_gather;
     if (run_indexer) p.top_hist = top_hist_.as<unsigned>();  // built by this layer's score kernel (or null)
+    if (run_indexer && topk_flat_ws_.data()) {
+      p.flat_workspace = topk_flat_ws_.data();
+      p.flat_workspace_bytes = topk_flat_ws_.bytes();
+    }
     GLM5_RUN(topk, p);
   };
   {

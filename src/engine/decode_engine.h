@@ -155,6 +155,10 @@ struct EngineOptions {
   // batches where it pays (topk_score_hist_pays: B <= 66 on an H200). The same slots. false: the top-k's own first
   // pass (A/B).
   bool topk_score_hist = true;
+  // TopkParams::flat_workspace of attn.indexer.topk, where the score kernel's histogram is built (topk_score_hist)
+  // and the flat form fits (topk_flat_fits): per request a grid of small blocks instead of a cluster of whole SMs, the
+  // k-th key resolved by the last block to finish (session 35). The same slots.
+  bool topk_flat = false;
   // attn.indexer.wq_b as its own GEMV, then attn.indexer.score and attn.indexer.topk, on the main stream after the
   // prologue (also moved there), while attn.q_b_proj (alone) and attn.q_absorb run forked on the side stream; the main
   // stream gets the highest priority, the side stream the lowest. At batch 1 the score kernel otherwise waits for the
@@ -365,6 +369,7 @@ class DecodeEngine {
   // Activations (fp32) and index buffers, sized for `batch`.
   Buffer tokens_, x_, xn_, qa_, q_, kva_, q_lat_, o_lat_, attn_o_;
   Buffer idx_q_, idx_k_, idx_w_, scores_, topk_, compact_idx_, kv_scratch_, mla_workspace_;
+  Buffer topk_flat_ws_;  // EngineOptions::topk_flat: TopkParams::flat_workspace, zeroed once (each top-k leaves it so)
   Buffer top_hist_;  // [B, kTopkHistCopies, kTopkHistBins] (EngineOptions::topk_score_hist): zero between a layer's top-k and score
   Buffer partial_;  // [batch, hidden] a rank's partial o_proj / MLP output before the all-reduce
   Buffer router_logits_, topk_ids_, topk_w_, expert_act_, moe_out_, gate_up_, act_, logits_, next_;

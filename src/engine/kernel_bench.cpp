@@ -571,17 +571,34 @@ std::string check_indexer(cudaStream_t stream) {
     topk_cpu({s.data(), stride, tseq.data(), tbt.data(), tk_pages, twant.data(), TB, kTopk});
     Buffer dsc = to_device(s, "check topk scores"), dsq = to_device(tseq, "check topk seq"),
            dbt = to_device(tbt, "check topk block table"), dsl(Where::Device, twant.size() * 4, "check topk slots");
-    topk_cuda({dsc.as<float>(), stride, dsq.as<int32_t>(), dbt.as<int32_t>(), tk_pages, dsl.as<int32_t>(), TB, kTopk},
-              stream);
-    CUDA_CHECK(cudaStreamSynchronize(stream));
-    std::vector<int32_t> tgot = to_host<int32_t>(dsl, twant.size());
-    for (size_t i = 0; i < twant.size(); ++i)
-      require(tgot[i] == twant[i], "bench topk: context " + std::to_string(stride) + " request " +
-                                       std::to_string(i / kTopk) + " rank " + std::to_string(i % kTopk) + " slot " +
-                                       std::to_string(tgot[i]) + ", CPU twin " + std::to_string(twant[i]) +
-                                       " (seed " + std::to_string(seed) + "); not timed");
+    TopkParams tp{dsc.as<float>(), stride, dsq.as<int32_t>(), dbt.as<int32_t>(), tk_pages, dsl.as<int32_t>(), TB, kTopk};
+    auto expect_twin = [&](const char* form) {
+      CUDA_CHECK(cudaMemsetAsync(dsl.data(), 0x7f, dsl.bytes(), stream));
+      topk_cuda(tp, stream);
+      CUDA_CHECK(cudaStreamSynchronize(stream));
+      std::vector<int32_t> tgot = to_host<int32_t>(dsl, twant.size());
+      for (size_t i = 0; i < twant.size(); ++i)
+        require(tgot[i] == twant[i], std::string("bench topk (") + form + "): context " + std::to_string(stride) +
+                                         " request " + std::to_string(i / kTopk) + " rank " + std::to_string(i % kTopk) +
+                                         " slot " + std::to_string(tgot[i]) + ", CPU twin " + std::to_string(twant[i]) +
+                                         " (seed " + std::to_string(seed) + "); not timed");
+    };
+    expect_twin("cluster");
+    // The flat form (TopkParams::flat_workspace), given the first-digit histogram as the score kernel leaves it.
+    const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
+    std::vector<uint32_t> th(size_t(TB) * row, 0u);
+    for (int b = 0; b < TB; ++b)
+      for (int i = 0; i < tseq[b]; ++i) ++th[b * row + size_t(i % kTopkHistCopies) * kTopkHistBins + topk_hist_bin(s[size_t(b) * stride + i])];
+    Buffer dth = to_device(th, "check topk histogram"),
+           dws(Where::Device, topk_flat_workspace_bytes(TB, stride), "check topk flat workspace");
+    CUDA_CHECK(cudaMemset(dws.data(), 0, dws.bytes()));
+    tp.top_hist = dth.as<unsigned>();
+    tp.flat_workspace = dws.data();
+    tp.flat_workspace_bytes = dws.bytes();
+    expect_twin("flat");
   }
-  return "indexer_score max rel err " + sci(rel) + "; topk identical to CPU twin (ctx 32768 and 131072, ties)";
+  return "indexer_score max rel err " + sci(rel) +
+         "; topk identical to CPU twin (ctx 32768 and 131072, ties; cluster and flat forms)";
 }
 
 }  // namespace
@@ -1319,12 +1336,21 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
         // The pair as the decode step runs it: the score kernel builds the top-k's first-digit histogram
         // (IndexerScoreParams / TopkParams::top_hist, the default) or the top-k makes its own (--topk-score-hist off).
         // Every repetition runs both kernels, so the histogram is zero again when the next score kernel starts.
+        // Third form: the histogram and the flat top-k (TopkParams::flat_workspace, --topk-flat on) where it fits.
         Buffer hist(Where::Device, size_t(B) * kTopkHistCopies * kTopkHistBins * 4, "bench top-k histogram");
         CUDA_CHECK(cudaMemset(hist.data(), 0, hist.bytes()));
-        for (bool with_hist : {true, false}) {
+        const bool flat_fits = topk_flat_fits_here(B, int(ctx));
+        Buffer flat_ws(Where::Device, flat_fits ? topk_flat_workspace_bytes(B, int(ctx)) : 16, "bench top-k flat workspace");
+        CUDA_CHECK(cudaMemset(flat_ws.data(), 0, flat_ws.bytes()));
+        for (int form = 0; form < (flat_fits ? 3 : 2); ++form) {
+          const bool with_hist = form != 1, flat = form == 2;
           IndexerScoreParams s2 = sp;
           TopkParams t2 = tp;
           s2.top_hist = t2.top_hist = with_hist ? hist.as<unsigned>() : nullptr;
+          if (flat) {
+            t2.flat_workspace = flat_ws.data();
+            t2.flat_workspace_bytes = flat_ws.bytes();
+          }
           std::vector<double> usp = timer.time([&] {
             indexer_score_cuda(s2, stream);
             topk_cuda(t2, stream);
@@ -1335,8 +1361,9 @@ std::vector<KernelBenchRecord> run_kernel_bench(const KernelBenchOptions& opt) {
           rp.heads = Hi;
           rp.topk = kTopk;
           rp.context = ctx;
-          rp.check = idx_check + (with_hist ? "; first-digit histogram built by the score kernel (default)"
-                                            : "; the top-k's own first pass (--topk-score-hist off)");
+          rp.check = idx_check + (flat        ? "; histogram built by the score kernel, flat top-k (--topk-flat on)"
+                                  : with_hist ? "; first-digit histogram built by the score kernel (default)"
+                                              : "; the top-k's own first pass (--topk-score-hist off)");
           progress(rp);
           out.push_back(rp);
         }

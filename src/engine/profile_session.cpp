@@ -517,6 +517,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.topk_cluster = o.topk_cluster;
   eo.topk_gather = o.topk_gather == "on";
   eo.topk_score_hist = o.topk_score_hist == "on";
+  eo.topk_flat = o.topk_flat == "on";
   eo.indexer_first = o.indexer_first == "on";
   KvPoolOptions po;
   po.fp8 = o.kv_fp8;
@@ -635,6 +636,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                                          {"topk_cluster", o.topk_cluster},
                                          {"topk_gather", o.topk_gather},
                                          {"topk_score_hist", o.topk_score_hist},
+                                         {"topk_flat", o.topk_flat},
                                          {"indexer_first", o.indexer_first}}}};
   report.device = device_json(cuda, peaks);
   report.model = model_json(cfg);

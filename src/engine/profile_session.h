@@ -72,6 +72,7 @@ struct ProfileOptions {
   int topk_cluster = 0;                        // EngineOptions::topk_cluster
   std::string topk_gather = "on";              // EngineOptions::topk_gather: "on" / "off"
   std::string topk_score_hist = "on";          // EngineOptions::topk_score_hist: "on" / "off"
+  std::string topk_flat = "off";               // EngineOptions::topk_flat: "on" / "off"
   std::string indexer_first = "off";           // EngineOptions::indexer_first: "on" / "off"
   std::string l2_prefetch_join = "off";        // EngineOptions::l2_prefetch_join: "on" / "off"
   uint64_t seed = 1234;

@@ -154,6 +154,7 @@ TEST(GraphTraceOption, L2PrefetchDefaultIsTheEngineDefault) {
   EXPECT_EQ(ProfileOptions{}.absorb_after_score == "on", EngineOptions{}.absorb_after_score);
   EXPECT_EQ(ProfileOptions{}.topk_gather == "on", EngineOptions{}.topk_gather);
   EXPECT_EQ(ProfileOptions{}.topk_score_hist == "on", EngineOptions{}.topk_score_hist);
+  EXPECT_EQ(ProfileOptions{}.topk_flat == "on", EngineOptions{}.topk_flat);
   EXPECT_EQ(ProfileOptions{}.indexer_first == "on", EngineOptions{}.indexer_first);
   EXPECT_EQ(ProfileOptions{}.prologue_slim == "on", EngineOptions{}.prologue_slim);
   EXPECT_EQ(ProfileOptions{}.moe_route_rank == "on", EngineOptions{}.moe_route_rank);

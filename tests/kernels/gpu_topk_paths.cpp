@@ -197,3 +197,76 @@ TEST(GpuTopkPaths, GatheredFormAtCapacityAndStepShape) {
       }
   }
 }
+
+// The flat form (TopkParams::flat_workspace with top_hist: a grid of 512-thread blocks per request, the k-th key
+// resolved by the last block to finish): B 1 / 3 / 8 at the step's 32,768 + 1 positions and at 131,072, every score
+// pattern rotated over the requests (ties and all-equal runs straddling the blocks' 4096-position ranges, one top
+// digit over all positions, n <= k rows), each twice in a row (the ticket and generation words carried from one
+// launch to the next) and once with a histogram that does not count the positions (every key a candidate). The
+// slots must equal the CPU twin's, the histogram and every request's ticket word zero afterwards.
+TEST(GpuTopkPaths, FlatFormEqualsCpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const int k = 2048;
+  for (auto [B, stride] : {std::pair{1, 32832}, std::pair{3, 131072}, std::pair{8, 32832}, std::pair{8, 131072}}) {
+    const uint64_t seed = fresh_seed();
+    SCOPED_TRACE("B " + std::to_string(B) + " stride " + std::to_string(stride) + " seed " + std::to_string(seed));
+    const int max_pages = stride / 64;
+    ASSERT_TRUE(topk_flat_fits_here(B, stride)) << "the flat form must run for this test to mean anything";
+    const int lens[] = {32769, stride, 2049, 2048, 4097, 8193, 100, stride - 5};
+    std::vector<int32_t> seq(B);
+    for (int b = 0; b < B; ++b) seq[b] = std::min(stride, lens[b % 8]);
+    std::vector<int32_t> bt(size_t(B) * max_pages);
+    for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
+    std::mt19937_64 g(seed);
+    std::shuffle(bt.begin(), bt.end(), g);
+    if (B > 1) bt[size_t(max_pages) + 3] = -1;  // an unmapped page below seq_len: slot -1 (the kernel's rule)
+    std::vector<float> s(size_t(B) * stride);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < stride; ++i) {
+        float& v = s[size_t(b) * stride + i];
+        const uint64_t at = uint64_t(b) * stride + i;
+        switch (b % 8) {
+          case 0: v = std::exp(rng_normal(seed, 1, at)); break;              // lognormal, as the indexer gives
+          case 1: v = 1.f + 0.2499f * rng_uniform(seed, 2, at); break;       // one top digit
+          case 2: v = 1.f + float(i % 5000) * 1e-6f; break;                  // one top digit, ties
+          case 3: v = std::floor(rng_normal(seed, 4, at) * 4.f); break;     // heavy ties across blocks
+          case 4: v = i % 3 == 0 ? -0.f : 0.f; break;                       // all equal
+          case 5: v = -rng_uniform(seed, 3, at); break;
+          case 6: v = rng_normal(seed, 5, at); break;
+          default: v = i % 2 ? 7.f : -std::numeric_limits<float>::infinity(); break;
+        }
+      }
+    // The CPU twin rejects an unmapped page below seq_len; it gives the same slots with the page mapped (to an id
+    // no other page has), except -1 for the positions of that page.
+    std::vector<int32_t> bt_cpu = bt;
+    const int32_t spare = B * max_pages;
+    if (B > 1) bt_cpu[size_t(max_pages) + 3] = spare;
+    std::vector<int32_t> want(size_t(B) * k);
+    topk_cpu({s.data(), stride, seq.data(), bt_cpu.data(), max_pages, want.data(), B, k});
+    for (int32_t& w : want)
+      if (w >= spare * kPageSize) w = -1;
+    Buffer ds = to_device(s, "scores"), dq = to_device(seq, "seq"), db = to_device(bt, "bt"),
+           dout(Where::Device, want.size() * 4, "slots");
+    const size_t ws_bytes = topk_flat_workspace_bytes(B, stride);
+    Buffer dws(Where::Device, ws_bytes, "flat workspace");
+    CUDA_CHECK(cudaMemset(dws.data(), 0, ws_bytes));
+    TopkParams d{ds.as<float>(), stride, dq.as<int32_t>(), db.as<int32_t>(), max_pages, dout.as<int32_t>(), B, k};
+    d.flat_workspace = dws.data();
+    d.flat_workspace_bytes = ws_bytes;
+    for (int round = 0; round < 2; ++round) expect_gpu_topk_with_hist(d, dout, want, s, seq);
+    // A histogram counting every position twice: every key becomes a candidate of the last block.
+    const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
+    std::vector<uint32_t> twice(size_t(B) * row, 0u);
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < seq[b]; ++i) twice[b * row + topk_hist_bin(s[size_t(b) * stride + i])] += 2;
+    Buffer dh = to_device(twice, "top_hist");
+    TopkParams m = d;
+    m.top_hist = dh.as<unsigned>();
+    expect_gpu_topk(m, dout, want);
+    ASSERT_EQ(to_host<uint32_t>(dh, twice.size()), std::vector<uint32_t>(twice.size(), 0u));
+    const std::vector<uint32_t> words = to_host<uint32_t>(dws, ws_bytes / 4);
+    const size_t per_request = ws_bytes / 4 / size_t(B);
+    for (int b = 0; b < B; ++b) EXPECT_EQ(words[b * per_request], 0u) << "request " << b << "'s ticket left non-zero";
+  }
+}
+

@@ -247,3 +247,21 @@ TEST(Topk, ClusterRuleAndWhereTheScoreHistogramPays) {
   EXPECT_FALSE(topk_score_hist_pays(128, 8256, 132));
   EXPECT_FALSE(topk_score_hist_pays(1, 4096, 132));
 }
+
+// The flat form's workspace size and fit rule (CPU): 2 KiB + 8 bytes per position rounded up to 4096 per request;
+// at most 64 blocks per request, B x blocks within half the resident blocks.
+TEST(Topk, FlatFormSizeAndFitRule) {
+  EXPECT_EQ(topk_flat_workspace_bytes(1, 32832), size_t(2048 + 9 * 4096 * 8));
+  EXPECT_EQ(topk_flat_workspace_bytes(3, 4096), size_t(3 * (2048 + 4096 * 8)));
+  EXPECT_TRUE(topk_flat_fits(1, 262144, 128));
+  EXPECT_FALSE(topk_flat_fits(1, 262145, 100000));  // 65 blocks
+  EXPECT_TRUE(topk_flat_fits(8, 32832, 144));       // 8 x 9 x 2 = 144
+  EXPECT_FALSE(topk_flat_fits(8, 32832, 143));
+  TopkParams p{reinterpret_cast<const float*>(16), 32832, reinterpret_cast<const int32_t*>(16),
+               reinterpret_cast<const int32_t*>(16), 513, reinterpret_cast<int32_t*>(16), 1, 2048};
+  p.flat_workspace = reinterpret_cast<void*>(16);
+  p.flat_workspace_bytes = topk_flat_workspace_bytes(1, 32832) - 1;
+  EXPECT_THROW(validate_topk_params(p), Error);
+  p.flat_workspace_bytes += 1;
+  EXPECT_NO_THROW(validate_topk_params(p));
+}

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 35, call S35a: the flat top-k (TopkParams::flat_workspace, --topk-flat on): per request a grid of
+# 512-thread blocks that fit beside the score kernel's, the k-th key resolved by the last block to finish, instead
+# of a cluster of 8 whole SMs. Predicted at batch 1 / 32K: the top-k ends ~5-6 us after the score kernel instead of
+# ~13 (S22b, H200): -5 to -7 us per layer, -0.4 to -0.55 ms per step. Tests first (stop on failure); the indexer
+# bench (score + top-k pairs, the flat form beside the cluster form); A/B at batch 1 (6 processes) and batch 8 (4).
+# Usage: (cd build-lead && make glm5prof kernels_gpu_topk_paths); tools/device_pack.sh build-lead glm5prof
+#        kernels_gpu_topk_paths; run `bash THIS` with carry [".device"], timeout 600
+set -u
+. tools/device_round_lib.sh
+device_round_begin s35a
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
+device_round_test kernels_gpu_topk_paths 200 || { echo "top-k tests failed: no timing"; device_round_pack; exit 0; }
+timeout 180 $BIN/glm5prof bench kernels --only indexer --out $W/indexer.json > $W/indexer.txt 2> $W/indexer.err
+echo "bench indexer rc=$?"; tail -2 $W/indexer.err
+python3 -c "
+import json
+for r in json.load(open('$W/indexer.json')):
+    if r['kernel'] in ('indexer_score', 'indexer_score_topk') and r['batch'] in (1, 8, 32) and r['context'] in (32768, 131072):
+        print(r['kernel'], 'B', r['batch'], 'ctx', r['context'], round(r['median_us'], 2), 'us;', r.get('check', '').split('; ', 1)[-1][:70])
+" 2>&1 | head -40
+OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
+device_round_ab "$OPS" "A B B A A B" "--topk-flat on" "--topk-flat off"
+device_round_ab_at 8 32768 "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
+device_round_pack
