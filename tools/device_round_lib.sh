@@ -16,8 +16,8 @@
 #   device_round_ab_at BATCH CONTEXT OPS ORDER ARGS_A ARGS_B
 #                            the same at BATCH / CONTEXT, tagged b<BATCH>-<n>-<letter>
 #   device_round_trace TAG ARGS...
-#                            one batch-1 `glm5prof profile` (graphs, 2 traced steps) into $W/TAG with ARGS, its
-#                            trace.json kept gzipped
+#                            one batch-1 `glm5prof profile` (graphs, 2 traced steps; pool POOL_MIN, default 495,000
+#                            tokens) into $W/TAG with ARGS, its trace.json kept gzipped
 #   device_round_gpu_tests   every GPU test executable in $BIN, 4 at a time under 240 s each (tools/device_tests.sh),
 #                            kernels_gpu_moe_grouped set aside for device_round_moe_grouped_alone; prints failures
 #                            and the table
@@ -110,7 +110,7 @@ device_round_ab_at() {
 }
 device_round_trace() {
   local d=$W/$1; shift; mkdir -p "$d"
-  timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens 495000 \
+  timeout 120 "$BIN/glm5prof" profile --model glm5 --kv-path fp8 --batch 1 --context 32768 --pool-tokens ${POOL_MIN:-495000} \
     --weights-dtype fp8 --steps 2 --warmup 2 --untraced-steps 3 --graph "$@" --out "$d" > "$d/log" 2>&1
   echo "trace $(basename "$d") rc=$? untraced $(python3 -c "import json;r=json.load(open('$d/report.json'));print(round(r['runs'][0]['timing']['untraced_step_us']/1000,3))" 2>/dev/null) ms"
   gzip -9 "$d/trace.json"
