@@ -1116,9 +1116,11 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
 // Why: at batch 1 / 32K the cluster kernel's 1024-thread, 208-KiB blocks fill whole SMs, so its 8-SM cluster is
 // placed only when the score kernel's blocks in one GPC have retired, and its passes after the first are
 // cluster barriers and merges (session 22: the top-k ended ~13 us after the score kernel, ~10 us of it the
-// kernel). Here each request is ceil(positions / 4096) blocks of 512 threads (about 40 registers, 9 KiB
-// of shared memory), which fit beside the score kernel's blocks and wait in pdl_wait() for it; the score
-// kernel's first-digit histogram (TopkParams::top_hist, required) gives every block the top digit D0 at once.
+// kernel). Here each request is ceil(positions / 4096) blocks of 512 threads (54 registers with nvcc 13: two
+// per SM; 9 KiB of shared memory), which fit beside the score kernel's blocks and wait in pdl_wait() for it; the
+// score kernel's first-digit histogram (TopkParams::top_hist, required, 16-byte aligned: read as uint4) gives every
+// block the top digit D0 at once. topk_cuda launches at most kFlatMaxBlocks blocks per request (the header and the
+// shared per-block arrays are sized for them).
 //
 // Per request:
 //   1. Every block: its 4096 positions' order keys (registers, one load each), the summed histogram, D0 and the
@@ -1150,9 +1152,9 @@ enum : int { kFlatTicket = 0, kFlatGen = 1, kFlatKth = 2, kFlatGt = 4, kFlatEq =
 static_assert(kFlatTake + kFlatMaxBlocks <= kFlatHeaderWords, "header fits");
 static_assert(kTopkBins == 4 * kFlatThreads, "four histogram bins per thread");
 
-__host__ __device__ constexpr int64_t flat_request_words(int blocks) {
-  return kFlatHeaderWords + int64_t(blocks) * kFlatChunk * 2;  // + (key, position) per candidate
-}
+// Workspace: the B requests' headers first (request b's at word b * kFlatHeaderWords, wherever the positions per
+// request change between launches), then per request blocks x kFlatChunk (key, position) candidate slots.
+__host__ __device__ constexpr int64_t flat_candidate_words(int blocks) { return int64_t(blocks) * kFlatChunk * 2; }
 
 // Step 2 (one block): the k-th largest order key among the candidates (cand[j * kFlatChunk ..][0 .. eq[j]) of the
 // G blocks), of which `need` lie at or below it, the candidates sharing the top `fixed_bits` bits `prefix`.
@@ -1183,6 +1185,7 @@ __device__ uint32_t flat_resolve(const uint2* cand, const unsigned* eq, int G, u
     select_digit<kFlatThreads>(hist, 1 << bits, need, warp_sums, sel);
     prefix = (above_bits == 32 ? 0u : prefix << bits) | sel[0];
     need -= sel[1];
+    __syncthreads();  // every thread has read sel (and hist) before the next pass rewrites them
   }
   *need_eq = need;
   return prefix;
@@ -1190,18 +1193,20 @@ __device__ uint32_t flat_resolve(const uint2* cand, const unsigned* eq, int G, u
 
 __global__ void __launch_bounds__(kFlatThreads) topk_flat_kernel(TopkParams p, int limit) {
   pdl_begin();
-  __shared__ unsigned hist[kTopkBins];
+  __shared__ __align__(16) unsigned hist[kTopkBins];  // (written as uint4)
   __shared__ unsigned warp_sums[kFlatWarps];
   __shared__ unsigned sel[2];
-  __shared__ unsigned verdict[4];                       // last block?, k-th key, offset, equal keys taken
+  // [1] the k-th key, [2] this block's output offset, [3] first "this block is the last", then its equal keys taken.
+  __shared__ unsigned verdict[4];
   __shared__ unsigned blk_gt[kFlatMaxBlocks], blk_eq[kFlatMaxBlocks], blk_cg[kFlatMaxBlocks], blk_ce[kFlatMaxBlocks];
   const int b = blockIdx.y, j = blockIdx.x, G = gridDim.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int n = min(max(p.seq_lens[b], 0), limit);
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
   unsigned* top_hist = p.top_hist + int64_t(b) * kTopkHistCopies * kTopkHistBins;
-  uint32_t* ws = static_cast<uint32_t*>(p.flat_workspace) + int64_t(b) * flat_request_words(G);
-  uint2* cand = reinterpret_cast<uint2*>(ws + kFlatHeaderWords);
+  uint32_t* ws = static_cast<uint32_t*>(p.flat_workspace) + int64_t(b) * kFlatHeaderWords;
+  uint2* cand = reinterpret_cast<uint2*>(static_cast<uint32_t*>(p.flat_workspace) + int64_t(p.B) * kFlatHeaderWords +
+                                         int64_t(b) * flat_candidate_words(G));
   auto clear_top_hist = [&] {  // this block's share; every block of the request has read it by now
     for (int i = j * kFlatThreads + tid; i < kTopkHistCopies * kTopkHistBins; i += G * kFlatThreads) top_hist[i] = 0;
   };
@@ -1428,7 +1433,9 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   // B 1 / 32K and 23.9 vs 22.6 at 128K: its 16 SMs start later and its merges cost more than the halved keys.
   // 4 positions per thread instead of 8 when a block holds <= 4096 (S18b): -1.6 to -2.0 us at B 1 / 32K exactly,
   // but a decode step's request holds 32K + 1 or more positions, so it never applied there; not kept.)
-  if (p.flat_workspace && p.top_hist) {  // the flat form (TopkParams::flat_workspace) where every block fits at once
+  // The flat form (TopkParams::flat_workspace) where every block fits at once (TopkParams::cluster does not apply).
+  if (p.flat_workspace && p.top_hist && (reinterpret_cast<uintptr_t>(p.top_hist) & 15u) == 0 &&
+      (reinterpret_cast<uintptr_t>(p.flat_workspace) & 7u) == 0) {
     if (topk_flat_fits_here(p.B, limit)) {
       const int G = (limit + kFlatChunk - 1) / kFlatChunk;
       launch_kernel(topk_flat_kernel, dim3(G, p.B), kFlatThreads, 0, stream, p, limit);

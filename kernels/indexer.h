@@ -113,7 +113,8 @@ constexpr int kTopkFlatChunk = 4096;
 constexpr int kTopkFlatMaxBlocks = 64;
 constexpr int kTopkFlatHeaderWords = 512;
 // Bytes of TopkParams::flat_workspace for B requests of `limit` positions (min(score_stride, max_pages * 64)):
-// per request 2 KiB of counters and an 8-byte (key, position) slot per position rounded up to 4096.
+// per request 2 KiB of counters (all requests' first, at fixed offsets) and an 8-byte (key, position) slot per position
+// rounded up to 4096. The flat form runs only with top_hist 16-byte and the workspace 8-byte aligned.
 size_t topk_flat_workspace_bytes(int B, int limit);
 // Whether the flat form can run B requests of `limit` positions on a GPU with `resident` blocks of it at once
 // (SMs x its occupancy): at most 64 blocks per request (262,144 positions), and B x blocks within half of

@@ -199,15 +199,16 @@ TEST(GpuTopkPaths, GatheredFormAtCapacityAndStepShape) {
 }
 
 // The flat form (TopkParams::flat_workspace with top_hist: a grid of 512-thread blocks per request, the k-th key
-// resolved by the last block to finish): B 1 / 3 / 8 at the step's 32,768 + 1 positions and at 131,072, every score
+// resolved by the last block to finish): B 1 / 8 at the step's 32,768 + 1 positions, B 2 / 3 at 131,072, every score
 // pattern rotated over the requests (ties and all-equal runs straddling the blocks' 4096-position ranges, one top
 // digit over all positions, n <= k rows), each twice in a row (the ticket and generation words carried from one
 // launch to the next) and once with a histogram that does not count the positions (every key a candidate). The
-// slots must equal the CPU twin's, the histogram and every request's ticket word zero afterwards.
+// slots must equal the CPU twin's, the histogram and every request's ticket word zero afterwards, and each request
+// with n > k must have bumped its generation word once per launch (the flat form ran, and its last block published).
 TEST(GpuTopkPaths, FlatFormEqualsCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const int k = 2048;
-  for (auto [B, stride] : {std::pair{1, 32832}, std::pair{3, 131072}, std::pair{8, 32832}, std::pair{8, 131072}}) {
+  for (auto [B, stride] : {std::pair{1, 32832}, std::pair{3, 131072}, std::pair{8, 32832}, std::pair{2, 131072}}) {
     const uint64_t seed = fresh_seed();
     SCOPED_TRACE("B " + std::to_string(B) + " stride " + std::to_string(stride) + " seed " + std::to_string(seed));
     const int max_pages = stride / 64;
@@ -265,8 +266,11 @@ TEST(GpuTopkPaths, FlatFormEqualsCpu) {
     expect_gpu_topk(m, dout, want);
     ASSERT_EQ(to_host<uint32_t>(dh, twice.size()), std::vector<uint32_t>(twice.size(), 0u));
     const std::vector<uint32_t> words = to_host<uint32_t>(dws, ws_bytes / 4);
-    const size_t per_request = ws_bytes / 4 / size_t(B);
-    for (int b = 0; b < B; ++b) EXPECT_EQ(words[b * per_request], 0u) << "request " << b << "'s ticket left non-zero";
+    for (int b = 0; b < B; ++b) {  // header of request b at word b * kTopkFlatHeaderWords: ticket, generation
+      EXPECT_EQ(words[size_t(b) * kTopkFlatHeaderWords], 0u) << "request " << b << "'s ticket left non-zero";
+      EXPECT_EQ(words[size_t(b) * kTopkFlatHeaderWords + 1], seq[b] > k ? 3u : 0u)
+          << "request " << b << "'s generation: one bump per launch with n > k";
+    }
   }
 }
 
