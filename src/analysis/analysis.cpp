@@ -119,6 +119,53 @@ std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>&
 
 std::string op_label(const std::string& op) { return op.empty() ? "(unattributed)" : op; }
 
+LayerTimeline layer_timeline(const std::vector<const Activity*>& work) {
+  // (step, layer) -> its kernels in start order
+  std::map<std::pair<int, int>, std::vector<const Activity*>> by_layer;
+  for (const Activity* a : work)
+    if (a->kind == ActivityKind::kernel && a->layer >= 0) by_layer[{a->step, a->layer}].push_back(a);
+  LayerTimeline out;
+  out.layers_total = int(by_layer.size());
+  std::map<std::vector<std::string>, std::vector<const std::vector<const Activity*>*>> by_sequence;
+  for (auto& [key, ks] : by_layer) {
+    std::stable_sort(ks.begin(), ks.end(), [](const Activity* a, const Activity* b) { return a->start_ns < b->start_ns; });
+    std::vector<std::string> seq;
+    for (const Activity* a : ks) seq.push_back(a->op);
+    by_sequence[seq].push_back(&ks);
+  }
+  const std::vector<const std::vector<const Activity*>*>* best = nullptr;
+  for (const auto& [seq, samples] : by_sequence)  // the most common; a tie goes to the longer sequence
+    if (!best || samples.size() > best->size() || (samples.size() == best->size() && seq.size() > best->front()->size()))
+      best = &samples;
+  if (!best || best->size() < 2) return out;
+  out.layers = int(best->size());
+  const size_t n = best->front()->size();
+  std::vector<double> spans;
+  std::vector<std::vector<double>> starts(n), ends(n);
+  for (const auto* ks : *best) {
+    const int64_t t0 = ks->front()->start_ns;
+    int64_t last = t0;
+    for (size_t i = 0; i < n; ++i) {
+      starts[i].push_back(((*ks)[i]->start_ns - t0) / kNsPerUs);
+      ends[i].push_back(((*ks)[i]->end_ns - t0) / kNsPerUs);
+      last = std::max(last, (*ks)[i]->end_ns);
+    }
+    spans.push_back((last - t0) / kNsPerUs);
+    const int layer = ks->front()->layer;
+    if (out.example_layer < 0 || layer < out.example_layer) out.example_layer = layer;
+  }
+  out.span_us = median(spans);
+  for (size_t i = 0; i < n; ++i) {
+    LayerTimelineRow r;
+    r.op = (*best->front())[i]->op;
+    r.side = (*best->front())[i]->side_stream;
+    r.start_us = median(starts[i]);
+    r.end_us = median(ends[i]);
+    out.rows.push_back(r);
+  }
+  return out;
+}
+
 Analysis analyze(const Timeline& t, const Peaks& peaks) {
   Analysis out;
   out.source = t.source;
@@ -268,6 +315,7 @@ Analysis analyze(const Timeline& t, const Peaks& peaks) {
   out.kernels_distinct = int64_t(out.top_kernels.size());
   if (out.top_kernels.size() > 20) out.top_kernels.resize(20);
 
+  out.layer_timeline = layer_timeline(work);
   out.hotspots = find_hotspots(work, excl, out, peaks);
   for (const Hotspot& h : out.hotspots)
     if (h.kind == "kv_dtype_cast") out.cast_us = h.time_us;

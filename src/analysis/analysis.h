@@ -73,6 +73,27 @@ struct Hotspot {
   std::string recommendation;   // one or two sentences with the estimated saving
 };
 
+// One kernel of the typical layer (LayerTimeline): medians over the layers that ran the same op sequence.
+struct LayerTimelineRow {
+  std::string op;
+  bool side = false;      // on the engine's side stream (Activity::side_stream)
+  double start_us = 0;    // median start, from the layer's first kernel start [us]
+  double end_us = 0;      // median end, from the same origin [us]
+};
+
+// Where a layer's time goes kernel by kernel: the most common per-layer sequence of kernel ops in the measured steps
+// (the MoE layers of GLM-5 / DeepSeek-V3), each kernel's median start and end from the layer's first kernel. With
+// programmatic dependent launch a kernel may start before its predecessor ends (it waits inside); a gap between
+// one kernel's end and the next one's start is time that no kernel of the chain was running. Empty when fewer than
+// two layers share a sequence, or the device work has no layer attribution.
+struct LayerTimeline {
+  int layers = 0;          // (step, layer) samples with this sequence
+  int layers_total = 0;    // (step, layer) samples with any kernel
+  int example_layer = -1;  // the lowest layer with this sequence
+  double span_us = 0;      // median first start .. last end
+  std::vector<LayerTimelineRow> rows;  // in start order
+};
+
 struct Analysis {
   std::string source;      // Timeline.source
   // The trace is complete when the source reported no degradation (Timeline.complete), no CUPTI
@@ -98,7 +119,11 @@ struct Analysis {
   double gpu_idle_us = 0;        // per step (mean of StepSample::idle_us): the device ran nothing
   double kernels_per_step = 0;   // kernel activities per measured step
   bool graph_replayed = false;   // Timeline.graph_kernels > 0: the kernels came from CUDA graph replays
+  LayerTimeline layer_timeline;  // the typical layer, kernel by kernel
 };
+
+// The LayerTimeline of `work` (device work of the measured steps; `side` per element: Activity::side_stream).
+LayerTimeline layer_timeline(const std::vector<const Activity*>& work);
 
 // Canonical op order for tables: the order in which a decoder layer runs them.
 const std::vector<std::string>& canonical_op_order();

@@ -30,6 +30,14 @@ json to_json(const Analysis& a) {
                         {"share_of_step", h.share_of_step}, {"bytes", h.bytes},
                         {"achieved_gbps", h.achieved_gbps}, {"pct_of_peak", h.pct_of_peak},
                         {"est_saving_us", h.est_saving_us}, {"recommendation", h.recommendation}});
+  json timeline_rows = json::array();
+  for (const LayerTimelineRow& r : a.layer_timeline.rows)
+    timeline_rows.push_back({{"op", r.op}, {"side", r.side}, {"start_us", r.start_us}, {"end_us", r.end_us}});
+  const json timeline = {{"layers", a.layer_timeline.layers},
+                         {"layers_total", a.layer_timeline.layers_total},
+                         {"example_layer", a.layer_timeline.example_layer},
+                         {"span_us", a.layer_timeline.span_us},
+                         {"kernels", timeline_rows}};
   json trace = {{"complete", a.complete},
                 {"records_dropped", a.records_dropped},
                 {"kernels_launched", a.launches_counted ? json(a.kernels_launched) : json(nullptr)},
@@ -52,7 +60,8 @@ json to_json(const Analysis& a) {
           {"layer_ops", cells},
           {"top_kernels", kernels},
           {"kernels_distinct", a.kernels_distinct},
-          {"hotspots", hotspots}};
+          {"hotspots", hotspots},
+          {"layer_timeline", timeline}};
 }
 
 json to_json(const PathComparison& c) {

@@ -132,6 +132,27 @@ void layer_table(std::ostringstream& o, const Analysis& a) {
     row(o, "slowest: layer " + std::to_string(slow[i].layer), slow[i].group_us, slow[i].total());
 }
 
+// The typical layer kernel by kernel (Analysis::layer_timeline): each kernel's median start and end from the layer's
+// first kernel, and the gap since the latest end before it (time in which no earlier kernel of the layer ran).
+void layer_timeline_table(std::ostringstream& o, const Analysis& a) {
+  const LayerTimeline& t = a.layer_timeline;
+  if (t.rows.empty()) return;
+  o << "\nLayer timeline: " << t.rows.size() << " kernels per layer, " << f1(t.span_us) << " us from the first start to "
+    << "the last end; medians over the " << t.layers << " of " << t.layers_total << " measured layers that ran this "
+    << "kernel sequence (the first: layer " << t.example_layer << "). Times in us from the layer's first kernel; a "
+    << "kernel launched early (programmatic dependent launch) starts before its predecessor ends and waits inside. "
+    << "gap: time since the latest end of an earlier kernel of the layer in which none of them ran.\n\n"
+    << "| # | op | stream | start | end | duration | gap |\n|---:|---|---|---:|---:|---:|---:|\n";
+  double latest = 0;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const LayerTimelineRow& r = t.rows[i];
+    const double gap = i == 0 ? 0.0 : std::max(0.0, r.start_us - latest);
+    o << "| " << i + 1 << " | " << code_span(r.op) << " | " << (r.side ? "side" : "main") << " | " << f1(r.start_us)
+      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap > 0 ? f1(gap) : "") << " |\n";
+    latest = std::max(latest, r.end_us);
+  }
+}
+
 std::string verdict(const ReportInput& in) {
   for (const RunReport& r : in.runs)
     for (const Hotspot& h : r.analysis.hotspots)
@@ -271,6 +292,7 @@ std::string report_to_markdown(const ReportInput& in) {
              "hotspot counts only the rest.\n";
     }
     layer_table(o, a);
+    layer_timeline_table(o, a);
     if (!a.top_kernels.empty()) {
       o << "\nTop kernels (whole run):\n\n| kernel | calls | total [us] | mean [us] | share |\n|---|---:|---:|---:|---:|\n";
       for (size_t i = 0; i < std::min<size_t>(10, a.top_kernels.size()); ++i) {

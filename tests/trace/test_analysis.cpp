@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "analysis/analysis.h"
+#include "report/report.h"
 #include "trace/chrome_trace.h"
 #include "synthetic.h"
 
@@ -383,6 +384,69 @@ TEST(ComparePaths, WinnerAndSpeedupVsCast) {
   EXPECT_DOUBLE_EQ(c.paths[2].speedup_vs_cast, 820.0 / 230);
   EXPECT_DOUBLE_EQ(c.paths[2].cast_us, 0);
   EXPECT_DOUBLE_EQ(c.paths[1].attention_us, 2 * (20 + 20 + 30));
+}
+
+// The typical layer kernel by kernel (Analysis::layer_timeline): layers 1-3 of steps 0 and 1 run attn.q_a_proj (2 x 10
+// us), a gap of `layer` us, attn.mla (5 us), moe.experts (30 us); layer 0 runs another sequence and the warm-up step
+// is left out. Medians over the 6 samples: gap 2 us, so attn.mla 22-27 and moe.experts 27-57 us from the layer's
+// first kernel; report.md shows the gap, report.json the rows.
+TEST(Analysis, LayerTimelineIsTheMedianOfTheCommonSequence) {
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  uint64_t id = 1;
+  for (int s = -1; s < 2; ++s)
+    for (int layer = 0; layer < 4; ++layer) {
+      if (layer == 0) {
+        test::add_op(t, &clock, id++, s, layer, "attn.q_a_proj", 1, 10'000, 1e6);
+        test::add_op(t, &clock, id++, s, layer, "mlp.gate_up", 1, 20'000, 1e6);
+        continue;
+      }
+      test::add_op(t, &clock, id++, s, layer, "attn.q_a_proj", 2, 10'000, 1e6);
+      clock += int64_t(layer) * 1000 + (s < 0 ? 50'000 : 0);  // the warm-up's gap would move every median
+      test::add_op(t, &clock, id++, s, layer, "attn.mla", 1, 5'000, 1e6);
+      test::add_op(t, &clock, id++, s, layer, "moe.experts", 1, 30'000, 1e6);
+    }
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  const LayerTimeline& lt = a.layer_timeline;
+  EXPECT_EQ(lt.layers, 6);
+  EXPECT_EQ(lt.layers_total, 8);
+  EXPECT_EQ(lt.example_layer, 1);
+  EXPECT_NEAR(lt.span_us, 57.0, 1e-9);
+  ASSERT_EQ(lt.rows.size(), 4u);
+  const char* ops[] = {"attn.q_a_proj", "attn.q_a_proj", "attn.mla", "moe.experts"};
+  const double start[] = {0, 10, 22, 27}, end[] = {10, 20, 27, 57};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(lt.rows[i].op, ops[i]);
+    EXPECT_FALSE(lt.rows[i].side);
+    EXPECT_NEAR(lt.rows[i].start_us, start[i], 1e-9) << i;
+    EXPECT_NEAR(lt.rows[i].end_us, end[i], 1e-9) << i;
+  }
+  ReportInput in;
+  in.runs.push_back({"fp8", {{"kv_path", "fp8"}}, a});
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("Layer timeline: 4 kernels per layer, 57.0 us"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 3 | `attn.mla` | main | 22.0 | 27.0 | 5.0 | 2.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 4 | `moe.experts` | main | 27.0 | 57.0 | 30.0 |  |"), std::string::npos) << md;
+}
+
+// Fewer than two layers with one sequence: no timeline (and no section).
+TEST(Analysis, NoLayerTimelineWithoutARepeatedSequence) {
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  test::add_op(t, &clock, 1, 0, 0, "attn.q_a_proj", 1, 10'000, 1e6);
+  test::add_op(t, &clock, 2, 0, 1, "attn.mla", 1, 10'000, 1e6);
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  EXPECT_TRUE(a.layer_timeline.rows.empty());
+  EXPECT_EQ(a.layer_timeline.layers_total, 2);
+  ReportInput in;
+  in.runs.push_back({"fp8", {{"kv_path", "fp8"}}, a});
+  EXPECT_EQ(report_to_markdown(in).find("Layer timeline"), std::string::npos);
 }
 
 }  // namespace
