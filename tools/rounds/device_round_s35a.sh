@@ -24,6 +24,7 @@ for r in json.load(open('$W/indexer.json')):
 " 2>&1 | head -40
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
 device_round_ab "$OPS" "A B B A A B" "--topk-flat on" "--topk-flat off"
+for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; sed -n '/^Layer timeline/,/^$/p' $W/$r/report.md | head -48; done
 device_round_ab_at 8 32768 "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
 for t in on off; do
   device_round_trace trace-$t --topk-flat $t
