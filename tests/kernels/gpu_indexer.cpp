@@ -20,13 +20,6 @@ using namespace glm5;
 
 namespace {
 
-std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
-  std::vector<int32_t> pages(size_t(B) * max_pages);
-  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
-  std::mt19937_64 g(seed);
-  std::shuffle(pages.begin(), pages.end(), g);
-  return pages;
-}
 
 }  // namespace
 

@@ -60,10 +60,7 @@ TEST(GpuTopkPaths, EqualsCpuOnEveryPath) {
       const int max_pages = (stride + 63) / 64;
       std::vector<int32_t> seq = {std::min(stride, 131072), 100000, 90000, 60000, 33000, 8193};
       const int B = int(seq.size());
-      std::vector<int32_t> bt(size_t(B) * max_pages);
-      for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
-      std::mt19937_64 g(seed);
-      std::shuffle(bt.begin(), bt.end(), g);
+      std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
       std::vector<float> s(size_t(B) * stride);
       for (int i = 0; i < stride; ++i) {
         const size_t r = size_t(i);
@@ -102,10 +99,7 @@ TEST(GpuTopkPaths, ClusterSplitEqualsCpu) {
     const int lens[] = {stride, 2049, 131071, 8193, 100000, 200000, 65536, 16385};
     std::vector<int32_t> seq(B);
     for (int b = 0; b < B; ++b) seq[b] = std::min(stride, lens[b % 8]);
-    std::vector<int32_t> bt(size_t(B) * max_pages);
-    for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
-    std::mt19937_64 g(seed);
-    std::shuffle(bt.begin(), bt.end(), g);
+    std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
     std::vector<float> s(size_t(B) * stride);
     for (int b = 0; b < B; ++b)
       for (int i = 0; i < stride; ++i) {
@@ -216,10 +210,7 @@ TEST(GpuTopkPaths, FlatFormEqualsCpu) {
     const int lens[] = {32769, stride, 2049, 2048, 4097, 8193, 100, stride - 5};
     std::vector<int32_t> seq(B);
     for (int b = 0; b < B; ++b) seq[b] = std::min(stride, lens[b % 8]);
-    std::vector<int32_t> bt(size_t(B) * max_pages);
-    for (size_t i = 0; i < bt.size(); ++i) bt[i] = int32_t(i);
-    std::mt19937_64 g(seed);
-    std::shuffle(bt.begin(), bt.end(), g);
+    std::vector<int32_t> bt = shuffled_block_table(B, max_pages, seed);
     if (B > 1) bt[size_t(max_pages) + 3] = -1;  // an unmapped page below seq_len: slot -1 (the kernel's rule)
     std::vector<float> s(size_t(B) * stride);
     for (int b = 0; b < B; ++b)

@@ -1,5 +1,6 @@
 // Helpers shared by the kernel tests: fresh random seeds, host <-> device copies, short numbers.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -39,6 +40,16 @@ std::vector<T> to_host(const Buffer& b) {
 }
 
 // "%.3g" of v, for failure messages.
+// Request b owns pages [b * max_pages, (b + 1) * max_pages) of the result: a shuffled, disjoint assignment of the
+// pool pages 0 .. B * max_pages - 1 (seeded).
+inline std::vector<int32_t> shuffled_block_table(int B, int max_pages, uint64_t seed) {
+  std::vector<int32_t> pages(size_t(B) * max_pages);
+  for (size_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(i);
+  std::mt19937_64 g(seed);
+  std::shuffle(pages.begin(), pages.end(), g);
+  return pages;
+}
+
 inline std::string sci(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3g", v);
