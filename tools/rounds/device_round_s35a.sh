@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
 device_round_test kernels_gpu_topk_paths 200 || { echo "top-k tests failed: no timing"; device_round_pack; exit 0; }
-timeout 180 $BIN/glm5prof bench kernels --only indexer --out $W/indexer.json > $W/indexer.txt 2> $W/indexer.err
+timeout 150 $BIN/glm5prof bench kernels --quick --only indexer --out $W/indexer.json > $W/indexer.txt 2> $W/indexer.err
 echo "bench indexer rc=$?"; tail -2 $W/indexer.err
 python3 -c "
 import json
@@ -25,7 +25,7 @@ for r in json.load(open('$W/indexer.json')):
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
 device_round_ab "$OPS" "A B B A A B" "--topk-flat on" "--topk-flat off"
 for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; sed -n '/^Layer timeline/,/^$/p' $W/$r/report.md | head -48; done
-device_round_ab_at 8 32768 "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
+device_round_ab_at 8 32768 "$OPS" "A B" "--topk-flat on" "--topk-flat off"
 for t in on off; do
   device_round_trace trace-$t --topk-flat $t
   python3 tools/layer_timeline.py $W/trace-$t/trace.json.gz --layer 40 > $W/trace-$t/layer40.txt 2>&1
