@@ -3,7 +3,7 @@
 # 512-thread blocks that fit beside the score kernel's, the k-th key resolved by the last block to finish, instead
 # of a cluster of 8 whole SMs. Predicted at batch 1 / 32K: the top-k ends ~5-6 us after the score kernel instead of
 # ~13 (S22b, H200): -5 to -7 us per layer, -0.4 to -0.55 ms per step. Tests first (stop on failure); the indexer
-# bench (score + top-k pairs, the flat form beside the cluster form); A/B at batch 1 (6 processes) and batch 8 (4); one
+# bench (score + top-k pairs, the flat form beside the cluster form); A/B at batch 1 (4 processes) and batch 8 (2); one
 # traced batch-1 step of each form, layer 40's timeline (tools/layer_timeline.py).
 # Usage: (cd build-lead && make glm5prof kernels_gpu_topk_paths); tools/device_pack.sh build-lead glm5prof
 #        kernels_gpu_topk_paths; run `bash THIS` with carry [".device"], timeout 600
@@ -23,7 +23,7 @@ for r in json.load(open('$W/indexer.json')):
         print(r['kernel'], 'B', r['batch'], 'ctx', r['context'], round(r['median_us'], 2), 'us;', r.get('check', '').split('; ', 1)[-1][:70])
 " 2>&1 | head -40
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
-device_round_ab "$OPS" "A B B A A B" "--topk-flat on" "--topk-flat off"
+device_round_ab "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
 for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; sed -n '/^Layer timeline/,/^$/p' $W/$r/report.md | head -48; done
 device_round_ab_at 8 32768 "$OPS" "A B" "--topk-flat on" "--topk-flat off"
 for t in on off; do
