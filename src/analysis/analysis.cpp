@@ -120,21 +120,22 @@ std::vector<int64_t> overlapped_durations_ns(const std::vector<const Activity*>&
 std::string op_label(const std::string& op) { return op.empty() ? "(unattributed)" : op; }
 
 LayerTimeline layer_timeline(const std::vector<const Activity*>& work) {
-  // (step, layer) -> its kernels in start order
-  std::map<std::pair<int, int>, std::vector<const Activity*>> by_layer;
+  // (device, step, layer) -> its kernels in start order (a --tp profile holds every rank's kernels in one timeline)
+  std::map<std::tuple<int64_t, int, int>, std::vector<const Activity*>> by_layer;
   for (const Activity* a : work)
-    if (a->kind == ActivityKind::kernel && a->layer >= 0) by_layer[{a->step, a->layer}].push_back(a);
+    if (a->kind == ActivityKind::kernel && a->layer >= 0) by_layer[{a->device, a->step, a->layer}].push_back(a);
   LayerTimeline out;
   out.layers_total = int(by_layer.size());
   std::map<std::vector<std::string>, std::vector<const std::vector<const Activity*>*>> by_sequence;
   for (auto& [key, ks] : by_layer) {
     std::stable_sort(ks.begin(), ks.end(), [](const Activity* a, const Activity* b) { return a->start_ns < b->start_ns; });
-    std::vector<std::string> seq;
-    for (const Activity* a : ks) seq.push_back(a->op);
-    by_sequence[seq].push_back(&ks);
+    std::vector<std::string> seq;  // op and stream (main / side): a side kernel racing a main one is another order
+    for (const Activity* a : ks) seq.push_back(a->side_stream ? a->op + " (side)" : a->op);
+    by_sequence[std::move(seq)].push_back(&ks);
   }
   const std::vector<const std::vector<const Activity*>*>* best = nullptr;
-  for (const auto& [seq, samples] : by_sequence)  // the most common; a tie goes to the longer sequence
+  // The most common; a tie goes to the longer sequence, then to the first in the map's (lexicographic) order.
+  for (const auto& [seq, samples] : by_sequence)
     if (!best || samples.size() > best->size() || (samples.size() == best->size() && seq.size() > best->front()->size()))
       best = &samples;
   if (!best || best->size() < 2) return out;

@@ -81,15 +81,17 @@ struct LayerTimelineRow {
   double end_us = 0;      // median end, from the same origin [us]
 };
 
-// Where a layer's time goes kernel by kernel: the most common per-layer sequence of kernel ops in the measured steps
-// (the MoE layers of GLM-5 / DeepSeek-V3), each kernel's median start and end from the layer's first kernel. With
-// programmatic dependent launch a kernel may start before its predecessor ends (it waits inside); a gap between
-// one kernel's end and the next one's start is time that no kernel of the chain was running. Empty when fewer than
-// two layers share a sequence, or the device work has no layer attribution.
+// Where a layer's time goes kernel by kernel: the most common per-layer sequence of kernel ops (and streams, main or
+// side) over the (device, step, layer) samples of the measured steps (the MoE layers of GLM-5 / DeepSeek-V3), each
+// kernel's median start and end from the sample's first kernel start. With programmatic dependent launch a kernel
+// may start before its predecessor ends (it waits inside), the layer's first kernel included: its wait for the
+// previous layer then counts in every time of the row. The report's gap column (from these medians) is the time
+// since the latest end of an earlier kernel of the layer. Empty when fewer than two samples share a sequence, or
+// the device work has no layer attribution.
 struct LayerTimeline {
-  int layers = 0;          // (step, layer) samples with this sequence
-  int layers_total = 0;    // (step, layer) samples with any kernel
-  int example_layer = -1;  // the lowest layer with this sequence
+  int layers = 0;          // (device, step, layer) samples with this sequence
+  int layers_total = 0;    // (device, step, layer) samples with any kernel
+  int example_layer = -1;  // the lowest layer index with this sequence
   double span_us = 0;      // median first start .. last end
   std::vector<LayerTimelineRow> rows;  // in start order
 };
@@ -122,7 +124,7 @@ struct Analysis {
   LayerTimeline layer_timeline;  // the typical layer, kernel by kernel
 };
 
-// The LayerTimeline of `work` (device work of the measured steps; `side` per element: Activity::side_stream).
+// The LayerTimeline of `work` (device work of the measured steps; kernels only are read).
 LayerTimeline layer_timeline(const std::vector<const Activity*>& work);
 
 // Canonical op order for tables: the order in which a decoder layer runs them.

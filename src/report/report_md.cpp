@@ -138,17 +138,18 @@ void layer_timeline_table(std::ostringstream& o, const Analysis& a) {
   const LayerTimeline& t = a.layer_timeline;
   if (t.rows.empty()) return;
   o << "\nLayer timeline: " << t.rows.size() << " kernels per layer, " << f1(t.span_us) << " us from the first start to "
-    << "the last end; medians over the " << t.layers << " of " << t.layers_total << " measured layers that ran this "
-    << "kernel sequence (the first: layer " << t.example_layer << "). Times in us from the layer's first kernel; a "
-    << "kernel launched early (programmatic dependent launch) starts before its predecessor ends and waits inside. "
-    << "gap: time since the latest end of an earlier kernel of the layer in which none of them ran.\n\n"
+    << "the last end; medians over the " << t.layers << " of " << t.layers_total << " layer samples (layers x steps"
+    << " x devices) that ran this kernel sequence (the lowest: layer " << t.example_layer << "). Times in us from the "
+    << "layer's first kernel start; a kernel launched early (programmatic dependent launch) starts before its "
+    << "predecessor ends and waits inside. gap (from the medians): time since the latest end of an earlier kernel of "
+    << "the layer in which none of them ran.\n\n"
     << "| # | op | stream | start | end | duration | gap |\n|---:|---|---|---:|---:|---:|---:|\n";
   double latest = 0;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const LayerTimelineRow& r = t.rows[i];
     const double gap = i == 0 ? 0.0 : std::max(0.0, r.start_us - latest);
     o << "| " << i + 1 << " | " << code_span(r.op) << " | " << (r.side ? "side" : "main") << " | " << f1(r.start_us)
-      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap > 0 ? f1(gap) : "") << " |\n";
+      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap >= 0.05 ? f1(gap) : "") << " |\n";
     latest = std::max(latest, r.end_us);
   }
 }

@@ -430,6 +430,38 @@ TEST(Analysis, LayerTimelineIsTheMedianOfTheCommonSequence) {
   EXPECT_NE(md.find("Layer timeline: 4 kernels per layer, 57.0 us"), std::string::npos) << md;
   EXPECT_NE(md.find("| 3 | `attn.mla` | main | 22.0 | 27.0 | 5.0 | 2.0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 4 | `moe.experts` | main | 27.0 | 57.0 | 30.0 |  |"), std::string::npos) << md;
+  const nlohmann::json j = report_to_json(in);
+  const nlohmann::json& jt = j["runs"][0]["layer_timeline"];
+  EXPECT_EQ(jt["layers"], 6);
+  EXPECT_EQ(jt["kernels"].size(), 4u);
+  EXPECT_EQ(jt["kernels"][2]["op"], "attn.mla");
+  EXPECT_DOUBLE_EQ(jt["kernels"][2]["start_us"].get<double>(), 22.0);
+  EXPECT_DOUBLE_EQ(jt["span_us"].get<double>(), 57.0);
+}
+
+// A --tp profile's timeline holds every rank's kernels: layers group per device, so two devices' copies of a layer
+// (started a little apart) are two samples of the same sequence, not one interleaved one.
+TEST(Analysis, LayerTimelineGroupsPerDevice) {
+  Timeline t;
+  t.source = "cupti";
+  for (int dev = 0; dev < 2; ++dev) {
+    int64_t clock = 1'000'000 + dev * 3'000;  // rank 1 starts 3 us later: interleaved with rank 0 in time
+    uint64_t id = 1 + 100 * uint64_t(dev);
+    for (int layer = 0; layer < 2; ++layer) {
+      test::add_op(t, &clock, id++, 0, layer, "attn.q_a_proj", 1, 10'000, 1e6);
+      test::add_op(t, &clock, id++, 0, layer, "attn.mla", 1, 5'000, 1e6);
+    }
+  }
+  for (Activity& a : t.activities)
+    if (a.kind == ActivityKind::kernel && a.external_id > 100) a.device = 1;
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  const LayerTimeline lt = analyze(t, Peaks{4000, 900}).layer_timeline;
+  EXPECT_EQ(lt.layers_total, 4);
+  EXPECT_EQ(lt.layers, 4);
+  ASSERT_EQ(lt.rows.size(), 2u);
+  EXPECT_NEAR(lt.rows[1].start_us, 10.0, 1e-9);
+  EXPECT_NEAR(lt.span_us, 15.0, 1e-9);
 }
 
 // Fewer than two layers with one sequence: no timeline (and no section).
