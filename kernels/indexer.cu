@@ -669,6 +669,39 @@ __device__ __forceinline__ unsigned block_sum(unsigned v, unsigned* warp_sums) {
   return total;
 }
 
+// Block-wide, one step of the ordered compaction: writes the winners among the keys of positions first + q
+// (q < kTopkPerThread, consecutive per thread, sharing the page page_id) of every thread in position order from
+// output slot `written`: keys above kth, and keys equal to it while their rank among this step's equal keys is below
+// eq_left (slot -1 for an unmapped page; no slot at or past k). Returns the step's counts, packed: above kth in the low
+// 16 bits, equal in the high (each <= 8192). `warp_sums` is [T / 32] scratch (block_exclusive_sum).
+template <int T>
+__device__ __forceinline__ unsigned write_winners(const uint32_t (&key)[kTopkPerThread], const bool (&valid)[kTopkPerThread],
+                                                  uint32_t kth, unsigned written, unsigned eq_left, int first,
+                                                  int32_t page_id, int32_t* out, int k, unsigned* warp_sums) {
+  unsigned gt = 0, eq = 0;
+#pragma unroll
+  for (int j = 0; j < kTopkPerThread; ++j) {
+    gt += valid[j] && key[j] > kth;
+    eq += valid[j] && key[j] == kth;
+  }
+  unsigned totals = 0;
+  const unsigned before = block_exclusive_sum<T>(gt | (eq << 16), warp_sums, &totals);
+  const unsigned gt_before = before & 0xffffu, eq_before = before >> 16;
+  unsigned pos = written + gt_before + min(eq_before, eq_left);
+  unsigned eq_rank = eq_before;
+#pragma unroll
+  for (int j = 0; j < kTopkPerThread; ++j) {
+    bool take = false;
+    if (valid[j] && key[j] > kth) take = true;
+    if (valid[j] && key[j] == kth) take = eq_rank++ < eq_left;
+    if (take) {
+      if (pos < unsigned(k)) out[pos] = page_id < 0 ? -1 : page_id * kPageSize + (first + j) % kPageSize;
+      ++pos;
+    }
+  }
+  return totals;
+}
+
 // One cluster of C blocks per request (C = cluster size, 1..8; block rank r owns the positions
 // [r*chunk, (r+1)*chunk), chunk a multiple of 8). Radix select of the k-th largest order key with
 // digits of 11, 11 and 10 bits: each pass, every block histograms its own keys in shared memory,
@@ -1076,29 +1109,10 @@ __global__ void __cluster_dims__(C_, 1, 1) __launch_bounds__(kTopkThreads) topk_
     const int32_t page_id = base == begin ? first_page
                             : first < end   ? p.block_table[int64_t(b) * p.max_pages + first / kPageSize]
                                             : -1;
-    unsigned gt = 0, eq = 0;
-#pragma unroll
-    for (int j = 0; j < kTopkPerThread; ++j) {
-      gt += valid[j] && key[j] > kth;
-      eq += valid[j] && key[j] == kth;
-    }
-    unsigned totals = 0;  // packed: greater in the low 16 bits, equal in the high (each <= 8192)
-    const unsigned before = block_exclusive_sum(gt | (eq << 16), warp_sums, &totals);
-    const unsigned gt_before = before & 0xffffu, eq_before = before >> 16;
     // Equal keys are taken in position order while eq_seen + (their rank) < remaining.
     const unsigned eq_left = remaining > eq_seen ? remaining - eq_seen : 0u;
-    unsigned pos = written + gt_before + min(eq_before, eq_left);
-    unsigned eq_rank = eq_before;
-#pragma unroll
-    for (int j = 0; j < kTopkPerThread; ++j) {
-      bool take = false;
-      if (valid[j] && key[j] > kth) take = true;
-      if (valid[j] && key[j] == kth) take = eq_rank++ < eq_left;
-      if (take) {
-        if (pos < unsigned(p.k)) out[pos] = page_id < 0 ? -1 : page_id * kPageSize + (first + j) % kPageSize;
-        ++pos;
-      }
-    }
+    const unsigned totals =
+        write_winners<kTopkThreads>(key, valid, kth, written, eq_left, first, page_id, out, p.k, warp_sums);
     const unsigned gt_total = totals & 0xffffu, eq_total = totals >> 16;
     written += gt_total + min(eq_total, eq_left);
     eq_seen += eq_total;
@@ -1156,12 +1170,28 @@ static_assert(kTopkBins == 4 * kFlatThreads, "four histogram bins per thread");
 // request change between launches), then per request blocks x kFlatChunk (key, position) candidate slots.
 __host__ __device__ constexpr int64_t flat_candidate_words(int blocks) { return int64_t(blocks) * kFlatChunk * 2; }
 
+// Step 2's walk over the candidates (cand[j * kFlatChunk ..][0 .. eq[j]) of the G blocks), warp-uniform so f may
+// use warp collectives: f(j, ok, key) for every lane of every warp step, ok false (key 0) on the lanes past block j's
+// count. The keys are read through L2 (other blocks wrote them).
+template <typename F>
+__device__ __forceinline__ void for_each_candidate(const uint2* cand, const unsigned* eq, int G, F&& f) {
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  for (int j = 0; j < G; ++j) {
+    const unsigned cnt = eq[j];
+    for (unsigned base = warp * 32; base < cnt; base += kFlatThreads) {
+      const unsigned i = base + lane;
+      const bool ok = i < cnt;
+      f(j, ok, ok ? __ldcg(&cand[int64_t(j) * kFlatChunk + i].x) : 0u);
+    }
+  }
+}
+
 // Step 2 (one block): the k-th largest order key among the candidates (cand[j * kFlatChunk ..][0 .. eq[j]) of the
 // G blocks), of which `need` lie at or below it, the candidates sharing the top `fixed_bits` bits `prefix`.
 // Returns the key; *need_eq becomes how many keys equal to it are taken. hist: [kTopkBins] shared scratch.
 __device__ uint32_t flat_resolve(const uint2* cand, const unsigned* eq, int G, uint32_t prefix, int fixed_bits,
                                  unsigned need, unsigned* hist, unsigned* warp_sums, unsigned* sel, unsigned* need_eq) {
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int tid = threadIdx.x;
   for (int shift = 32 - fixed_bits; shift > 0;) {
     const int bits = shift == 10 ? 10 : 11;
     shift -= bits;
@@ -1169,18 +1199,10 @@ __device__ uint32_t flat_resolve(const uint2* cand, const unsigned* eq, int G, u
     if (tid == 0) sel[0] = sel[1] = 0;
     __syncthreads();
     const int above_bits = shift + bits;  // the digit's upper neighbours must equal prefix (none when 32)
-    for (int j = 0; j < G; ++j) {
-      const unsigned cnt = eq[j];
-      for (unsigned base = unsigned(warp) * 32; base < cnt; base += kFlatThreads) {  // warp-uniform: hist_add
-        const unsigned i = base + lane;
-        unsigned digit = kNoDigit;
-        if (i < cnt) {
-          const uint32_t key = __ldcg(&cand[int64_t(j) * kFlatChunk + i].x);  // other blocks wrote them
-          if (above_bits == 32 || (key >> above_bits) == prefix) digit = (key >> shift) & ((1u << bits) - 1u);
-        }
-        hist_add(hist, digit);
-      }
-    }
+    for_each_candidate(cand, eq, G, [&](int, bool ok, uint32_t key) {
+      const bool match = ok && (above_bits == 32 || (key >> above_bits) == prefix);
+      hist_add(hist, match ? (key >> shift) & ((1u << bits) - 1u) : kNoDigit);
+    });
     __syncthreads();
     select_digit<kFlatThreads>(hist, 1 << bits, need, warp_sums, sel);
     prefix = (above_bits == 32 ? 0u : prefix << bits) | sel[0];
@@ -1199,7 +1221,7 @@ __global__ void __launch_bounds__(kFlatThreads) topk_flat_kernel(TopkParams p, i
   // [1] the k-th key, [2] this block's output offset, [3] first "this block is the last", then its equal keys taken.
   __shared__ unsigned verdict[4];
   __shared__ unsigned blk_gt[kFlatMaxBlocks], blk_eq[kFlatMaxBlocks], blk_cg[kFlatMaxBlocks], blk_ce[kFlatMaxBlocks];
-  const int b = blockIdx.y, j = blockIdx.x, G = gridDim.x, tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int b = blockIdx.y, j = blockIdx.x, G = gridDim.x, tid = threadIdx.x, lane = tid % 32;
   const int n = min(max(p.seq_lens[b], 0), limit);
   const float* s = p.scores + int64_t(b) * p.score_stride;
   int32_t* out = p.out_slots + int64_t(b) * p.k;
@@ -1280,19 +1302,14 @@ __global__ void __launch_bounds__(kFlatThreads) topk_flat_kernel(TopkParams p, i
     const uint32_t kth = flat_resolve(cand, blk_eq, G, hist_ok ? d0 : 0u, hist_ok ? 11 : 0,
                                       hist_ok ? unsigned(p.k) - above : unsigned(p.k), hist, warp_sums, sel, &need_eq);
     // Each block's candidates above and equal to the k-th key (one shared atomic per warp and block).
-    for (int jj = 0; jj < G; ++jj) {
-      const unsigned cnt = blk_eq[jj];
-      for (unsigned base = unsigned(warp) * 32; base < cnt; base += kFlatThreads) {
-        const unsigned i = base + lane;
-        const uint32_t k2 = i < cnt ? __ldcg(&cand[int64_t(jj) * kFlatChunk + i].x) : 0u;
-        const unsigned g = __popc(__ballot_sync(0xffffffffu, i < cnt && k2 > kth));
-        const unsigned e = __popc(__ballot_sync(0xffffffffu, i < cnt && k2 == kth));
-        if (lane == 0) {
-          if (g) atomicAdd(&blk_cg[jj], g);
-          if (e) atomicAdd(&blk_ce[jj], e);
-        }
+    for_each_candidate(cand, blk_eq, G, [&](int jj, bool ok, uint32_t k2) {
+      const unsigned g = __popc(__ballot_sync(0xffffffffu, ok && k2 > kth));
+      const unsigned e = __popc(__ballot_sync(0xffffffffu, ok && k2 == kth));
+      if (lane == 0) {
+        if (g) atomicAdd(&blk_cg[jj], g);
+        if (e) atomicAdd(&blk_ce[jj], e);
       }
-    }
+    });
     __syncthreads();
     if (tid == 0) {  // offsets and equal keys taken, in block (= position) order
       unsigned off = 0, eq_before = 0;
@@ -1318,25 +1335,7 @@ __global__ void __launch_bounds__(kFlatThreads) topk_flat_kernel(TopkParams p, i
   }
   __syncthreads();
   // Step 3: this block's winners in position order: keys above the k-th, and its first `take` equal ones.
-  const uint32_t kth = verdict[1];
-  const unsigned off = verdict[2], take = verdict[3];
-  gt = eq = 0;
-#pragma unroll
-  for (int q = 0; q < kTopkPerThread; ++q) {
-    gt += valid[q] && key[q] > kth;
-    eq += valid[q] && key[q] == kth;
-  }
-  const unsigned before2 = block_exclusive_sum<kFlatThreads>(gt | (eq << 16), warp_sums, &totals);
-  unsigned eq_rank = before2 >> 16;
-  unsigned pos = off + (before2 & 0xffffu) + min(eq_rank, take);
-#pragma unroll
-  for (int q = 0; q < kTopkPerThread; ++q) {
-    const bool win = valid[q] && (key[q] > kth || (key[q] == kth && eq_rank++ < take));
-    if (win) {
-      if (pos < unsigned(p.k)) out[pos] = page_id < 0 ? -1 : page_id * kPageSize + (first + q) % kPageSize;
-      ++pos;
-    }
-  }
+  write_winners<kFlatThreads>(key, valid, verdict[1], verdict[2], verdict[3], first, page_id, out, p.k, warp_sums);
   clear_top_hist();
 }
 
@@ -1437,8 +1436,7 @@ void topk_cuda(const TopkParams& p, cudaStream_t stream) {
   if (p.flat_workspace && p.top_hist && (reinterpret_cast<uintptr_t>(p.top_hist) & 15u) == 0 &&
       (reinterpret_cast<uintptr_t>(p.flat_workspace) & 7u) == 0) {
     if (topk_flat_fits_here(p.B, limit)) {
-      const int G = (limit + kFlatChunk - 1) / kFlatChunk;
-      launch_kernel(topk_flat_kernel, dim3(G, p.B), kFlatThreads, 0, stream, p, limit);
+      launch_kernel(topk_flat_kernel, dim3(topk_flat_blocks(limit), p.B), kFlatThreads, 0, stream, p, limit);
       CUDA_CHECK_LAUNCH();
       return;
     }

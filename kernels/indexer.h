@@ -112,6 +112,8 @@ int topk_cluster_blocks(int B, int limit, int sms);
 constexpr int kTopkFlatChunk = 4096;
 constexpr int kTopkFlatMaxBlocks = 64;
 constexpr int kTopkFlatHeaderWords = 512;
+// Blocks per request of the flat form for `limit` positions: ceil(limit / kTopkFlatChunk), at least 1.
+int topk_flat_blocks(int limit);
 // Bytes of TopkParams::flat_workspace for B requests of `limit` positions (min(score_stride, max_pages * 64)):
 // per request 2 KiB of counters (all requests' first, at fixed offsets) and an 8-byte (key, position) slot per position
 // rounded up to 4096. The flat form runs only with top_hist 16-byte and the workspace 8-byte aligned.

@@ -99,16 +99,14 @@ void validate_topk_params(const TopkParams& p) {
   }
 }
 
-namespace {
-int flat_blocks(int limit) { return (std::max(limit, 1) + kTopkFlatChunk - 1) / kTopkFlatChunk; }
-}  // namespace
+int topk_flat_blocks(int limit) { return (std::max(limit, 1) + kTopkFlatChunk - 1) / kTopkFlatChunk; }
 
 size_t topk_flat_workspace_bytes(int B, int limit) {
-  return size_t(std::max(B, 0)) * (size_t(kTopkFlatHeaderWords) * 4 + size_t(flat_blocks(limit)) * kTopkFlatChunk * 8);
+  return size_t(std::max(B, 0)) * (size_t(kTopkFlatHeaderWords) * 4 + size_t(topk_flat_blocks(limit)) * kTopkFlatChunk * 8);
 }
 
 bool topk_flat_fits(int B, int limit, int64_t resident) {
-  const int G = flat_blocks(limit);
+  const int G = topk_flat_blocks(limit);
   return G <= kTopkFlatMaxBlocks && int64_t(B) * G * 2 <= resident;
 }
 
