@@ -48,8 +48,7 @@ struct RunOut {
 RunOut run(const ModelConfig& cfg, const Weights& w, KvPath path, bool graph, bool recapture, int steps,
            bool overlap = true, int B = 4, bool moe_down_early = true, bool moe_fused = false,
            bool moe_combine_norm = false, bool gemv_fold = true, bool moe_shared_late = true,
-           bool moe_gate_fused = false, const std::function<void(EngineOptions&)>& tweak = {}) {
-  const int context = 3000;
+           bool moe_gate_fused = false, const std::function<void(EngineOptions&)>& tweak = {}, int context = 3000) {
   EngineOptions eo;
   eo.backend = Backend::Cuda;
   eo.kv_path = path;
@@ -292,6 +291,40 @@ TEST(GraphGpu, AbsorbAfterScoreIsBitwiseAndAfterTheScore) {
     }
     EXPECT_GT(checked, 0) << (graph ? "graph" : "eager");
     std::printf("%s: %d absorptions after their layer's score\n", graph ? "graph" : "eager", checked);
+  }
+}
+
+// EngineOptions::topk_flat: the DSA indexer's top-k as a grid of 512-thread blocks (ceil(positions / 4096) per request,
+// the k-th key resolved by the last block) instead of a cluster. It selects the same slots as the cluster form, so
+// the logits are bitwise the cluster form's, eagerly and from the graph (whose replays must re-arm the flat form's
+// ticket and generation words); the timeline shows the flat kernel under attn.indexer.topk. Context 9000: three
+// blocks per request, B 1 and 4.
+TEST(GraphGpu, TopkFlatIsBitwiseTheClusterForm) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  arrange_nvtx_injection();
+  const ModelConfig cfg = small_glm5();
+  const Weights w = small_weights(cfg);
+  auto flat = [](EngineOptions& eo) { eo.topk_flat = true; };
+  auto cluster = [](EngineOptions& eo) { eo.topk_flat = false; };
+  for (int B : {1, 4}) {
+    const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, true, B, true, false, false, true, true, false,
+                            cluster, 9000);
+    for (bool graph : {false, true}) {
+      const char* what = graph ? "graph" : "eager";
+      const RunOut r = run(cfg, w, KvPath::Fp8, graph, true, 3, true, B, true, false, false, true, true, false, flat,
+                           9000);
+      ASSERT_EQ(base.logits.size(), r.logits.size());
+      for (size_t s = 0; s < r.logits.size(); ++s)
+        EXPECT_EQ(std::memcmp(base.logits[s].data(), r.logits[s].data(), r.logits[s].size() * 4), 0)
+            << what << " B " << B << " step " << s << ": logits differ with the flat top-k";
+      int flat_kernels = 0, other = 0;
+      for (const Activity& a : r.timeline.activities)
+        if (a.kind == ActivityKind::kernel && a.step >= 0 && a.op == "attn.indexer.topk")
+          ++(a.name.find("topk_flat") != std::string::npos ? flat_kernels : other);
+      std::printf("%s B %d: %d flat top-k kernels, %d others under attn.indexer.topk\n", what, B, flat_kernels, other);
+      EXPECT_GT(flat_kernels, 0) << what << " B " << B;
+      EXPECT_EQ(other, 0) << what << " B " << B;
+    }
   }
 }
 

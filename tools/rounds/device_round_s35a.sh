@@ -6,8 +6,8 @@
 # bench (score + top-k pairs, the flat form beside the cluster form); A/B at batch 1 (4 processes, each
 # report's layer timeline printed for one of each form), the quick indexer bench, batch 8 (2 processes); in order of
 # value, since the call may be cut short by the session's device time.
-# Usage: (cd build-lead && make glm5prof kernels_gpu_topk_paths); tools/device_pack.sh build-lead glm5prof
-#        kernels_gpu_topk_paths; run `bash THIS` with carry [".device"], timeout 600
+# Usage: (cd build-lead && make glm5prof kernels_gpu_topk_paths engine_gpu_graph); tools/device_pack.sh build-lead glm5prof
+#        kernels_gpu_topk_paths engine_gpu_graph; run `bash THIS` with carry [".device"], timeout 600
 set -u
 . tools/device_round_lib.sh
 device_round_begin s35a
@@ -15,6 +15,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
 mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
 if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
 device_round_test kernels_gpu_topk_paths 200 || { echo "top-k tests failed: no timing"; device_round_pack; exit 0; }
+device_round_test engine_gpu_graph 150 --gtest_filter='*TopkFlat*' || { echo "flat engine test failed: no timing"; device_round_pack; exit 0; }
+grep -E "flat top-k kernels" $W/engine_gpu_graph.log
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
 device_round_ab "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
 for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; sed -n '/^Layer timeline/,/^$/p' $W/$r/report.md | head -48; done
