@@ -4,6 +4,7 @@
 // then the top-k positions by score (all positions when seq_len <= k).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -134,6 +135,11 @@ bool topk_score_hist_pays(int B, int limit, int sms);
 // The same on the current CUDA device (its SM count). Throws glm5::Error when the device query fails.
 bool topk_score_hist_pays_here(int B, int limit);
 void topk_cpu(const TopkParams& p);
+// The first-digit histogram [B, kTopkHistCopies, kTopkHistBins] as the GPU score kernel leaves it, with every copy
+// used: position i of request b (i < seq_lens[b], scores [B, score_stride] fp32) counted in copy i % kTopkHistCopies,
+// bin topk_hist_bin(score). For tests and the bench's checks of TopkParams::top_hist (the top-k must sum the copies;
+// indexer_score_cpu counts in copy 0 only).
+std::vector<uint32_t> topk_hist_spread_cpu(const float* scores, int B, int score_stride, const int32_t* seq_lens);
 void topk_cuda(const TopkParams& p, cudaStream_t stream);
 
 // The total order topk uses: an unsigned key that sorts like the float (-0 mapped to +0).

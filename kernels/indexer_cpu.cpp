@@ -154,4 +154,13 @@ void topk_cpu(const TopkParams& p) {
   if (p.top_hist) std::fill(p.top_hist, p.top_hist + int64_t(p.B) * kTopkHistCopies * kTopkHistBins, 0u);  // consumed (GPU: the same)
 }
 
+std::vector<uint32_t> topk_hist_spread_cpu(const float* scores, int B, int score_stride, const int32_t* seq_lens) {
+  const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
+  std::vector<uint32_t> hist(size_t(B) * row, 0u);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < seq_lens[b]; ++i)
+      ++hist[b * row + size_t(i % kTopkHistCopies) * kTopkHistBins + topk_hist_bin(scores[size_t(b) * score_stride + i])];
+  return hist;
+}
+
 }  // namespace glm5

@@ -587,11 +587,7 @@ std::string check_indexer(cudaStream_t stream) {
     expect_twin("cluster");
     if (!topk_flat_fits_here(TB, stride)) continue;  // (topk_cuda would run the cluster form again)
     // The flat form (TopkParams::flat_workspace), given the first-digit histogram as the score kernel leaves it.
-    const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
-    std::vector<uint32_t> th(size_t(TB) * row, 0u);
-    for (int b = 0; b < TB; ++b)
-      for (int i = 0; i < tseq[b]; ++i) ++th[b * row + size_t(i % kTopkHistCopies) * kTopkHistBins + topk_hist_bin(s[size_t(b) * stride + i])];
-    Buffer dth = to_device(th, "check topk histogram"),
+    Buffer dth = to_device(topk_hist_spread_cpu(s.data(), TB, stride, tseq.data()), "check topk histogram"),
            dws(Where::Device, topk_flat_workspace_bytes(TB, stride), "check topk flat workspace");
     CUDA_CHECK(cudaMemset(dws.data(), 0, dws.bytes()));
     tp.top_hist = dth.as<unsigned>();

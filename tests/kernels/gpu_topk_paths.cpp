@@ -38,11 +38,7 @@ void expect_gpu_topk(const TopkParams& d, const Buffer& dout, const std::vector<
 // score_stride must be max_pages * 64.
 void expect_gpu_topk_with_hist(TopkParams d, const Buffer& dout, const std::vector<int32_t>& want,
                                const std::vector<float>& scores, const std::vector<int32_t>& seq) {
-  const size_t row = size_t(kTopkHistCopies) * kTopkHistBins;
-  std::vector<uint32_t> hist(size_t(d.B) * row, 0u);
-  for (int b = 0; b < d.B; ++b)
-    for (int i = 0; i < seq[b]; ++i)
-      ++hist[b * row + size_t(i % kTopkHistCopies) * kTopkHistBins + topk_hist_bin(scores[size_t(b) * d.score_stride + i])];
+  const std::vector<uint32_t> hist = topk_hist_spread_cpu(scores.data(), d.B, d.score_stride, seq.data());
   Buffer dh = to_device(hist, "top_hist");
   d.top_hist = dh.as<unsigned>();
   expect_gpu_topk(d, dout, want);
