@@ -156,12 +156,15 @@ LayerTimeline layer_timeline(const std::vector<const Activity*>& work) {
     if (out.example_layer < 0 || layer < out.example_layer) out.example_layer = layer;
   }
   out.span_us = median(spans);
+  double latest = 0;
   for (size_t i = 0; i < n; ++i) {
     LayerTimelineRow r;
     r.op = (*best->front())[i]->op;
     r.side = (*best->front())[i]->side_stream;
     r.start_us = median(starts[i]);
     r.end_us = median(ends[i]);
+    r.adds_us = std::max(0.0, r.end_us - latest);
+    latest = std::max(latest, r.end_us);
     out.rows.push_back(r);
   }
   return out;

@@ -79,6 +79,11 @@ struct LayerTimelineRow {
   bool side = false;      // on the engine's side stream (Activity::side_stream)
   double start_us = 0;    // median start, from the layer's first kernel start [us]
   double end_us = 0;      // median end, from the same origin [us]
+  // What this kernel adds to the layer's span [us]: max(0, end_us - the latest end_us of the rows before it), the
+  // first row its end_us. Under programmatic dependent launch a kernel's start is its admission, not when its work
+  // could begin, so its duration includes its wait for the predecessor; this column does not. The rows' adds sum to
+  // the latest end_us (the span of the medians).
+  double adds_us = 0;
 };
 
 // Where a layer's time goes kernel by kernel: the most common per-layer sequence of kernel ops (and streams, main or

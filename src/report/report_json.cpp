@@ -32,7 +32,8 @@ json to_json(const Analysis& a) {
                         {"est_saving_us", h.est_saving_us}, {"recommendation", h.recommendation}});
   json timeline_rows = json::array();
   for (const LayerTimelineRow& r : a.layer_timeline.rows)
-    timeline_rows.push_back({{"op", r.op}, {"side", r.side}, {"start_us", r.start_us}, {"end_us", r.end_us}});
+    timeline_rows.push_back({{"op", r.op}, {"side", r.side}, {"start_us", r.start_us}, {"end_us", r.end_us},
+                             {"adds_us", r.adds_us}});
   const json timeline = {{"layers", a.layer_timeline.layers},
                          {"layers_total", a.layer_timeline.layers_total},
                          {"example_layer", a.layer_timeline.example_layer},

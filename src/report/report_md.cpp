@@ -142,14 +142,17 @@ void layer_timeline_table(std::ostringstream& o, const Analysis& a) {
     << " x devices) that ran this kernel sequence (the lowest: layer " << t.example_layer << "). Times in us from the "
     << "layer's first kernel start; a kernel launched early (programmatic dependent launch) starts before its "
     << "predecessor ends and waits inside. gap (from the medians): time since the latest end of an earlier kernel of "
-    << "the layer in which none of them ran.\n\n"
-    << "| # | op | stream | start | end | duration | gap |\n|---:|---|---|---:|---:|---:|---:|\n";
+    << "the layer in which none of them ran. adds: how much later the layer's latest end is after this kernel "
+    << "(its end less the latest earlier end; not counting a wait inside it for an earlier kernel); the adds sum to "
+    << "the layer's span.\n\n"
+    << "| # | op | stream | start | end | duration | gap | adds |\n|---:|---|---|---:|---:|---:|---:|---:|\n";
   double latest = 0;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const LayerTimelineRow& r = t.rows[i];
     const double gap = i == 0 ? 0.0 : std::max(0.0, r.start_us - latest);
     o << "| " << i + 1 << " | " << code_span(r.op) << " | " << (r.side ? "side" : "main") << " | " << f1(r.start_us)
-      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap >= 0.05 ? f1(gap) : "") << " |\n";
+      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap >= 0.05 ? f1(gap) : "") << " | "
+      << (r.adds_us >= 0.05 ? f1(r.adds_us) : "") << " |\n";
     latest = std::max(latest, r.end_us);
   }
 }

@@ -428,14 +428,15 @@ TEST(Analysis, LayerTimelineIsTheMedianOfTheCommonSequence) {
   in.runs.push_back({"fp8", {{"kv_path", "fp8"}}, a});
   const std::string md = report_to_markdown(in);
   EXPECT_NE(md.find("Layer timeline: 4 kernels per layer, 57.0 us"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 3 | `attn.mla` | main | 22.0 | 27.0 | 5.0 | 2.0 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 4 | `moe.experts` | main | 27.0 | 57.0 | 30.0 |  |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 3 | `attn.mla` | main | 22.0 | 27.0 | 5.0 | 2.0 | 7.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 4 | `moe.experts` | main | 27.0 | 57.0 | 30.0 |  | 30.0 |"), std::string::npos) << md;
   const nlohmann::json j = report_to_json(in);
   const nlohmann::json& jt = j["runs"][0]["layer_timeline"];
   EXPECT_EQ(jt["layers"], 6);
   EXPECT_EQ(jt["kernels"].size(), 4u);
   EXPECT_EQ(jt["kernels"][2]["op"], "attn.mla");
   EXPECT_DOUBLE_EQ(jt["kernels"][2]["start_us"].get<double>(), 22.0);
+  EXPECT_DOUBLE_EQ(jt["kernels"][2]["adds_us"].get<double>(), 7.0);
   EXPECT_DOUBLE_EQ(jt["span_us"].get<double>(), 57.0);
 }
 
@@ -465,6 +466,50 @@ TEST(Analysis, LayerTimelineGroupsPerDevice) {
 }
 
 // Fewer than two layers with one sequence: no timeline (and no section).
+// Programmatic dependent launch: a kernel admitted before its predecessor ends starts early and waits inside, so its
+// duration overstates its cost; the adds column is each kernel's end past the latest earlier end, which sums to the
+// span. Per layer: attn.q_a_proj 0-10, attn.o_proj admitted at 6 and ending at 18 (adds 8), a side-stream kernel
+// 8-10 that ends before (adds 0), then moe.experts admitted at 15, ending at 40 (adds 22).
+TEST(Analysis, LayerTimelineAddsIgnoreTheWaitOfAnEarlyAdmission) {
+  Timeline t;
+  t.source = "cupti";
+  int64_t clock = 1'000'000;
+  uint64_t id = 1;
+  for (int s = 0; s < 2; ++s)
+    for (int layer = 0; layer < 2; ++layer) {
+      const int64_t t0 = clock;
+      test::add_op(t, &clock, id++, s, layer, "attn.q_a_proj", 1, 10'000, 1e6);
+      clock = t0 + 6'000;
+      test::add_op(t, &clock, id++, s, layer, "attn.o_proj", 1, 12'000, 1e6);
+      clock = t0 + 8'000;
+      test::add_op(t, &clock, id++, s, layer, "attn.indexer.weights_proj", 1, 2'000, 1e6);
+      t.activities.back().side_stream = true;
+      clock = t0 + 15'000;
+      test::add_op(t, &clock, id++, s, layer, "moe.experts", 1, 25'000, 1e6);
+      clock = t0 + 50'000;
+    }
+  sort_timeline(t);
+  t.base_time_ns = earliest_time_ns(t);
+  const Analysis a = analyze(t, Peaks{4000, 900});
+  const LayerTimeline& lt = a.layer_timeline;
+  ASSERT_EQ(lt.rows.size(), 4u);
+  EXPECT_EQ(lt.layers, 4);
+  const double adds[] = {10, 8, 0, 22};
+  double sum = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_NEAR(lt.rows[i].adds_us, adds[i], 1e-9) << i;
+    sum += lt.rows[i].adds_us;
+  }
+  EXPECT_NEAR(sum, lt.span_us, 1e-9);
+  EXPECT_TRUE(lt.rows[2].side);
+  ReportInput in;
+  in.runs.push_back({"fp8", {{"kv_path", "fp8"}}, a});
+  const std::string md = report_to_markdown(in);
+  EXPECT_NE(md.find("| 2 | `attn.o_proj` | main | 6.0 | 18.0 | 12.0 |  | 8.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 3 | `attn.indexer.weights_proj` | side | 8.0 | 10.0 | 2.0 |  |  |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 4 | `moe.experts` | main | 15.0 | 40.0 | 25.0 |  | 22.0 |"), std::string::npos) << md;
+}
+
 TEST(Analysis, NoLayerTimelineWithoutARepeatedSequence) {
   Timeline t;
   t.source = "cupti";
