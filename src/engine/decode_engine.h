@@ -157,7 +157,8 @@ struct EngineOptions {
   bool topk_score_hist = true;
   // TopkParams::flat_workspace of attn.indexer.topk, where the score kernel's histogram is built (topk_score_hist)
   // and the flat form fits (topk_flat_fits): per request a grid of small blocks instead of a cluster of whole SMs, the
-  // k-th key resolved by the last block to finish (session 35). The same slots.
+  // k-th key resolved by the last block to finish (session 35). The same slots. Off: slower on the H100 (S35a, batch
+  // 1 / 32K: the top-k adds 21.5 us to the layer against the cluster form's 15.9; reports/2026-12-07-topk-flat-s35.md).
   bool topk_flat = false;
   // attn.indexer.wq_b as its own GEMV, then attn.indexer.score and attn.indexer.topk, on the main stream after the
   // prologue (also moved there), while attn.q_b_proj (alone) and attn.q_absorb run forked on the side stream; the main
