@@ -1,6 +1,10 @@
 # Sourced by the device-round scripts (device_round_b1.sh, device_round_topk.sh, device_round_moe.sh); runs on the
 # device machine from the repository root, where $OUT is the folder whose files come back.
 #   device_round_begin TAG   W=$OUT/TAG, .device/pack.tar.xz unpacked, LD_LIBRARY_PATH / GLM5_SHARED_DIR set, BIN
+#   device_round_card        prints the card (name, memory, clock) and exports POOL_MIN=280000 on an 80 GB card, where
+#                            the 495,000-token pool does not fit beside GLM-5's weights
+#   device_round_layer_timeline DIR
+#                            the layer-timeline table of DIR/report.md
 #   device_round_step B W G T OPS
 #                            tools/decode_step_bench.sh with BATCHES=B WEIGHTS=W GRAPHS=G under timeout T, the
 #                            decode-step.json summary, and each run's `fp8` op-table rows matching the regex OPS
@@ -42,6 +46,15 @@ device_round_begin() {
   tar xJf .device/pack.tar.xz -C .device
   export LD_LIBRARY_PATH="$PWD/.device/lib:${LD_LIBRARY_PATH:-}" GLM5_SHARED_DIR="$PWD/.device/shared"
   BIN=$PWD/.device/bin
+}
+device_round_card() {
+  nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
+  local mib
+  mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+  if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
+}
+device_round_layer_timeline() {
+  awk '/^Layer timeline/{f=1} f&&/^\| /{print} f&&/^Top kernels/{exit}' "$1/report.md"
 }
 device_round_step() {
   BATCHES="$1" WEIGHTS="$2" GRAPHS="$3" timeout "$4" tools/decode_step_bench.sh "$BIN/glm5prof" "$W/step" > "$W/step.txt" 2>&1

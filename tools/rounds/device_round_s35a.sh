@@ -11,15 +11,13 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s35a
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
+device_round_card
 device_round_test kernels_gpu_topk_paths 200 || { echo "top-k tests failed: no timing"; device_round_pack; exit 0; }
 device_round_test engine_gpu_graph 150 --gtest_filter='*TopkFlat*' || { echo "flat engine test failed: no timing"; device_round_pack; exit 0; }
 grep -E "flat top-k kernels" $W/engine_gpu_graph.log
 OPS="attn.indexer.topk|attn.indexer.score|attn.mla"
 device_round_ab "$OPS" "A B B A" "--topk-flat on" "--topk-flat off"
-for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; sed -n '/^Layer timeline/,/^$/p' $W/$r/report.md | head -48; done
+for r in b1-1-A b1-2-B; do echo "== $r layer timeline"; device_round_layer_timeline $W/$r | head -24; done
 timeout 150 $BIN/glm5prof bench kernels --quick --only indexer --out $W/indexer.json > $W/indexer.txt 2> $W/indexer.err
 echo "bench indexer rc=$?"; tail -2 $W/indexer.err
 python3 -c "

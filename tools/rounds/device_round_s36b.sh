@@ -11,11 +11,9 @@
 set -u
 . tools/device_round_lib.sh
 device_round_begin s36b
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
-if (( ${mib:-0} < 100000 )); then export POOL_MIN=280000; echo "80 GB card: pool $POOL_MIN"; fi
+device_round_card
 device_round_trace b1-trace
-awk '/^Layer timeline/{f=1} f&&/^\| /{print} f&&/^Top kernels/{exit}' $W/b1-trace/report.md | head -24
+device_round_layer_timeline $W/b1-trace | head -24
 M=gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,sm__inst_issued.avg.per_cycle_active,l1tex__throughput.avg.pct_of_peak_sustained_active,smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio
 timeout 200 ncu --csv --print-units base --cache-control none --clock-control none -k regex:'linear_fp8_gemv_vec' \
   --launch-skip 60 --launch-count 12 --metrics $M \
@@ -24,5 +22,5 @@ timeout 200 ncu --csv --print-units base --cache-control none --clock-control no
 echo "ncu rc=$?"; grep -E "==PROF==|rror" $W/ncu.err | head -3
 python3 tools/ncu_stalls.py $W/ncu.csv 1
 device_round_ab "attn.qkv_a_proj|attn.norm|attn.q_up_proj" "A B" "--gemv-fold off" "--gemv-fold on"
-for r in b1-1-A b1-2-B; do echo "== $r"; awk '/^Layer timeline/{f=1} f&&/^\| /{print} f&&/^Top kernels/{exit}' $W/$r/report.md | head -8; done
+for r in b1-1-A b1-2-B; do echo "== $r"; device_round_layer_timeline $W/$r | head -8; done
 device_round_pack
