@@ -311,7 +311,9 @@ void linear_group_cuda(const LinearGroupParams& g, LinearContext& ctx, cudaStrea
   LinearContext::Impl& impl = *ctx.impl();
   const size_t elems = linear_fp8_gemv_group_partial(g), tiles = linear_fp8_gemv_group_counters(g);
   float* partial = impl.split_out_for(elems);
-  linear_fp8_gemv_group_cuda(g, partial, elems, stream, impl.counters_for(tiles), tiles);
+  LinearGroupParams gl = g;
+  gl.l2_lookahead = ctx.fp8_gemv_l2_lookahead;
+  linear_fp8_gemv_group_cuda(gl, partial, elems, stream, impl.counters_for(tiles), tiles);
 }
 
 void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t stream) {
@@ -333,7 +335,7 @@ void linear_cuda(const LinearParams& params, LinearContext& ctx, cudaStream_t st
     if (path == Fp8Path::Gemv) {
       const size_t elems = size_t(linear_fp8_gemv_splits(p)) * p.m * p.n, tiles = linear_fp8_gemv_counters(p);
       float* partial = impl.split_out_for(elems);
-      linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles);
+      linear_fp8_gemv_cuda(p, partial, elems, stream, impl.counters_for(tiles), tiles, ctx.fp8_gemv_l2_lookahead);
       return;
     }
     if (path == Fp8Path::Wgmma) {

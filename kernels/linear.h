@@ -73,6 +73,8 @@ class LinearContext {
   // FP8 weights, m = 1, a single projection: the TMA-fed GEMV linear_fp8_tma_cuda (kernels/linear_fp8_tma.h)
   // where it is supported, instead of linear_fp8_gemv. Off by default until the decode step measures it.
   bool fp8_tma_gemv = false;
+  // LinearGroupParams::l2_lookahead for every FP8 GEMV this context runs, grouped or single. 0: off.
+  int fp8_gemv_l2_lookahead = 0;
   // FP8 weights, m > fp8_gemv_max_m (Wgmma: m >= 2 above fp8_mma_max_m): Dequant = W to a BF16 staging copy + the
   // BF16 cuBLASLt GEMM;
   // BlockScaled = cuBLASLt's block-scaled FP8 GEMM (CUDA >= 12.9, Hopper): x quantized per token and
@@ -137,6 +139,11 @@ struct LinearGroupParams {
   // With norm on the GPU (the NORM GEMV): true lets the next grid on the stream (PDL) be scheduled only when this
   // grid's CTAs exit, not after each CTA's main loop. Scheduling only; the same results.
   bool admit_next_at_exit = false;
+  // FP8 GEMV (m <= 16): each warp asks L2 for its rows' weights this many steps ahead of its loads
+  // (cp.async.bulk.prefetch.L2 of 1024 columns per row and step; the first ones before the PDL wait), so that DRAM
+  // keeps streaming while the warp computes a step and waits for the next one's loads. 0: off. Scheduling only; the
+  // same results. (Session 36: Nsight Compute had the batch-1 GEMVs at 32-72% of DRAM peak, stalled on their loads.)
+  int l2_lookahead = 0;
 };
 // Whether `r` can be LinearGroupParams::rope of projection `p` (the shape and pairing rules above; r's own fields
 // are checked by validate_rope_params). The engine asks it before folding; validate_linear_group requires it.

@@ -101,6 +101,15 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
   // kernel (kernels/launch.cuh): under PDL their DRAM round trip overlaps its tail.
   int base = c_lo + lane * 16;
   if (base < c_hi) load(base);
+  // LinearGroupParams::l2_lookahead: lanes 0..kRows-1 ask L2 for their row's columns of the steps after this one
+  // (steps 1..la now, step i + la + 1 when step i starts), one bulk prefetch of up to kStep bytes each.
+  constexpr int kStep = 32 * 16 * U;  // columns (bytes) per row per step
+  const int la = g.l2_lookahead;
+  auto prefetch_step = [&](int col) {
+    if (lane < kRows && col < c_hi && r0 + lane < p.n)
+      prefetch_l2(w + size_t(r0 + lane) * ldw + col, unsigned(min(kStep, c_hi - col)));
+  };
+  for (int i = 1; i <= la; ++i) prefetch_step(c_lo + i * kStep);
   // NORM (the batch-1 GEMV fold): the next grid's CTAs are let in only after this CTA's main loop (below), not here.
   // Let in at once, attn.q_up_proj's 1280 CTAs parked in their PDL wait on every SM while attn.qkv_a_proj ran, and
   // the side stream's attn.indexer.weights_proj and KV prologue (which attn.indexer.score waits for) found no room
@@ -140,6 +149,7 @@ __global__ void __launch_bounds__(32 * kWarps, MT == 1 ? GLM5_GEMV_MIN_BLOCKS : 
       for (int v = 0; v < kWarps; ++v) ssq[t] += warp_ssq[v][t];
   }
   for (; base < c_hi; base += 32 * 16 * U) {
+    if (la > 0) prefetch_step(base - lane * 16 + (la + 1) * kStep);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = base + u * 512;
@@ -554,6 +564,8 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
     rows += size_t(g.p[s].n);
   }
   const bool norm = g.norm.weight != nullptr;
+  require(g.l2_lookahead >= 0 && g.l2_lookahead <= 8, "linear_fp8_gemv: LinearGroupParams.l2_lookahead = " +
+                                                          std::to_string(g.l2_lookahead) + ", expected 0 .. 8");
   require(!norm || linear_fp8_gemv_norm_supported(g),
           "linear_fp8_gemv_group_cuda: LinearGroupParams.norm needs a 16-byte aligned weight and MT x k x 4 bytes of "
           "x within 48 KiB of shared memory (k = " + std::to_string(k) + ", m = " + std::to_string(m) + ")");
@@ -589,7 +601,7 @@ void run_gemv_group(GemvGroup g, float* partial, size_t partial_elems, int* coun
 }  // namespace
 
 void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream,
-                          int* counters, size_t counter_elems) {
+                          int* counters, size_t counter_elems, int l2_lookahead) {
   validate_linear_params(p, "linear_fp8_gemv_cuda", false);
   require(p.w_dtype == DType::F8_E4M3, "linear_fp8_gemv_cuda: LinearParams.w_dtype = " + dtype_name(p.w_dtype) +
                                            ", expected F8_E4M3");
@@ -603,6 +615,7 @@ void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_
   GemvGroup g;
   g.count = 1;
   g.p[0] = p;
+  g.l2_lookahead = l2_lookahead;
   run_gemv_group(g, partial, partial_elems, counters, counter_elems, stream);
 }
 

@@ -25,8 +25,9 @@ namespace glm5 {
 // the same counters at the same time (one stream).
 int linear_fp8_gemv_splits(const LinearParams& p);
 size_t linear_fp8_gemv_counters(const LinearParams& p);
+// l2_lookahead: LinearGroupParams::l2_lookahead (0: off; must be 0..8).
 void linear_fp8_gemv_cuda(const LinearParams& p, float* partial, size_t partial_elems, cudaStream_t stream,
-                          int* counters = nullptr, size_t counter_elems = 0);
+                          int* counters = nullptr, size_t counter_elems = 0, int l2_lookahead = 0);
 
 // Several projections of the same x in one GEMV launch (linear.h LinearGroupParams): row blocks of
 // p[0], p[1], ... one after another in the grid; each output row is computed exactly as

@@ -254,6 +254,11 @@ int main(int argc, char** argv) {
                    "shared-memory ring, kernels/linear_fp8_tma.h)")
       ->capture_default_str()
       ->check(CLI::IsMember({"regs", "tma"}));
+  prof->add_option("--gemv-l2-lookahead", po.gemv_l2_lookahead,
+                   "0..8: every FP8 GEMV's warps ask L2 for their weights this many 1024-column steps ahead of their "
+                   "loads (tuning; 0 off; the same results)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 8));
   prof->add_option("--overlap", po.overlap,
                    "on | off: run the ops off the critical chain (the indexer's head weights, the query absorption) on "
                    "a side stream, overlapping the main chain (CUDA; off: one stream, every op in order)")

@@ -249,6 +249,7 @@ DecodeEngine::DecodeEngine(const ModelConfig& cfg, const Weights& weights, const
     auto make_linear_ctx = [&opt] {  // the engine's projection options (one context per stream)
       auto ctx = std::make_unique<LinearContext>();
       ctx->fp8_tma_gemv = opt.fp8_tma_gemv;
+      ctx->fp8_gemv_l2_lookahead = opt.gemv_l2_lookahead;
       ctx->fp8_mma_pdl = opt.mma_pdl;
       ctx->fp8_mma_max_m = opt.fp8_mma_max_m;
       ctx->fp8_large_m = opt.fp8_large_m;

@@ -63,6 +63,10 @@ struct EngineOptions {
   // CUDA, FP8 weights, m = 1: single projections run the TMA-fed GEMV (kernels/linear_fp8_tma.h,
   // LinearContext::fp8_tma_gemv) instead of the register-fed one; grouped projections are unchanged.
   bool fp8_tma_gemv = false;
+  // CUDA, FP8 weights: LinearContext::fp8_gemv_l2_lookahead, every FP8 GEMV's warps asking L2 for their weights this
+  // many 1024-column steps ahead of their loads (LinearGroupParams::l2_lookahead; 0 .. 8, 0 off). Tuning; the same
+  // results.
+  int gemv_l2_lookahead = 0;
   // CUDA: ops that do not feed the next few ops run on a side stream, overlapping the main chain (joined by
   // events; captured into the graph as parallel branches): the indexer's head weights (attn.indexer.weights_proj,
   // needed first by attn.indexer.score) beside attn.qkv_a_proj .. attn.q_up_proj, and the query absorption

@@ -483,6 +483,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   eo.precision = ActivationPrecision::Bf16;  // as BF16 serving stacks run their projections
   eo.graph = o.graph;
   eo.fp8_tma_gemv = o.fp8_gemv == "tma";
+  eo.gemv_l2_lookahead = o.gemv_l2_lookahead;
   eo.overlap = o.overlap != "off";
   eo.o_proj_l2_prefetch = o.o_proj_l2_prefetch;
   eo.q_up_l2_prefetch = o.q_up_l2_prefetch;
@@ -605,6 +606,7 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
                          // The engine's tuning options as given (defaults included), so two reports can be told
                          // apart by what was set, not only by their numbers (bad-input review, session 18).
                          {"tuning", json{{"fp8_gemv", o.fp8_gemv},
+                                         {"gemv_l2_lookahead", o.gemv_l2_lookahead},
                                          {"overlap", o.overlap},
                                          {"o_proj_l2_prefetch", o.o_proj_l2_prefetch},
                                          {"q_up_l2_prefetch", o.q_up_l2_prefetch},

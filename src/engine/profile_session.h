@@ -39,6 +39,7 @@ struct ProfileOptions {
   // How the batch-1 FP8 GEMV is fed (EngineOptions::fp8_tma_gemv): "regs" (the register-fed
   // linear_fp8_gemv) or "tma" (linear_fp8_tma: TMA boxes into a shared-memory ring). For A/B runs.
   std::string fp8_gemv = "regs";
+  int gemv_l2_lookahead = 0;  // EngineOptions::gemv_l2_lookahead (0 .. 8)
   // EngineOptions::overlap: "on" (ops off the critical chain run on a side stream) or "off" (one stream, in order).
   std::string overlap = "on";
   // EngineOptions::o_proj_l2_prefetch / q_up_l2_prefetch: fractions of attn.o_proj's / attn.q_up_proj's weights

@@ -209,6 +209,43 @@ TEST(GpuLinearFp8, GroupOfProjectionsMatchesCpu) {
 // wq_b at k 2048); m = 1, 2 (MT 1 / 2 instances; tensor-core path off for m > 1), tokens of different scales,
 // run twice (the tile counters are reset: the second call's bits equal the first's). A group the GEMV does not run
 // (the tensor-core range, a misaligned norm weight) is not fusable and linear_group_cuda throws for it.
+// LinearContext::fp8_gemv_l2_lookahead on single projections (GLM-5's attn.o_proj 6144 x 16384, split over k, and
+// a k-slice of a wider weight): bitwise the GEMV without it, m = 1 and 2; a lookahead outside 0..8 is refused.
+TEST(GpuLinearFp8, GemvL2LookaheadChangesNoBit) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  const uint64_t seed = fresh_seed();
+  Fp8Weight o_proj(6144, 16384, seed), slice(1000, 4096, seed + 1);
+  for (const Fp8Weight* W : {&o_proj, &slice})
+    for (int m : {1, 2}) {
+      const int c0 = W == &slice ? 1024 : 0, k = W == &slice ? 2048 : W->K, n = W->n;
+      std::vector<float> x(size_t(m) * k);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 81, i);
+      Buffer dx = to_device(x, "x"), dy(Where::Device, size_t(m) * n * 4, "y");
+      LinearParams dp{dx.as<float>(), W->dcodes.as<uint8_t>() + c0, DType::F8_E4M3, dy.as<float>(), m, n, k, false, false};
+      dp.ldw = W->K;
+      dp.w_scale = W->dscales.as<float>() + c0 / 128;
+      dp.ld_scale = (W->K + 127) / 128;
+      std::vector<float> base;
+      for (int la : {0, 1, 3, 8}) {
+        LinearContext ctx;
+        ctx.fp8_mma_max_m = 0;  // m = 2 on the GEMV too
+        ctx.fp8_gemv_l2_lookahead = la;
+        CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.bytes()));
+        linear_cuda(dp, ctx, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> got = to_host<float>(dy, size_t(m) * n);
+        if (la == 0) {
+          base = got;
+          const double e = max_rel_err(*W, x, m, k, c0, nullptr, got);
+          EXPECT_LT(e, 1e-5) << "n=" << n << " m=" << m;
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), base.data(), got.size() * 4), 0) << "n=" << n << " m=" << m << " la=" << la;
+        }
+      }
+      EXPECT_THROW(linear_fp8_gemv_cuda(dp, nullptr, 0, nullptr, nullptr, 0, 9), Error);
+    }
+}
+
 TEST(GpuLinearFp8, GroupWithInputNormMatchesNormThenProduct) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   Fp8Weight q_a(2048, 6144, 51), kv_a(576, 6144, 52), wk(128, 6144, 53), q_b(16384, 2048, 54), wq_b(4096, 2048, 55);
@@ -256,6 +293,19 @@ TEST(GpuLinearFp8, GroupWithInputNormMatchesNormThenProduct) {
         ys[s].download(first.back().data(), ys[s].bytes());
       }
       linear_group_cuda(g, ctx, nullptr);  // again: same bits (counters back at zero, deterministic split order)
+      // LinearContext::fp8_gemv_l2_lookahead (L2 prefetch requests ahead of the loads): the same bits.
+      for (int la : {1, 8}) {
+        ctx.fp8_gemv_l2_lookahead = la;
+        linear_group_cuda(g, ctx, nullptr);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        for (int s = 0; s < g.count; ++s) {
+          std::vector<float> got(size_t(m) * ws[s]->n);
+          ys[s].download(got.data(), ys[s].bytes());
+          EXPECT_EQ(std::memcmp(got.data(), first[s].data(), got.size() * 4), 0)
+              << "l2_lookahead " << la << " m=" << m << " group " << gi << " projection " << s;
+        }
+      }
+      ctx.fp8_gemv_l2_lookahead = 0;
       // The unfused form: rmsnorm_cuda into xn, then the group on xn.
       rmsnorm_cuda(NormParams{dx.as<float>(), dnw.as<float>(), nullptr, dxn.as<float>(), m, k, k, k, eps}, nullptr);
       LinearGroupParams u = g;
