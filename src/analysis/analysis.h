@@ -62,7 +62,7 @@ struct KernelStat {
 };
 
 struct Hotspot {
-  std::string kind;        // "kv_dtype_cast" | "op_share" | "latency_bound" | "gpu_idle"
+  std::string kind;        // "kv_dtype_cast" | "op_share" | "latency_bound" | "under_streaming" | "gpu_idle"
   std::string what;        // op or kernel group, e.g. "attn.kv_cast" or "aten::copy_ (cast kernels)"
   double time_us = 0;      // per step [us]
   double share_of_step = 0;     // 0..1 of the median step time

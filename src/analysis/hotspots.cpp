@@ -42,6 +42,12 @@ constexpr double kLatencyShareThreshold = 0.10;
 // 10 us rule alone left out of the report.
 constexpr double kSerialKernelUs = 50.0;
 constexpr double kSerialRooflineFraction = 0.05;
+// Under-streaming: ops that must stream their declared bytes (a roofline floor of at least kLatencyRooflineFraction of
+// their exposed time, bytes rather than FLOPs) but run below kAchievableFraction of the copy peak, not already named
+// by the rules above; reported when what they would save at that fraction adds up to kUnderStreamShareThreshold of
+// the step. GLM-5's batch-1 projections on an H100 (S36b, Nsight Compute): attn.qkv_a_proj at 32% of DRAM peak, the
+// GEMV's warps stalled on one step of loads at a time.
+constexpr double kUnderStreamShareThreshold = 0.02;
 // GPU idle: reported when the device ran nothing for at least this share of the step's span.
 constexpr double kIdleShareThreshold = 0.10;
 // Kernels launched at least this often (us per kernel, step / kernels) with the device idle: launch-bound. An eager
@@ -243,6 +249,44 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
                        "projection, a combine into its producer) or one persistent kernel per layer would save up "
                        "to " + fmt("%.1f", h.est_saving_us) + " us per step (their time above their roofline floor).";
     out.push_back(h);
+  }
+
+  // 5. Under-streaming ops (kUnderStreamShareThreshold): memory-bound, neither latency-bound (rule 3) nor named above.
+  if (peaks.copy_gbps > 0 && a.step_median_us > 0) {
+    Hotspot h;
+    h.kind = "under_streaming";
+    std::string list;
+    for (const OpSummary& s : a.ops) {
+      if (s.bytes <= 0 || s.time_us <= 0 || reported.count(op_label(s.op)) || by_op.count(op_label(s.op))) continue;
+      if (s.op == "attn.kv_cast" || s.op == "attn.kv_gather_cast") continue;
+      const double exposed_us = s.time_us - s.overlapped_us;
+      const double bytes_us = s.bytes / (peaks.copy_gbps * 1e3);
+      const double flops_us = peaks.bf16_tflops > 0 ? s.flops / (peaks.bf16_tflops * 1e6) : 0.0;
+      if (exposed_us <= 0 || flops_us > bytes_us || bytes_us < kLatencyRooflineFraction * exposed_us) continue;
+      const double exposed = exposed_us / s.time_us;
+      const double saving = exposed_us - bytes_us * exposed / kAchievableFraction;
+      if (saving <= 0) continue;
+      h.what += (h.what.empty() ? "" : ", ") + op_label(s.op);
+      list += (list.empty() ? "" : ", ") + op_label(s.op) + " " + fmt("%.0f", exposed_us) + " us at " +
+              fmt("%.0f", s.pct_copy_peak) + "% of copy";
+      h.time_us += exposed_us;
+      h.bytes += s.bytes * exposed;
+      h.est_saving_us += saving;
+    }
+    if (h.est_saving_us >= kUnderStreamShareThreshold * a.step_median_us) {
+      h.share_of_step = h.time_us / a.step_median_us;
+      h.achieved_gbps = h.bytes / (h.time_us * 1e-6) / 1e9;
+      h.pct_of_peak = 100.0 * h.achieved_gbps / peaks.copy_gbps;
+      h.recommendation =
+          "Ops that stream their bytes run below " + fmt("%.0f", 100 * kAchievableFraction) + "% of the copy peak: " +
+          list + " per step. Their time is set by bytes, but their kernels keep too few in flight for their size "
+          "(typical of batch-1 GEMVs: each warp waits for one step of weight loads before it issues the next, and a "
+          "split-K reduction tail; in a trace, a kernel admitted early under programmatic dependent launch also counts "
+          "its wait). Deeper load pipelines (more steps in flight, a TMA ring, an L2 lookahead), fewer splits or a "
+          "fused neighbour would save up to " + fmt("%.1f", h.est_saving_us) + " us per step (to " +
+          fmt("%.0f", 100 * kAchievableFraction) + "% of the copy peak).";
+      out.push_back(h);
+    }
   }
 
   // 4. The device idle within the step: its work waited on the host (launch-bound). Measured on the device's own

@@ -249,6 +249,35 @@ TEST(Analysis, SerialChainKernelsFarBelowTheRooflineAreLatencyBound) {
   for (const Hotspot& h : run(6.4e6).hotspots) EXPECT_NE(h.kind, "latency_bound");
 }
 
+// Rule 5: a memory-bound op streaming below 80% of the copy peak (a batch-1 GEMV: 1.6e7 bytes in 12 us at 4000 GB/s,
+// a 4 us floor, 33%) beside one at the roofline (o_proj, 1.6e8 bytes in 42 us, 95%) and a latency-bound one (the
+// top-k). Only the first is named; its saving is its time less the bytes at 80% of the copy peak, per step.
+TEST(Analysis, OpsStreamingBelowTheCopyPeakAreUnderStreaming) {
+  auto run = [](double qkv_bytes) {
+    return analyze(test::layered_steps(4, [&](auto op) {
+                     op("attn.qkv_a_proj", 1, 12'000, qkv_bytes);
+                     op("attn.indexer.topk", 1, 16'000, 1.28e5);
+                     op("attn.o_proj", 1, 42'000, 1.6e8);
+                   }),
+                   Peaks{4000, 900});
+  };
+  const Analysis a = run(1.6e7);
+  const Hotspot* u = nullptr;
+  for (const Hotspot& h : a.hotspots)
+    if (h.kind == "under_streaming") u = &h;
+  ASSERT_NE(u, nullptr);
+  EXPECT_EQ(u->what, "attn.qkv_a_proj");
+  EXPECT_NEAR(u->time_us, 4 * 12, 1e-9);
+  EXPECT_NEAR(u->est_saving_us, 4 * (12 - 4 / 0.8), 1e-9);
+  EXPECT_NEAR(u->pct_of_peak, 100.0 * 4 / 12, 1e-9);
+  EXPECT_NE(u->recommendation.find("attn.qkv_a_proj 48 us at 33% of copy"), std::string::npos) << u->recommendation;
+  bool latency = false;
+  for (const Hotspot& h : a.hotspots) latency |= h.kind == "latency_bound" && h.what == "attn.indexer.topk";
+  EXPECT_TRUE(latency);
+  // At 80% of the copy peak (3.84e7 bytes in 12 us) there is nothing to save: no hotspot.
+  for (const Hotspot& h : run(3.84e7).hotspots) EXPECT_NE(h.kind, "under_streaming");
+}
+
 TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
   // Long: 60 us attention kernels that move little (over 50 us per kernel, 15% of the step) and 20 us projection
   // kernels at a 10% floor (over 5% for kernels of 10 us or more; 10% of the step), beside streaming experts (the
