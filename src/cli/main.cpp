@@ -195,7 +195,9 @@ int run_analyze(const std::string& trace, const std::string& out_dir) {
   check_output_dir(out_dir);
   require_outputs_not_inputs({out_dir + "/report.json", out_dir + "/report.md"}, {trace}, "--out folder");
   Timeline t = read_chrome_trace(trace);
-  Peaks peaks;  // unknown for a foreign trace: percentages are left at 0
+  // A glm5prof trace carries the ceilings its profile used (glm5prof.peaks); unknown for a foreign trace: the
+  // percentages and roofline hotspots are then left out.
+  const Peaks peaks{t.copy_gbps, t.bf16_tflops};
   ReportInput in = report_of_trace(t, trace, peaks);
   in.run_spec = nlohmann::json{{"command", "analyze"}, {"trace", trace}};
   create_output_dir(out_dir);

@@ -720,6 +720,8 @@ std::string run_profile(const ProfileOptions& o, ReportInput* result) {
   create_output_dir(o.out_dir);
   AtomicOutputs files;  // all three or none
   Timeline merged = merge_timelines(timelines);
+  merged.copy_gbps = peaks.copy_gbps;
+  merged.bf16_tflops = peaks.bf16_tflops;
   if (windows.size() > 1) merged.runs = windows;
   write_chrome_trace(merged, (out / "trace.json").string(), std::max(o.rank, 0), o.tp, &files);
   write_report_json(report, (out / "report.json").string(), &files);

@@ -912,6 +912,21 @@ Timeline read_chrome_trace(const std::string& path) {
     t.kernels_recorded = arg<uint64_t>(g, "kernels_recorded", 0);
     if (g.contains("messages") && g["messages"].is_array())
       for (const json& m : g["messages"]) if (m.is_string()) t.messages.push_back(m.get<std::string>());
+    // The recording run's roofline ceilings (Timeline::copy_gbps / bf16_tflops): positive finite numbers if present.
+    if (g.contains("peaks") && !g["peaks"].is_null()) {
+      const json& pk = g["peaks"];
+      const auto ceiling = [&](const char* key, double limit) {
+        if (!pk.is_object()) throw Error("trace '" + path + "': field 'glm5prof.peaks' must be an object, got " + json_excerpt(pk));
+        if (!pk.contains(key)) return 0.0;
+        const json& v = pk[key];
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > limit)
+          throw Error("trace '" + path + "': field 'glm5prof.peaks." + key + "' must be a number from 0 to " +
+                      std::to_string(int64_t(limit)) + ", got " + json_excerpt(v));
+        return v.get<double>();
+      };
+      t.copy_gbps = ceiling("copy_gbps", 1e6);      // GB/s: far above any device memory
+      t.bf16_tflops = ceiling("bf16_tflops", 1e6);  // TFLOP/s
+    }
     // Run windows (a trace of several runs; RunWindow): name, start_us / end_us from the base, as events' ts.
     if (g.contains("runs") && !g["runs"].is_null()) {
       const std::string where = "trace '" + path + "': glm5prof.runs";

@@ -146,6 +146,7 @@ void write_chrome_trace(const Timeline& t, const std::string& path, int rank, in
                {"kernels_launched", t.kernels_launched},
                {"kernels_recorded", t.kernels_recorded},
                {"messages", t.messages}};
+  if (t.copy_gbps > 0 || t.bf16_tflops > 0) info["peaks"] = {{"copy_gbps", t.copy_gbps}, {"bf16_tflops", t.bf16_tflops}};
   if (!t.runs.empty()) {
     json runs = json::array();
     for (const RunWindow& w : t.runs) runs.push_back({{"name", w.name}, {"start_us", us(w.start_ns)}, {"end_us", us(w.end_ns)}});

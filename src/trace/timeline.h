@@ -108,6 +108,11 @@ struct Timeline {
   bool complete = true;            // false if the source degraded (CUPTI error, dropped records)
   std::vector<std::string> messages;  // why it is incomplete, warnings, in order
   std::vector<RunWindow> runs;     // several runs in one trace (empty: one run); see RunWindow
+  // The roofline ceilings the recording run used (glm5prof profile: the copy rate it measured on the device, the BF16
+  // GEMM ceiling it assumed); 0: unknown (foreign traces). Written to and read from a trace's glm5prof.peaks, so that
+  // `glm5prof analyze` of a saved profile trace reports the same roofline hotspots as the profile did.
+  double copy_gbps = 0;    // [GB/s]
+  double bf16_tflops = 0;  // [TFLOP/s]
 };
 
 // The part of `t` in window `w`: activities and ranges that start in [w.start_ns, w.end_ns], with t's metadata.

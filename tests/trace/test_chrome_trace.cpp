@@ -115,6 +115,41 @@ TEST(ChromeTrace, RoundTripKeepsKernelsAndAttribution) {
   fs::remove_all(dir);
 }
 
+// The recording run's roofline ceilings travel in glm5prof.peaks (Timeline::copy_gbps / bf16_tflops); a trace
+// without them reads as unknown (0); a malformed value is bad input naming the field.
+TEST(ChromeTrace, PeaksRoundTripAndBadPeaksAreRefused) {
+  const fs::path dir = temp_dir("peaks");
+  const std::string path = (dir / "trace.json").string();
+  Timeline t = sample();
+  write_chrome_trace(t, path);
+  Timeline r = read_chrome_trace(path);
+  EXPECT_EQ(r.copy_gbps, 0.0);
+  EXPECT_EQ(r.bf16_tflops, 0.0);
+  t.copy_gbps = 3031.3;
+  t.bf16_tflops = 790;
+  write_chrome_trace(t, path);
+  r = read_chrome_trace(path);
+  EXPECT_DOUBLE_EQ(r.copy_gbps, 3031.3);
+  EXPECT_DOUBLE_EQ(r.bf16_tflops, 790.0);
+  std::ifstream in(path);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  for (const auto& [value, msg] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {nlohmann::json("fast"), "field 'glm5prof.peaks' must be an object"},
+           {nlohmann::json{{"copy_gbps", -1.0}}, "field 'glm5prof.peaks.copy_gbps' must be a number from 0 to"},
+           {nlohmann::json{{"bf16_tflops", "many"}}, "field 'glm5prof.peaks.bf16_tflops' must be a number"}}) {
+    nlohmann::json bad = doc;
+    bad["glm5prof"]["peaks"] = value;
+    std::ofstream((dir / "bad.json").string()) << bad.dump();
+    try {
+      read_chrome_trace((dir / "bad.json").string());
+      ADD_FAILURE() << "expected an error for " << value.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(msg), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 // A trace of two runs one after the other (profile --kv-path all) carries their windows; the file split by them
 // analyzes as each run did live (before, analyze merged the runs' step N into one step several runs long).
 TEST(ChromeTrace, RunWindowsSplitASeveralRunTrace) {
