@@ -73,7 +73,8 @@ class LinearContext {
   // FP8 weights, m = 1, a single projection: the TMA-fed GEMV linear_fp8_tma_cuda (kernels/linear_fp8_tma.h)
   // where it is supported, instead of linear_fp8_gemv. Off by default until the decode step measures it.
   bool fp8_tma_gemv = false;
-  // LinearGroupParams::l2_lookahead for every FP8 GEMV this context runs, grouped or single. 0: off.
+  // LinearGroupParams::l2_lookahead for every register-fed FP8 GEMV this context runs, grouped or single (it replaces
+  // a group's own value; the TMA-fed GEMV and the scalar fallback for unaligned shapes ignore it). 0: off.
   int fp8_gemv_l2_lookahead = 0;
   // FP8 weights, m > fp8_gemv_max_m (Wgmma: m >= 2 above fp8_mma_max_m): Dequant = W to a BF16 staging copy + the
   // BF16 cuBLASLt GEMM;

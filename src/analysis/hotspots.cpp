@@ -211,7 +211,8 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
       lat_layer_kernels += c.kernels * exposed;
     }
   }
-  if (a.step_median_us > 0 && lat_us >= kLatencyShareThreshold * a.step_median_us) {
+  const bool latency_reported = a.step_median_us > 0 && lat_us >= kLatencyShareThreshold * a.step_median_us;
+  if (latency_reported) {
     Hotspot h;
     h.kind = "latency_bound";
     std::vector<std::pair<std::string, double>> ops(by_op.begin(), by_op.end());
@@ -256,8 +257,10 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     Hotspot h;
     h.kind = "under_streaming";
     std::string list;
+    int named = 0;  // ops counted; the first 6 (in canonical op order) are named
     for (const OpSummary& s : a.ops) {
-      if (s.bytes <= 0 || s.time_us <= 0 || reported.count(op_label(s.op)) || by_op.count(op_label(s.op))) continue;
+      if (s.bytes <= 0 || s.time_us <= 0 || reported.count(op_label(s.op)) || (latency_reported && by_op.count(op_label(s.op))))
+        continue;
       if (s.op == "attn.kv_cast" || s.op == "attn.kv_gather_cast") continue;
       const double exposed_us = s.time_us - s.overlapped_us;
       const double bytes_us = s.bytes / (peaks.copy_gbps * 1e3);
@@ -266,13 +269,16 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
       const double exposed = exposed_us / s.time_us;
       const double saving = exposed_us - bytes_us * exposed / kAchievableFraction;
       if (saving <= 0) continue;
-      h.what += (h.what.empty() ? "" : ", ") + op_label(s.op);
-      list += (list.empty() ? "" : ", ") + op_label(s.op) + " " + fmt("%.0f", exposed_us) + " us at " +
-              fmt("%.0f", s.pct_copy_peak) + "% of copy";
+      if (++named <= 6) {
+        h.what += (h.what.empty() ? "" : ", ") + op_label(s.op);
+        list += (list.empty() ? "" : ", ") + op_label(s.op) + " " + fmt("%.0f", exposed_us) + " us at " +
+                fmt("%.0f", s.pct_copy_peak) + "% of copy";
+      }
       h.time_us += exposed_us;
       h.bytes += s.bytes * exposed;
       h.est_saving_us += saving;
     }
+    if (named > 6) list += ", and " + std::to_string(named - 6) + " more";
     if (h.est_saving_us >= kUnderStreamShareThreshold * a.step_median_us) {
       h.share_of_step = h.time_us / a.step_median_us;
       h.achieved_gbps = h.bytes / (h.time_us * 1e-6) / 1e9;

@@ -21,8 +21,12 @@ void fill_roofline(OpSummary& s, double step_median_us, const Peaks& peaks);
 // 3. latency-bound ops ("latency_bound"): per layer, ops that declare bytes or FLOPs, whose kernels average
 //    under 10 us and whose roofline floor is under 25% of their time, or under 50 us with a floor under 5% (a
 //    serial chain inside the kernel, e.g. a top-k) (needs Peaks.copy_gbps; ops of rules 1 and 2 left out),
-//    reported once, together, when they add up to 10% of the step.
-// Order: cast first, then the op-share hotspots by share, then the latency-bound one.
+//    reported once, together, when they add up to 10% of the step;
+// 5. under-streaming ops ("under_streaming"): memory-bound ops (a byte floor of at least 25% of their exposed time)
+//    below 80% of the copy peak, not named by rules 1-3, reported together when reaching 80% would save 2% of the
+//    step (needs Peaks.copy_gbps);
+// 4. the device idle within the step ("gpu_idle") when it reaches 10% of the step.
+// Order: cast first, then the op-share hotspots by share, the latency-bound one, the under-streaming one, GPU idle.
 // exclusive_ns[i]: work[i]'s exclusive time on its stream (exclusive_durations_ns) [ns].
 std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, const std::vector<int64_t>& exclusive_ns,
                                    const Analysis& a, const Peaks& peaks);

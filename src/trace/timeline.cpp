@@ -147,6 +147,8 @@ Timeline timeline_window(const Timeline& t, const RunWindow& w) {
   out.graph_kernels = t.graph_kernels;
   out.complete = t.complete;
   out.messages = t.messages;
+  out.copy_gbps = t.copy_gbps;
+  out.bf16_tflops = t.bf16_tflops;
   auto inside = [&](int64_t start) { return start >= w.start_ns && start <= w.end_ns; };
   for (const Activity& a : t.activities)
     if (inside(a.start_ns)) out.activities.push_back(a);

@@ -309,6 +309,13 @@ TEST(GraphGpu, TopkFlatIsBitwiseTheClusterForm) {
   for (int B : {1, 4}) {
     const RunOut base = run(cfg, w, KvPath::Fp8, false, false, 3, true, B, true, false, false, true, true, false,
                             cluster, 9000);
+    int base_topk = 0;  // the base must be the cluster form, or the bitwise check below proves nothing
+    for (const Activity& a : base.timeline.activities)
+      if (a.kind == ActivityKind::kernel && a.step >= 0 && a.op == "attn.indexer.topk") {
+        ++base_topk;
+        EXPECT_EQ(a.name.find("topk_flat"), std::string::npos) << "B " << B << ": the base ran " << a.name;
+      }
+    EXPECT_GT(base_topk, 0) << "B " << B;
     for (bool graph : {false, true}) {
       const char* what = graph ? "graph" : "eager";
       const RunOut r = run(cfg, w, KvPath::Fp8, graph, true, 3, true, B, true, false, false, true, true, false, flat,

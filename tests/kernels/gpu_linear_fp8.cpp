@@ -202,22 +202,18 @@ TEST(GpuLinearFp8, GroupOfProjectionsMatchesCpu) {
   EXPECT_THROW(linear_fp8_gemv_group_cuda(bad, nullptr, 0, nullptr), Error);
 }
 
-// LinearGroupParams::norm on the FP8 GEMV (linear_group_norm_fused): the RMSNorm of x folded into the projections,
-// against RMSNorm then the product in double (rel 1e-5 of sum |xn w|, the GEMV's bound) and against the separate
-// rmsnorm_cuda + the group without the norm (the same within fp32 order). Groups that split k (q_a + kv_a + wk, and kv_a
-// alone at k 6144: the last CTA of each tile applies inv_rms from the splits' sums of squares) and that do not (q_b +
-// wq_b at k 2048); m = 1, 2 (MT 1 / 2 instances; tensor-core path off for m > 1), tokens of different scales,
-// run twice (the tile counters are reset: the second call's bits equal the first's). A group the GEMV does not run
-// (the tensor-core range, a misaligned norm weight) is not fusable and linear_group_cuda throws for it.
 // LinearContext::fp8_gemv_l2_lookahead on single projections (GLM-5's attn.o_proj 6144 x 16384, split over k, and
-// a k-slice of a wider weight): bitwise the GEMV without it, m = 1 and 2; a lookahead outside 0..8 is refused.
+// a k-slice of a wider weight, 1002 rows (n % 4 = 2: a warp's last rows past n) by 5632 columns from column 512,
+// splits of 1.5 steps: prefetches of a 512-column tail): bitwise the GEMV without it, m = 1 and 2; a lookahead
+// outside 0..8 is refused. A prefetch is a hint: an address outside the weights would not change a bit, so the
+// addresses are checked by review and by running this test under compute-sanitizer (tools/device_sanitize.sh).
 TEST(GpuLinearFp8, GemvL2LookaheadChangesNoBit) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   const uint64_t seed = fresh_seed();
-  Fp8Weight o_proj(6144, 16384, seed), slice(1000, 4096, seed + 1);
+  Fp8Weight o_proj(6144, 16384, seed), slice(1002, 8192, seed + 1);
   for (const Fp8Weight* W : {&o_proj, &slice})
     for (int m : {1, 2}) {
-      const int c0 = W == &slice ? 1024 : 0, k = W == &slice ? 2048 : W->K, n = W->n;
+      const int c0 = W == &slice ? 512 : 0, k = W == &slice ? 5632 : W->K, n = W->n;
       std::vector<float> x(size_t(m) * k);
       for (size_t i = 0; i < x.size(); ++i) x[i] = rng_normal(seed, 81, i);
       Buffer dx = to_device(x, "x"), dy(Where::Device, size_t(m) * n * 4, "y");
@@ -246,6 +242,13 @@ TEST(GpuLinearFp8, GemvL2LookaheadChangesNoBit) {
     }
 }
 
+// LinearGroupParams::norm on the FP8 GEMV (linear_group_norm_fused): the RMSNorm of x folded into the projections,
+// against RMSNorm then the product in double (rel 1e-5 of sum |xn w|, the GEMV's bound) and against the separate
+// rmsnorm_cuda + the group without the norm (the same within fp32 order). Groups that split k (q_a + kv_a + wk, and kv_a
+// alone at k 6144: the last CTA of each tile applies inv_rms from the splits' sums of squares) and that do not (q_b +
+// wq_b at k 2048); m = 1, 2 (MT 1 / 2 instances; tensor-core path off for m > 1), tokens of different scales,
+// run twice (the tile counters are reset: the second call's bits equal the first's). A group the GEMV does not run
+// (the tensor-core range, a misaligned norm weight) is not fusable and linear_group_cuda throws for it.
 TEST(GpuLinearFp8, GroupWithInputNormMatchesNormThenProduct) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
   Fp8Weight q_a(2048, 6144, 51), kv_a(576, 6144, 52), wk(128, 6144, 53), q_b(16384, 2048, 54), wq_b(4096, 2048, 55);

@@ -276,6 +276,23 @@ TEST(Analysis, OpsStreamingBelowTheCopyPeakAreUnderStreaming) {
   EXPECT_TRUE(latency);
   // At 80% of the copy peak (3.84e7 bytes in 12 us) there is nothing to save: no hotspot.
   for (const Hotspot& h : run(3.84e7).hotspots) EXPECT_NE(h.kind, "under_streaming");
+  // An op above 30% of the step below 80% of the copy peak is the op-share hotspot, not counted again here.
+  const Analysis b = analyze(test::layered_steps(4, [&](auto op) {
+                               op("attn.qkv_a_proj", 1, 12'000, 1.6e7);
+                               op("moe.experts", 1, 100'000, 2e8);  // 50% of copy, 89% of the step
+                             }),
+                             Peaks{4000, 900});
+  int share = 0, under = 0;
+  for (const Hotspot& h : b.hotspots) {
+    share += h.kind == "op_share" && h.what == "moe.experts";
+    if (h.kind == "under_streaming") {
+      ++under;
+      EXPECT_EQ(h.what, "attn.qkv_a_proj");
+      EXPECT_NEAR(h.est_saving_us, 4 * (12 - 4 / 0.8), 1e-9);
+    }
+  }
+  EXPECT_EQ(share, 1);
+  EXPECT_EQ(under, 1);
 }
 
 TEST(Analysis, NoLatencyHotspotWhenKernelsAreLongOrFew) {
@@ -494,7 +511,6 @@ TEST(Analysis, LayerTimelineGroupsPerDevice) {
   EXPECT_NEAR(lt.span_us, 15.0, 1e-9);
 }
 
-// Fewer than two layers with one sequence: no timeline (and no section).
 // Programmatic dependent launch: a kernel admitted before its predecessor ends starts early and waits inside, so its
 // duration overstates its cost; the adds column is each kernel's end past the latest earlier end, which sums to the
 // span. Per layer: attn.q_a_proj 0-10, attn.o_proj admitted at 6 and ending at 18 (adds 8), a side-stream kernel
@@ -539,6 +555,7 @@ TEST(Analysis, LayerTimelineAddsIgnoreTheWaitOfAnEarlyAdmission) {
   EXPECT_NE(md.find("| 4 | `moe.experts` | main | 15.0 | 40.0 | 25.0 |  | 22.0 |"), std::string::npos) << md;
 }
 
+// Fewer than two layers with one sequence: no timeline (and no section).
 TEST(Analysis, NoLayerTimelineWithoutARepeatedSequence) {
   Timeline t;
   t.source = "cupti";
