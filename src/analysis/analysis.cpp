@@ -164,6 +164,7 @@ LayerTimeline layer_timeline(const std::vector<const Activity*>& work) {
     r.start_us = median(starts[i]);
     r.end_us = median(ends[i]);
     r.adds_us = std::max(0.0, r.end_us - latest);
+    r.gap_us = i == 0 ? 0.0 : std::max(0.0, r.start_us - latest);
     latest = std::max(latest, r.end_us);
     out.rows.push_back(r);
   }

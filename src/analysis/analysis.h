@@ -84,6 +84,9 @@ struct LayerTimelineRow {
   // could begin, so its duration includes its wait for the predecessor; this column does not. The rows' adds sum to
   // the latest end_us (the span of the medians).
   double adds_us = 0;
+  // Time since that latest earlier end_us in which no earlier kernel of the layer ran: max(0, start_us - it); 0 for
+  // the first row (report.md's gap column).
+  double gap_us = 0;
 };
 
 // Where a layer's time goes kernel by kernel: the most common per-layer sequence of kernel ops (and streams, main or

@@ -17,6 +17,9 @@ std::string lower(std::string s) {
   return s;
 }
 
+// Our engine's two KV cast ops (rule 1 reports them; the other rules leave them out).
+bool kv_cast_op(const std::string& op) { return op == "attn.kv_cast" || op == "attn.kv_gather_cast"; }
+
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
@@ -57,7 +60,7 @@ constexpr double kLaunchBoundUsPerKernel = 20.0;
 }  // namespace
 
 bool is_kv_cast(const Activity& a) {
-  if (a.op == "attn.kv_cast" || a.op == "attn.kv_gather_cast") return true;
+  if (kv_cast_op(a.op)) return true;
   if (a.kind != ActivityKind::kernel) return false;
   // Our engine casts KV only in the two ops above; any other op of ours (attn.*, mlp.*, moe.*, lm_head) that runs a
   // dequantize kernel converts FP8 weights (fp8_block_dequant_bf16_*: --fp8-large-m dequant), not the KV cache
@@ -98,7 +101,7 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     const Activity* x = work[i];
     if (!is_kv_cast(*x)) continue;
     cast_ns += exclusive_ns[i];
-    if (x->op == "attn.kv_cast" || x->op == "attn.kv_gather_cast") {
+    if (kv_cast_op(x->op)) {
       ours.insert(x->op);
       if (x->external_id == 0 || instances.insert(x->external_id).second) cast_bytes += x->bytes;
     } else {
@@ -148,7 +151,7 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
   // 2. Any other op above 30% of the step.
   std::vector<Hotspot> generic;
   for (const OpSummary& s : a.ops) {
-    if (s.op == "attn.kv_cast" || s.op == "attn.kv_gather_cast" || s.share <= kOpShareThreshold) continue;
+    if (kv_cast_op(s.op) || s.share <= kOpShareThreshold) continue;
     Hotspot h;
     h.kind = "op_share";
     h.what = op_label(s.op);
@@ -192,7 +195,7 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     if (c.kernels <= 0 || c.time_us <= 0) continue;
     const double kernel_us = c.time_us / c.kernels;
     if (kernel_us >= kSerialKernelUs) continue;
-    if (c.op == "attn.kv_cast" || c.op == "attn.kv_gather_cast" || reported.count(op_label(c.op))) continue;
+    if (kv_cast_op(c.op) || reported.count(op_label(c.op))) continue;
     // Only the exposed part counts: time a side stream spent behind the main chain's work costs the step nothing.
     const double exposed_us = c.time_us - c.overlapped_us;
     const double floor_us = std::max(c.bytes / (peaks.copy_gbps * 1e3),
@@ -259,9 +262,9 @@ std::vector<Hotspot> find_hotspots(const std::vector<const Activity*>& work, con
     std::string list;
     int named = 0;  // ops counted; the first 6 (in canonical op order) are named
     for (const OpSummary& s : a.ops) {
-      if (s.bytes <= 0 || s.time_us <= 0 || reported.count(op_label(s.op)) || (latency_reported && by_op.count(op_label(s.op))))
+      if (s.bytes <= 0 || s.time_us <= 0 || kv_cast_op(s.op) || reported.count(op_label(s.op)) ||
+          (latency_reported && by_op.count(op_label(s.op))))
         continue;
-      if (s.op == "attn.kv_cast" || s.op == "attn.kv_gather_cast") continue;
       const double exposed_us = s.time_us - s.overlapped_us;
       const double bytes_us = s.bytes / (peaks.copy_gbps * 1e3);
       const double flops_us = peaks.bf16_tflops > 0 ? s.flops / (peaks.bf16_tflops * 1e6) : 0.0;

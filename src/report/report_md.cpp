@@ -146,14 +146,11 @@ void layer_timeline_table(std::ostringstream& o, const Analysis& a) {
     << "(its end less the latest earlier end; not counting a wait inside it for an earlier kernel); the adds sum to "
     << "the layer's span.\n\n"
     << "| # | op | stream | start | end | duration | gap | adds |\n|---:|---|---|---:|---:|---:|---:|---:|\n";
-  double latest = 0;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const LayerTimelineRow& r = t.rows[i];
-    const double gap = i == 0 ? 0.0 : std::max(0.0, r.start_us - latest);
     o << "| " << i + 1 << " | " << code_span(r.op) << " | " << (r.side ? "side" : "main") << " | " << f1(r.start_us)
-      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (gap >= 0.05 ? f1(gap) : "") << " | "
+      << " | " << f1(r.end_us) << " | " << f1(r.end_us - r.start_us) << " | " << (r.gap_us >= 0.05 ? f1(r.gap_us) : "") << " | "
       << (r.adds_us >= 0.05 ? f1(r.adds_us) : "") << " |\n";
-    latest = std::max(latest, r.end_us);
   }
 }
 

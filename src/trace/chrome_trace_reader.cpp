@@ -915,8 +915,8 @@ Timeline read_chrome_trace(const std::string& path) {
     // The recording run's roofline ceilings (Timeline::copy_gbps / bf16_tflops): positive finite numbers if present.
     if (g.contains("peaks") && !g["peaks"].is_null()) {
       const json& pk = g["peaks"];
+      if (!pk.is_object()) throw Error("trace '" + path + "': field 'glm5prof.peaks' must be an object, got " + json_excerpt(pk));
       const auto ceiling = [&](const char* key, double limit) {
-        if (!pk.is_object()) throw Error("trace '" + path + "': field 'glm5prof.peaks' must be an object, got " + json_excerpt(pk));
         if (!pk.contains(key)) return 0.0;
         const json& v = pk[key];
         if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > limit)
